@@ -1,1 +1,199 @@
-//! placeholder
+//! The `withloop` command line as a library: the test harness drives the same
+//! functions the binary does, so what the tests check is what users get.
+
+use std::path::{Path, PathBuf};
+
+use compiler_core::diagnostics::render::{render, render_short};
+use compiler_core::diagnostics::{Diagnostic, Severity};
+use compiler_core::driver::{self, FrontendOptions};
+use compiler_core::interp::{self, EntryError, RunOptions, Value, format};
+use compiler_core::span::SourceMap;
+use compiler_core::syntax::cpp::SourceLoader;
+
+/// `#include` from the file system: relative to the including file first, then
+/// the `-I` directories (only those for `<file>`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FsLoader;
+
+impl SourceLoader for FsLoader {
+    fn load(
+        &self,
+        path: &str,
+        angled: bool,
+        includer: &str,
+        include_dirs: &[String],
+    ) -> Result<(String, String), String> {
+        let mut tried = Vec::new();
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if !angled {
+            let base = Path::new(includer).parent().unwrap_or(Path::new(""));
+            candidates.push(base.join(path));
+        }
+        candidates.extend(include_dirs.iter().map(|d| Path::new(d).join(path)));
+        for c in candidates {
+            match std::fs::read_to_string(&c) {
+                Ok(text) => return Ok((c.to_string_lossy().into_owned(), text)),
+                Err(_) => tried.push(c.to_string_lossy().into_owned()),
+            }
+        }
+        Err(if tried.is_empty() {
+            "no include directories given (-I)".to_string()
+        } else {
+            format!("looked for: {}", tried.join(", "))
+        })
+    }
+}
+
+/// What to compile and how.
+#[derive(Clone, Debug, Default)]
+pub struct Invocation {
+    pub file: PathBuf,
+    pub frontend: FrontendOptions,
+    /// Entry function (default `main`).
+    pub entry: Option<String>,
+    /// `--arg` values in SaC syntax.
+    pub args: Vec<String>,
+}
+
+/// A diagnostic with where it points, for tests and tooling.
+#[derive(Clone, Debug)]
+pub struct Located {
+    pub diagnostic: Diagnostic,
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Everything a command produced.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Standard output: the program's output, then returned values.
+    pub stdout: Vec<u8>,
+    /// Rendered diagnostics (standard error).
+    pub stderr: String,
+    pub diagnostics: Vec<Located>,
+    pub exit_code: i32,
+}
+
+/// Exit status for compile errors.
+pub const EXIT_COMPILE_ERROR: i32 = 1;
+/// Exit status for run-time errors.
+pub const EXIT_RUNTIME_ERROR: i32 = 2;
+
+fn locate(sources: &SourceMap, d: &Diagnostic) -> Located {
+    let (file, line, column) = match d.span() {
+        Some(s) => {
+            let f = sources.get(s.file);
+            let (l, c) = f.line_col(s.start);
+            (f.name.to_string(), l, c)
+        }
+        None => (String::new(), 0, 0),
+    };
+    Located { diagnostic: d.clone(), file, line, column }
+}
+
+fn read(inv: &Invocation, report: &mut Report) -> Option<String> {
+    match std::fs::read_to_string(&inv.file) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            report.stderr = format!("error: cannot read `{}`: {e}\n", inv.file.display());
+            report.exit_code = EXIT_COMPILE_ERROR;
+            None
+        }
+    }
+}
+
+fn add_diagnostics(report: &mut Report, sources: &SourceMap, diagnostics: &[Diagnostic]) {
+    for d in diagnostics {
+        report.stderr.push_str(&render(sources, d));
+        report.diagnostics.push(locate(sources, d));
+    }
+}
+
+/// `withloop check FILE`: diagnostics only.
+pub fn check(inv: &Invocation) -> Report {
+    let mut report = Report::default();
+    let Some(text) = read(inv, &mut report) else { return report };
+    let fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
+    add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
+    let errors = fe.diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+    if errors > 0 {
+        report.stderr.push_str(&format!("error: could not compile `{}` ({errors} error(s))\n", inv.file.display()));
+        report.exit_code = EXIT_COMPILE_ERROR;
+    }
+    report
+}
+
+/// `withloop run FILE`: runs the entry function in the reference interpreter and
+/// prints each returned value in SaC syntax after the program's own output.
+pub fn run(inv: &Invocation) -> Report {
+    let inv = inv.clone();
+    // The interpreter needs a deep stack; everything it touches stays on that thread.
+    interp::with_large_stack(move || run_here(&inv))
+}
+
+fn run_here(inv: &Invocation) -> Report {
+    let mut report = Report::default();
+    let Some(text) = read(inv, &mut report) else { return report };
+    let mut fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
+    add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
+    if fe.has_errors() {
+        let errors = fe.diagnostics.iter().filter(|d| d.is_error()).count();
+        report.stderr.push_str(&format!("error: could not compile `{}` ({errors} error(s))\n", inv.file.display()));
+        report.exit_code = EXIT_COMPILE_ERROR;
+        return report;
+    }
+    let mut args = Vec::new();
+    for a in &inv.args {
+        match driver::parse_value(&mut fe.sources, a) {
+            Ok(v) => args.push(v),
+            Err(d) => {
+                add_diagnostics(&mut report, &fe.sources, &[d]);
+                report.exit_code = EXIT_COMPILE_ERROR;
+                return report;
+            }
+        }
+    }
+    let entry = inv.entry.clone().unwrap_or_else(|| "main".to_string());
+    let mut stdout = Vec::new();
+    let result = interp::run(&fe.program, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
+        stdout.extend_from_slice(b)
+    });
+    report.stdout = stdout;
+    match result {
+        Ok(values) => report.stdout.extend_from_slice(value_lines(&values).as_bytes()),
+        Err(EntryError::Unknown(name)) => {
+            let mut msg = format!("error: `{}` defines no function `{name}` to run\n", inv.file.display());
+            let mut names: Vec<String> = fe
+                .program
+                .user_names
+                .iter()
+                .filter(|(_, ids)| ids.iter().any(|id| !fe.program.function(*id).is_library()))
+                .map(|(n, _)| n.to_string())
+                .collect();
+            if !names.is_empty() {
+                names.sort();
+                msg.push_str(&format!("  = note: its functions are: {}\n", names.join(", ")));
+            }
+            report.stderr.push_str(&msg);
+            report.exit_code = EXIT_COMPILE_ERROR;
+        }
+        Err(EntryError::Runtime(e)) => {
+            let d = e.to_diagnostic();
+            report.stderr.push_str(&render(&fe.sources, &d));
+            report.diagnostics.push(locate(&fe.sources, &d));
+            report.exit_code = EXIT_RUNTIME_ERROR;
+        }
+    }
+    report
+}
+
+/// One-line rendering of a located diagnostic (`file:line:col: error[E…]: …`).
+pub fn short(sources: &SourceMap, d: &Diagnostic) -> String {
+    render_short(sources, d)
+}
+
+/// Formats values the way `withloop run` prints them.
+pub fn value_lines(values: &[Value]) -> String {
+    values.iter().map(|v| format::value_literal(v) + "\n").collect()
+}

@@ -1,1 +1,92 @@
-fn main() {}
+//! `withloop`: check and run SaC programs.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use compiler_core::driver::FrontendOptions;
+use withloop_cli::{Invocation, check, run};
+
+#[derive(Parser, Debug)]
+#[command(name = "withloop", version, about = "Compile and run shape-generic array programs written in SaC")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Report every error and warning in a program; exit 1 if there are errors.
+    Check {
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Run a program (its `main`, or --entry) and print the returned values.
+    ///
+    /// Exit status: 0 on success, 1 on a compile error, 2 on a run-time error.
+    Run {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// The function to run.
+        #[arg(long, default_value = "main")]
+        entry: String,
+        /// An argument for the entry function, in SaC syntax (`3`, `[1.5, 2.0]`,
+        /// `reshape([2,2], [1,2,3,4])`); repeat for several.
+        #[arg(long = "arg", value_name = "VALUE", allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Use the reference interpreter (the only engine until native code generation lands).
+        #[arg(long)]
+        interp: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SourceArgs {
+    /// The SaC source file.
+    file: PathBuf,
+    /// Define a preprocessor macro, `NAME` or `NAME=VALUE` (as sac2c's -D).
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    defines: Vec<String>,
+    /// Add a directory to search for #include files.
+    #[arg(short = 'I', value_name = "DIR")]
+    include_dirs: Vec<String>,
+    /// Do not load the implicit prelude (sac2c's -noprelude).
+    #[arg(long)]
+    noprelude: bool,
+}
+
+impl SourceArgs {
+    fn invocation(self) -> Invocation {
+        Invocation {
+            file: self.file,
+            frontend: FrontendOptions {
+                defines: self.defines,
+                include_dirs: self.include_dirs,
+                no_prelude: self.noprelude,
+            },
+            entry: None,
+            args: Vec::new(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // sac2c spells its long flags with one dash; accept that spelling too.
+    let argv = std::env::args().map(|a| if a == "-noprelude" { "--noprelude".to_string() } else { a });
+    let cli = Cli::parse_from(argv);
+    let report = match cli.command {
+        Command::Check { source } => check(&source.invocation()),
+        Command::Run { source, entry, args, interp: _ } => {
+            let mut inv = source.invocation();
+            inv.entry = Some(entry);
+            inv.args = args;
+            run(&inv)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&report.stdout);
+    let _ = out.flush();
+    eprint!("{}", report.stderr);
+    ExitCode::from(report.exit_code as u8)
+}

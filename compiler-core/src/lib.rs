@@ -11,5 +11,9 @@
 //! [`syntax::cpp::SourceLoader`].
 
 pub mod diagnostics;
+pub mod driver;
+pub mod interp;
+pub mod library;
+pub mod sema;
 pub mod span;
 pub mod syntax;

@@ -21,11 +21,7 @@ pub struct Span {
 
 impl Span {
     pub fn new(file: FileId, start: usize, end: usize) -> Span {
-        Span {
-            file,
-            start: start as u32,
-            end: end.max(start) as u32,
-        }
+        Span { file, start: start as u32, end: end.max(start) as u32 }
     }
 
     /// The smallest span covering both `self` and `other` (same file), else `self`.
@@ -33,20 +29,12 @@ impl Span {
         if self.file != other.file {
             return self;
         }
-        Span {
-            file: self.file,
-            start: self.start.min(other.start),
-            end: self.end.max(other.end),
-        }
+        Span { file: self.file, start: self.start.min(other.start), end: self.end.max(other.end) }
     }
 
     /// An empty span at the end of `self`.
     pub fn end_point(self) -> Span {
-        Span {
-            file: self.file,
-            start: self.end,
-            end: self.end,
-        }
+        Span { file: self.file, start: self.end, end: self.end }
     }
 }
 
@@ -78,12 +66,7 @@ impl SourceFile {
                 line_starts.push(i as u32 + 1);
             }
         }
-        SourceFile {
-            name,
-            text,
-            kind,
-            line_starts,
-        }
+        SourceFile { name, text, kind, line_starts }
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -94,11 +77,7 @@ impl SourceFile {
         };
         let line_start = self.line_starts[line_idx] as usize;
         let offset = (offset as usize).min(self.text.len());
-        let col = self
-            .text
-            .get(line_start..offset)
-            .map(|s| s.chars().count())
-            .unwrap_or(offset - line_start);
+        let col = self.text.get(line_start..offset).map(|s| s.chars().count()).unwrap_or(offset - line_start);
         (line_idx + 1, col + 1)
     }
 }
@@ -114,15 +93,9 @@ impl SourceMap {
         SourceMap::default()
     }
 
-    pub fn add(
-        &mut self,
-        name: impl Into<SmolStr>,
-        text: impl Into<String>,
-        kind: FileKind,
-    ) -> FileId {
+    pub fn add(&mut self, name: impl Into<SmolStr>, text: impl Into<String>, kind: FileKind) -> FileId {
         let id = FileId(self.files.len() as u32);
-        self.files
-            .push(SourceFile::new(name.into(), text.into(), kind));
+        self.files.push(SourceFile::new(name.into(), text.into(), kind));
         id
     }
 
@@ -131,17 +104,11 @@ impl SourceMap {
     }
 
     pub fn files(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
-        self.files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (FileId(i as u32), f))
+        self.files.iter().enumerate().map(|(i, f)| (FileId(i as u32), f))
     }
 
     pub fn find(&self, name: &str) -> Option<FileId> {
-        self.files
-            .iter()
-            .position(|f| f.name == name)
-            .map(|i| FileId(i as u32))
+        self.files.iter().position(|f| f.name == name).map(|i| FileId(i as u32))
     }
 
     /// `file:line:col` of the start of a span.
@@ -154,8 +121,7 @@ impl SourceMap {
     /// The source text a span covers.
     pub fn snippet(&self, span: Span) -> &str {
         let text = &self.get(span.file).text;
-        text.get(span.start as usize..span.end as usize)
-            .unwrap_or("")
+        text.get(span.start as usize..span.end as usize).unwrap_or("")
     }
 
     pub fn is_library(&self, span: Span) -> bool {

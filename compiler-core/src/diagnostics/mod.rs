@@ -84,26 +84,17 @@ impl Diagnostic {
     }
 
     pub fn warning(code: Code, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            severity: Severity::Warning,
-            ..Diagnostic::error(code, message)
-        }
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message) }
     }
 
     /// Sets the primary location; `label` may be empty.
     pub fn at(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.primary = Some(Label {
-            span,
-            message: label.into(),
-        });
+        self.primary = Some(Label { span, message: label.into() });
         self
     }
 
     pub fn with_label(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.secondary.push(Label {
-            span,
-            message: label.into(),
-        });
+        self.secondary.push(Label { span, message: label.into() });
         self
     }
 
@@ -140,11 +131,11 @@ impl Diagnostics {
     pub fn push(&mut self, diagnostic: Diagnostic) {
         // The same error reported twice at the same place (e.g. from a macro used in
         // several spots that all map to one span) is noise.
-        if !self.list.iter().any(|d| {
-            d.code == diagnostic.code
-                && d.primary == diagnostic.primary
-                && d.message == diagnostic.message
-        }) {
+        if !self
+            .list
+            .iter()
+            .any(|d| d.code == diagnostic.code && d.primary == diagnostic.primary && d.message == diagnostic.message)
+        {
             self.list.push(diagnostic);
         }
     }
@@ -178,10 +169,7 @@ impl Diagnostics {
     /// Sorted by file and position, errors before warnings at the same place.
     pub fn into_sorted(mut self) -> Vec<Diagnostic> {
         self.list.sort_by_key(|d| {
-            let (f, s) = d
-                .span()
-                .map(|s| (s.file.0, s.start))
-                .unwrap_or((u32::MAX, 0));
+            let (f, s) = d.span().map(|s| (s.file.0, s.start)).unwrap_or((u32::MAX, 0));
             (f, s, std::cmp::Reverse(d.severity))
         });
         self.list

@@ -24,17 +24,10 @@ impl<'a> Files<'a> for SourceMap {
         Ok(self.get(id).line_col(byte_index as u32).0 - 1)
     }
 
-    fn line_range(
-        &'a self,
-        id: FileId,
-        line_index: usize,
-    ) -> Result<std::ops::Range<usize>, FilesError> {
+    fn line_range(&'a self, id: FileId, line_index: usize) -> Result<std::ops::Range<usize>, FilesError> {
         let text = &self.get(id).text;
         let starts = codespan_reporting::files::line_starts(text).collect::<Vec<_>>();
-        let start = *starts.get(line_index).ok_or(FilesError::LineTooLarge {
-            given: line_index,
-            max: starts.len(),
-        })?;
+        let start = *starts.get(line_index).ok_or(FilesError::LineTooLarge { given: line_index, max: starts.len() })?;
         let end = starts.get(line_index + 1).copied().unwrap_or(text.len());
         Ok(start..end)
     }
@@ -49,20 +42,14 @@ fn to_codespan(diagnostic: &Diagnostic) -> cs::Diagnostic<FileId> {
     let mut labels = Vec::new();
     if let Some(primary) = &diagnostic.primary {
         labels.push(
-            cs::Label::primary(
-                primary.span.file,
-                primary.span.start as usize..primary.span.end as usize,
-            )
-            .with_message(primary.message.clone()),
+            cs::Label::primary(primary.span.file, primary.span.start as usize..primary.span.end as usize)
+                .with_message(primary.message.clone()),
         );
     }
     for label in &diagnostic.secondary {
         labels.push(
-            cs::Label::secondary(
-                label.span.file,
-                label.span.start as usize..label.span.end as usize,
-            )
-            .with_message(label.message.clone()),
+            cs::Label::secondary(label.span.file, label.span.start as usize..label.span.end as usize)
+                .with_message(label.message.clone()),
         );
     }
     let mut notes = diagnostic.notes.clone();
@@ -82,20 +69,12 @@ pub fn render(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
     match term::emit_into_string(&config, sources, &to_codespan(diagnostic)) {
         Ok(text) => text,
         // A span outside its file is our bug; still show the message.
-        Err(_) => format!(
-            "{}[{}]: {}\n",
-            severity_word(diagnostic.severity),
-            diagnostic.code.id,
-            diagnostic.message
-        ),
+        Err(_) => format!("{}[{}]: {}\n", severity_word(diagnostic.severity), diagnostic.code.id, diagnostic.message),
     }
 }
 
 /// Renders several diagnostics, separated the way rustc separates them.
-pub fn render_all<'a>(
-    sources: &SourceMap,
-    diagnostics: impl IntoIterator<Item = &'a Diagnostic>,
-) -> String {
+pub fn render_all<'a>(sources: &SourceMap, diagnostics: impl IntoIterator<Item = &'a Diagnostic>) -> String {
     let mut out = String::new();
     for d in diagnostics {
         out.push_str(&render(sources, d));
@@ -113,14 +92,6 @@ fn severity_word(severity: Severity) -> &'static str {
 
 /// One-line form: `file:line:col: error[E0101]: message`.
 pub fn render_short(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
-    let location = diagnostic
-        .span()
-        .map(|s| sources.location(s) + ": ")
-        .unwrap_or_default();
-    format!(
-        "{location}{}[{}]: {}",
-        severity_word(diagnostic.severity),
-        diagnostic.code.id,
-        diagnostic.message
-    )
+    let location = diagnostic.span().map(|s| sources.location(s) + ": ").unwrap_or_default();
+    format!("{location}{}[{}]: {}", severity_word(diagnostic.severity), diagnostic.code.id, diagnostic.message)
 }

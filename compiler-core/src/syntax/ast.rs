@@ -189,10 +189,7 @@ impl BaseType {
     }
 
     pub fn is_integer(self) -> bool {
-        !matches!(
-            self,
-            BaseType::Bool | BaseType::Char | BaseType::Float | BaseType::Double
-        )
+        !matches!(self, BaseType::Bool | BaseType::Char | BaseType::Float | BaseType::Double)
     }
 
     pub fn is_real(self) -> bool {
@@ -530,26 +527,10 @@ pub struct Generator {
 
 #[derive(Clone, Debug)]
 pub enum WithOp {
-    Genarray {
-        shape: Expr,
-        default: Option<Expr>,
-        span: Span,
-    },
-    Modarray {
-        array: Expr,
-        span: Span,
-    },
-    Fold {
-        fun: FoldFun,
-        neutral: Expr,
-        span: Span,
-    },
-    FoldFix {
-        fun: FoldFun,
-        neutral: Expr,
-        fixpoint: Expr,
-        span: Span,
-    },
+    Genarray { shape: Expr, default: Option<Expr>, span: Span },
+    Modarray { array: Expr, span: Span },
+    Fold { fun: FoldFun, neutral: Expr, span: Span },
+    FoldFix { fun: FoldFun, neutral: Expr, fixpoint: Expr, span: Span },
 }
 
 impl WithOp {

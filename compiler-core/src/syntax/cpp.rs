@@ -43,9 +43,7 @@ pub struct NoIncludes;
 
 impl SourceLoader for NoIncludes {
     fn load(&self, path: &str, _: bool, _: &str, _: &[String]) -> Result<(String, String), String> {
-        Err(format!(
-            "`{path}` cannot be included here: this compilation has no file system"
-        ))
+        Err(format!("`{path}` cannot be included here: this compilation has no file system"))
     }
 }
 
@@ -57,10 +55,7 @@ pub struct MemoryLoader {
 
 impl SourceLoader for MemoryLoader {
     fn load(&self, path: &str, _: bool, _: &str, _: &[String]) -> Result<(String, String), String> {
-        self.files
-            .get(path)
-            .map(|t| (path.to_string(), t.clone()))
-            .ok_or_else(|| format!("no file named `{path}`"))
+        self.files.get(path).map(|t| (path.to_string(), t.clone())).ok_or_else(|| format!("no file named `{path}`"))
     }
 }
 
@@ -91,10 +86,7 @@ struct PTok {
 
 impl PTok {
     fn plain(tok: Token) -> PTok {
-        PTok {
-            tok,
-            hide: Vec::new(),
-        }
+        PTok { tok, hide: Vec::new() }
     }
 }
 
@@ -163,9 +155,7 @@ impl Preprocessor<'_> {
                 None => (def.trim().to_string(), "1".to_string()),
             };
             let text = format!("{name} {value}");
-            let file = self
-                .sources
-                .add(format!("<-D {def}>"), text.clone(), FileKind::CommandLine);
+            let file = self.sources.add(format!("<-D {def}>"), text.clone(), FileKind::CommandLine);
             let tokens = lex(file, &text, self.diags);
             if tokens.first().is_none_or(|t| !t.is_ident()) {
                 self.diags.push(
@@ -182,15 +172,8 @@ impl Preprocessor<'_> {
                 t.line_start = false;
                 t
             });
-            self.macros.insert(
-                SmolStr::new(&name),
-                Macro {
-                    params: None,
-                    variadic: false,
-                    body: body.collect(),
-                    span,
-                },
-            );
+            self.macros
+                .insert(SmolStr::new(&name), Macro { params: None, variadic: false, body: body.collect(), span });
         }
     }
 
@@ -206,14 +189,7 @@ impl Preprocessor<'_> {
                 while j < tokens.len() && !tokens[j].line_start {
                     j += 1;
                 }
-                self.directive(
-                    &tokens[i],
-                    &tokens[i + 1..j],
-                    &mut stack,
-                    active,
-                    file,
-                    depth,
-                );
+                self.directive(&tokens[i], &tokens[i + 1..j], &mut stack, active, file, depth);
                 i = j;
                 continue;
             }
@@ -234,12 +210,9 @@ impl Preprocessor<'_> {
                         if !self.overflowed {
                             self.overflowed = true;
                             self.diags.push(
-                                Diagnostic::error(
-                                    codes::MACRO_ARITY,
-                                    "macro expansion produces too many tokens",
-                                )
-                                .at(t.tok.span, "while expanding this")
-                                .with_note(format!("the limit is {MAX_OUTPUT_TOKENS} tokens")),
+                                Diagnostic::error(codes::MACRO_ARITY, "macro expansion produces too many tokens")
+                                    .at(t.tok.span, "while expanding this")
+                                    .with_note(format!("the limit is {MAX_OUTPUT_TOKENS} tokens")),
                             );
                         }
                         break;
@@ -251,11 +224,8 @@ impl Preprocessor<'_> {
         }
         for open in stack {
             self.diags.push(
-                Diagnostic::error(
-                    codes::UNTERMINATED_CONDITIONAL,
-                    "this conditional has no `#endif`",
-                )
-                .at(open.span, "opened here"),
+                Diagnostic::error(codes::UNTERMINATED_CONDITIONAL, "this conditional has no `#endif`")
+                    .at(open.span, "opened here"),
             );
         }
     }
@@ -284,17 +254,13 @@ impl Preprocessor<'_> {
                 } else {
                     match args.first() {
                         Some(t) if t.is_ident() => {
-                            let defined =
-                                self.macros.contains_key(&t.text) || is_builtin_macro(&t.text);
+                            let defined = self.macros.contains_key(&t.text) || is_builtin_macro(&t.text);
                             if name == "ifdef" { defined } else { !defined }
                         }
                         _ => {
                             self.diags.push(
-                                Diagnostic::error(
-                                    codes::MALFORMED_DIRECTIVE,
-                                    format!("`#{name}` needs a macro name"),
-                                )
-                                .at(whole, ""),
+                                Diagnostic::error(codes::MALFORMED_DIRECTIVE, format!("`#{name}` needs a macro name"))
+                                    .at(whole, ""),
                             );
                             false
                         }
@@ -311,22 +277,16 @@ impl Preprocessor<'_> {
             "elif" | "else" => {
                 let Some(top) = stack.last_mut() else {
                     self.diags.push(
-                        Diagnostic::error(
-                            codes::UNMATCHED_CONDITIONAL,
-                            format!("`#{name}` without `#if`"),
-                        )
-                        .at(whole, ""),
+                        Diagnostic::error(codes::UNMATCHED_CONDITIONAL, format!("`#{name}` without `#if`"))
+                            .at(whole, ""),
                     );
                     return;
                 };
                 if top.seen_else {
                     self.diags.push(
-                        Diagnostic::error(
-                            codes::UNMATCHED_CONDITIONAL,
-                            format!("`#{name}` after `#else`"),
-                        )
-                        .at(whole, "")
-                        .with_label(top.span, "this conditional already had its `#else`"),
+                        Diagnostic::error(codes::UNMATCHED_CONDITIONAL, format!("`#{name}` after `#else`"))
+                            .at(whole, "")
+                            .with_label(top.span, "this conditional already had its `#else`"),
                     );
                     return;
                 }
@@ -346,10 +306,8 @@ impl Preprocessor<'_> {
             }
             "endif" => {
                 if stack.pop().is_none() {
-                    self.diags.push(
-                        Diagnostic::error(codes::UNMATCHED_CONDITIONAL, "`#endif` without `#if`")
-                            .at(whole, ""),
-                    );
+                    self.diags
+                        .push(Diagnostic::error(codes::UNMATCHED_CONDITIONAL, "`#endif` without `#if`").at(whole, ""));
                 }
             }
             _ if !active => {}
@@ -359,28 +317,19 @@ impl Preprocessor<'_> {
                     self.macros.remove(&t.text);
                 } else {
                     self.diags.push(
-                        Diagnostic::error(
-                            codes::MALFORMED_DIRECTIVE,
-                            "`#undef` needs a macro name",
-                        )
-                        .at(whole, ""),
+                        Diagnostic::error(codes::MALFORMED_DIRECTIVE, "`#undef` needs a macro name").at(whole, ""),
                     );
                 }
             }
             "include" | "include_next" | "import" => self.include(args, whole, file, depth),
             "error" => {
                 let message = self.line_text(args);
-                self.diags.push(
-                    Diagnostic::error(codes::ERROR_DIRECTIVE, format!("#error {message}"))
-                        .at(whole, ""),
-                );
+                self.diags.push(Diagnostic::error(codes::ERROR_DIRECTIVE, format!("#error {message}")).at(whole, ""));
             }
             "warning" => {
                 let message = self.line_text(args);
-                self.diags.push(
-                    Diagnostic::warning(codes::WARNING_DIRECTIVE, format!("#warning {message}"))
-                        .at(whole, ""),
-                );
+                self.diags
+                    .push(Diagnostic::warning(codes::WARNING_DIRECTIVE, format!("#warning {message}")).at(whole, ""));
             }
             "pragma" => {
                 if args.first().is_some_and(|t| t.text == "once") {
@@ -411,20 +360,15 @@ impl Preprocessor<'_> {
 
     fn define(&mut self, args: &[Token], whole: Span) {
         let Some(name) = args.first().filter(|t| t.is_ident()) else {
-            self.diags.push(
-                Diagnostic::error(codes::MALFORMED_DIRECTIVE, "`#define` needs a macro name")
-                    .at(whole, ""),
-            );
+            self.diags
+                .push(Diagnostic::error(codes::MALFORMED_DIRECTIVE, "`#define` needs a macro name").at(whole, ""));
             return;
         };
         let mut rest = &args[1..];
         let mut params = None;
         let mut variadic = false;
         // A function-like macro has `(` right after the name, without a space.
-        if rest
-            .first()
-            .is_some_and(|t| t.is_punct("(") && !t.space_before)
-        {
+        if rest.first().is_some_and(|t| t.is_punct("(") && !t.space_before) {
             let mut list = Vec::new();
             let mut k = 1;
             let mut ok = false;
@@ -462,28 +406,16 @@ impl Preprocessor<'_> {
                 t
             })
             .collect();
-        let new = Macro {
-            params,
-            variadic,
-            body,
-            span: name.span,
-        };
+        let new = Macro { params, variadic, body, span: name.span };
         if let Some(old) = self.macros.get(&name.text) {
             let same = old.params == new.params
                 && old.body.len() == new.body.len()
-                && old
-                    .body
-                    .iter()
-                    .zip(&new.body)
-                    .all(|(a, b)| a.text == b.text);
+                && old.body.iter().zip(&new.body).all(|(a, b)| a.text == b.text);
             if !same {
                 self.diags.push(
-                    Diagnostic::warning(
-                        codes::MACRO_REDEFINED,
-                        format!("macro `{}` redefined", name.text),
-                    )
-                    .at(name.span, "new definition")
-                    .with_label(old.span, "previous definition"),
+                    Diagnostic::warning(codes::MACRO_REDEFINED, format!("macro `{}` redefined", name.text))
+                        .at(name.span, "new definition")
+                        .with_label(old.span, "previous definition"),
                 );
             }
         }
@@ -494,11 +426,8 @@ impl Preprocessor<'_> {
         // `#include MACRO` expands first.
         let expanded: Vec<Token>;
         let args = if args.first().is_some_and(|t| t.is_ident()) {
-            expanded = self
-                .expand(args.iter().cloned().map(PTok::plain).collect())
-                .into_iter()
-                .map(|p| p.tok)
-                .collect();
+            expanded =
+                self.expand(args.iter().cloned().map(PTok::plain).collect()).into_iter().map(|p| p.tok).collect();
             &expanded[..]
         } else {
             args
@@ -507,10 +436,8 @@ impl Preprocessor<'_> {
             Some(t) if t.kind == TokenKind::Str => (t.text.trim_matches('"').to_string(), false),
             Some(t) if t.is_punct("<") => {
                 let Some(close) = args.iter().position(|t| t.is_punct(">")) else {
-                    self.diags.push(
-                        Diagnostic::error(codes::MALFORMED_DIRECTIVE, "missing `>` in `#include`")
-                            .at(whole, ""),
-                    );
+                    self.diags
+                        .push(Diagnostic::error(codes::MALFORMED_DIRECTIVE, "missing `>` in `#include`").at(whole, ""));
                     return;
                 };
                 // Rebuild the path from the tokens between the brackets.
@@ -519,11 +446,7 @@ impl Preprocessor<'_> {
             }
             _ => {
                 self.diags.push(
-                    Diagnostic::error(
-                        codes::MALFORMED_DIRECTIVE,
-                        "`#include` needs \"file\" or <file>",
-                    )
-                    .at(whole, ""),
+                    Diagnostic::error(codes::MALFORMED_DIRECTIVE, "`#include` needs \"file\" or <file>").at(whole, ""),
                 );
                 return;
             }
@@ -535,17 +458,12 @@ impl Preprocessor<'_> {
                     format!("`#include` nested more than {MAX_INCLUDE_DEPTH} deep"),
                 )
                 .at(whole, "")
-                .with_hint(
-                    "a file probably includes itself; add an include guard or `#pragma once`",
-                ),
+                .with_hint("a file probably includes itself; add an include guard or `#pragma once`"),
             );
             return;
         }
         let includer = self.sources.get(file).name.to_string();
-        match self
-            .loader
-            .load(&path, angled, &includer, &self.include_dirs)
-        {
+        match self.loader.load(&path, angled, &includer, &self.include_dirs) {
             Ok((name, text)) => {
                 if self.pragma_once.contains(name.as_str()) {
                     return;
@@ -573,11 +491,8 @@ impl Preprocessor<'_> {
                 if !self.overflowed {
                     self.overflowed = true;
                     self.diags.push(
-                        Diagnostic::error(
-                            codes::MACRO_ARITY,
-                            "macro expansion does not terminate in reasonable size",
-                        )
-                        .at(t.tok.span, "while expanding this"),
+                        Diagnostic::error(codes::MACRO_ARITY, "macro expansion does not terminate in reasonable size")
+                            .at(t.tok.span, "while expanding this"),
                     );
                 }
                 return out;
@@ -590,21 +505,11 @@ impl Preprocessor<'_> {
             if name == "__LINE__" || name == "__FILE__" {
                 let file = self.sources.get(t.tok.span.file);
                 let (kind, text) = if name == "__LINE__" {
-                    (
-                        TokenKind::Int,
-                        SmolStr::new(file.line_col(t.tok.span.start).0.to_string()),
-                    )
+                    (TokenKind::Int, SmolStr::new(file.line_col(t.tok.span.start).0.to_string()))
                 } else {
                     (TokenKind::Str, SmolStr::new(format!("\"{}\"", file.name)))
                 };
-                out.push(PTok {
-                    tok: Token {
-                        kind,
-                        text,
-                        ..t.tok
-                    },
-                    hide: t.hide,
-                });
+                out.push(PTok { tok: Token { kind, text, ..t.tok }, hide: t.hide });
                 continue;
             }
             let Some(mac) = self.macros.get(&name).cloned() else {
@@ -633,37 +538,22 @@ impl Preprocessor<'_> {
                     let arity_ok = if mac.variadic {
                         args.len() >= n_params
                     } else {
-                        args.len() == n_params
-                            || (n_params == 0 && args.len() == 1 && args[0].is_empty())
+                        args.len() == n_params || (n_params == 0 && args.len() == 1 && args[0].is_empty())
                     };
                     if !arity_ok {
                         self.diags.push(
                             Diagnostic::error(
                                 codes::MACRO_ARITY,
-                                format!(
-                                    "macro `{name}` takes {n_params} argument(s) but {} were given",
-                                    args.len()
-                                ),
+                                format!("macro `{name}` takes {n_params} argument(s) but {} were given", args.len()),
                             )
                             .at(span.to(rparen.tok.span), "")
                             .with_label(mac.span, "macro defined here"),
                         );
                         continue;
                     }
-                    let mut hide: Vec<SmolStr> = t
-                        .hide
-                        .iter()
-                        .filter(|h| rparen.hide.contains(h))
-                        .cloned()
-                        .collect();
+                    let mut hide: Vec<SmolStr> = t.hide.iter().filter(|h| rparen.hide.contains(h)).cloned().collect();
                     hide.push(name.clone());
-                    let body = self.substitute(
-                        &mac,
-                        &args,
-                        span.to(rparen.tok.span),
-                        &hide,
-                        t.tok.space_before,
-                    );
+                    let body = self.substitute(&mac, &args, span.to(rparen.tok.span), &hide, t.tok.space_before);
                     for b in body.into_iter().rev() {
                         queue.push_front(b);
                     }
@@ -674,24 +564,16 @@ impl Preprocessor<'_> {
     }
 
     /// Reads `( a, b, ... )` from the queue. Returns the arguments and the `)`.
-    fn collect_args(
-        &mut self,
-        queue: &mut VecDeque<PTok>,
-        span: Span,
-        name: &str,
-    ) -> Option<(Vec<Vec<PTok>>, PTok)> {
+    fn collect_args(&mut self, queue: &mut VecDeque<PTok>, span: Span, name: &str) -> Option<(Vec<Vec<PTok>>, PTok)> {
         let open = queue.pop_front()?;
         let mut args: Vec<Vec<PTok>> = vec![Vec::new()];
         let mut depth = 0usize;
         loop {
             let Some(t) = queue.pop_front() else {
                 self.diags.push(
-                    Diagnostic::error(
-                        codes::UNTERMINATED_MACRO_CALL,
-                        format!("unterminated call of macro `{name}`"),
-                    )
-                    .at(span.to(open.tok.span), "arguments start here")
-                    .with_hint("a macro call must end before the next preprocessor directive"),
+                    Diagnostic::error(codes::UNTERMINATED_MACRO_CALL, format!("unterminated call of macro `{name}`"))
+                        .at(span.to(open.tok.span), "arguments start here")
+                        .with_hint("a macro call must end before the next preprocessor directive"),
                 );
                 return None;
             };
@@ -796,11 +678,7 @@ impl Preprocessor<'_> {
             match param_index(t) {
                 Some(idx) => {
                     let raw = arg_tokens(idx);
-                    let mut tokens = if next_is_paste || prev_is_paste {
-                        raw
-                    } else {
-                        self.expand(raw.into())
-                    };
+                    let mut tokens = if next_is_paste || prev_is_paste { raw } else { self.expand(raw.into()) };
                     if let Some(first) = tokens.first_mut() {
                         first.tok.space_before = t.space_before;
                     }
@@ -842,16 +720,9 @@ impl Preprocessor<'_> {
                 )
                 .at(span, ""),
             );
-            let kind = TokenKind::Invalid(Box::new(
-                Diagnostic::error(codes::UNEXPECTED_CHAR, "bad token paste").at(span, ""),
-            ));
-            PTok::plain(Token {
-                kind,
-                text: SmolStr::new(text),
-                span,
-                line_start: false,
-                space_before,
-            })
+            let kind =
+                TokenKind::Invalid(Box::new(Diagnostic::error(codes::UNEXPECTED_CHAR, "bad token paste").at(span, "")));
+            PTok::plain(Token { kind, text: SmolStr::new(text), span, line_start: false, space_before })
         }
     }
 
@@ -865,34 +736,21 @@ impl Preprocessor<'_> {
             let t = &tokens[k];
             if t.is_ident() && t.text == "defined" {
                 let (name, used) = if tokens.get(k + 1).is_some_and(|t| t.is_punct("(")) {
-                    if tokens.get(k + 3).is_some_and(|t| t.is_punct(")")) {
-                        (tokens.get(k + 2), 4)
-                    } else {
-                        (None, 1)
-                    }
+                    if tokens.get(k + 3).is_some_and(|t| t.is_punct(")")) { (tokens.get(k + 2), 4) } else { (None, 1) }
                 } else {
                     (tokens.get(k + 1), 2)
                 };
                 match name.filter(|n| n.is_ident()) {
                     Some(n) => {
-                        let defined =
-                            self.macros.contains_key(&n.text) || is_builtin_macro(&n.text);
+                        let defined = self.macros.contains_key(&n.text) || is_builtin_macro(&n.text);
                         let text = if defined { "1" } else { "0" };
-                        replaced.push_back(PTok::plain(Token {
-                            kind: TokenKind::Int,
-                            text: text.into(),
-                            ..t.clone()
-                        }));
+                        replaced.push_back(PTok::plain(Token { kind: TokenKind::Int, text: text.into(), ..t.clone() }));
                         k += used;
                         continue;
                     }
                     None => {
                         self.diags.push(
-                            Diagnostic::error(
-                                codes::BAD_PP_EXPRESSION,
-                                "`defined` needs a macro name",
-                            )
-                            .at(t.span, ""),
+                            Diagnostic::error(codes::BAD_PP_EXPRESSION, "`defined` needs a macro name").at(t.span, ""),
                         );
                         return false;
                     }
@@ -903,33 +761,18 @@ impl Preprocessor<'_> {
         }
         let expanded: Vec<Token> = self.expand(replaced).into_iter().map(|p| p.tok).collect();
         if expanded.is_empty() {
-            self.diags.push(
-                Diagnostic::error(codes::BAD_PP_EXPRESSION, "`#if` without a condition")
-                    .at(whole, ""),
-            );
+            self.diags.push(Diagnostic::error(codes::BAD_PP_EXPRESSION, "`#if` without a condition").at(whole, ""));
             return false;
         }
-        let mut eval = PpExpr {
-            tokens: &expanded,
-            pos: 0,
-        };
-        match eval.ternary().and_then(|v| {
-            if eval.pos == expanded.len() {
-                Ok(v)
-            } else {
-                Err(eval.pos)
-            }
-        }) {
+        let mut eval = PpExpr { tokens: &expanded, pos: 0 };
+        match eval.ternary().and_then(|v| if eval.pos == expanded.len() { Ok(v) } else { Err(eval.pos) }) {
             Ok(v) => v != 0,
             Err(pos) => {
                 let at = expanded.get(pos).map_or(whole, |t| t.span);
                 self.diags.push(
-                    Diagnostic::error(
-                        codes::BAD_PP_EXPRESSION,
-                        "cannot evaluate this `#if` condition",
-                    )
-                    .at(at, "unexpected here")
-                    .with_note("conditions are C integer constant expressions"),
+                    Diagnostic::error(codes::BAD_PP_EXPRESSION, "cannot evaluate this `#if` condition")
+                        .at(at, "unexpected here")
+                        .with_note("conditions are C integer constant expressions"),
                 );
                 false
             }
@@ -996,11 +839,7 @@ impl PpExpr<'_> {
     fn binary(&mut self, min_prec: u8) -> PpResult {
         let mut lhs = self.unary()?;
         loop {
-            let Some(op) = self
-                .peek()
-                .filter(|t| t.kind == TokenKind::Punct)
-                .map(|t| t.text.clone())
-            else {
+            let Some(op) = self.peek().filter(|t| t.kind == TokenKind::Punct).map(|t| t.text.clone()) else {
                 break;
             };
             let prec = match op.as_str() {
@@ -1076,10 +915,7 @@ impl PpExpr<'_> {
             TokenKind::Int => parse_pp_int(&t.text).ok_or(self.pos)?,
             TokenKind::Char => {
                 let body = t.text.trim_matches('\'');
-                super::lexer::unescape(body)
-                    .ok()
-                    .and_then(|b| b.first().copied())
-                    .ok_or(self.pos)? as i64
+                super::lexer::unescape(body).ok().and_then(|b| b.first().copied()).ok_or(self.pos)? as i64
             }
             _ => return Err(self.pos),
         };
@@ -1090,16 +926,9 @@ impl PpExpr<'_> {
 
 fn parse_pp_int(text: &str) -> Option<i64> {
     let digits = text.trim_end_matches(|c: char| {
-        c.is_ascii_alphabetic() && !c.is_ascii_hexdigit()
-            || c == 'u'
-            || c == 'U'
-            || c == 'l'
-            || c == 'L'
+        c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() || c == 'u' || c == 'U' || c == 'l' || c == 'L'
     });
-    if let Some(hex) = digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
+    if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).ok().map(|v| v as i64);
     }
     if digits.len() > 1 && digits.starts_with('0') {
@@ -1116,30 +945,17 @@ mod tests {
         let mut sources = SourceMap::new();
         let file = sources.add("main.sac", src, FileKind::User);
         let mut loader = MemoryLoader::default();
-        loader
-            .files
-            .insert("inc.h".into(), "#define FROM_INC 7\nint inc;".into());
+        loader.files.insert("inc.h".into(), "#define FROM_INC 7\nint inc;".into());
         let mut d = Diagnostics::new();
-        let opts = PpOptions {
-            defines: defines.iter().map(|s| s.to_string()).collect(),
-            include_dirs: vec![],
-        };
+        let opts = PpOptions { defines: defines.iter().map(|s| s.to_string()).collect(), include_dirs: vec![] };
         let toks = preprocess(&mut sources, file, &loader, &opts, &mut d);
-        let text = toks
-            .iter()
-            .filter(|t| !t.is_eof())
-            .map(|t| t.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let text = toks.iter().filter(|t| !t.is_eof()).map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
         (text, d.iter().map(|d| d.code.id.to_string()).collect())
     }
 
     #[test]
     fn object_and_function_macros_expand() {
-        let (out, errs) = run(
-            "#define N 10\n#define SQ(x) ((x)*(x))\nint a = SQ(N+1);",
-            &[],
-        );
+        let (out, errs) = run("#define N 10\n#define SQ(x) ((x)*(x))\nint a = SQ(N+1);", &[]);
         assert_eq!(out, "int a = ( ( 10 + 1 ) * ( 10 + 1 ) ) ;");
         assert!(errs.is_empty());
     }
@@ -1152,8 +968,7 @@ mod tests {
 
     #[test]
     fn conditionals_select_branches() {
-        let src =
-            "#if 0\ndon't\n#elif defined(X) && X > 1\nyes\n#else\nno\n#endif\n#ifdef Y\ny\n#endif";
+        let src = "#if 0\ndon't\n#elif defined(X) && X > 1\nyes\n#else\nno\n#endif\n#ifdef Y\ny\n#endif";
         assert_eq!(run(src, &["X=2"]).0, "yes");
         assert_eq!(run(src, &["X=1", "Y"]).0, "no y");
         assert!(run(src, &[]).1.is_empty());
@@ -1161,19 +976,13 @@ mod tests {
 
     #[test]
     fn stringize_and_paste() {
-        let (out, _) = run(
-            "#define S(x) #x\n#define CAT(a,b) a##b\nS(a + b) CAT(foo,bar) CAT(1,2)",
-            &[],
-        );
+        let (out, _) = run("#define S(x) #x\n#define CAT(a,b) a##b\nS(a + b) CAT(foo,bar) CAT(1,2)", &[]);
         assert_eq!(out, "\"a + b\" foobar 12");
     }
 
     #[test]
     fn includes_and_line_continuation() {
-        let (out, errs) = run(
-            "#include \"inc.h\"\n#define LONG 1 + \\\n 2\nFROM_INC LONG",
-            &[],
-        );
+        let (out, errs) = run("#include \"inc.h\"\n#define LONG 1 + \\\n 2\nFROM_INC LONG", &[]);
         assert_eq!(out, "int inc ; 7 1 + 2");
         assert!(errs.is_empty());
         let (_, errs) = run("#include \"missing.h\"\n", &[]);
@@ -1189,10 +998,7 @@ mod tests {
 
     #[test]
     fn variadic_macros() {
-        let (out, _) = run(
-            "#define P(fmt, ...) printf(fmt, __VA_ARGS__)\nP(\"%d %d\", 1, 2)",
-            &[],
-        );
+        let (out, _) = run("#define P(fmt, ...) printf(fmt, __VA_ARGS__)\nP(\"%d %d\", 1, 2)", &[]);
         assert_eq!(out, "printf ( \"%d %d\" , 1 , 2 )");
     }
 }

@@ -17,21 +17,14 @@ use crate::span::{FileId, Span};
 
 /// Punctuators, longest first so that the first match is the longest.
 const PUNCTUATORS: &[&str] = &[
-    "...", "<<=", ">>=", "::", "->", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=",
-    "==", "!=", "<=", ">=", "<<", ">>", "&&", "||", "##", "(", ")", "[", "]", "{", "}", ",", ";",
-    ":", ".", "?", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "^", "!", "~", "#",
+    "...", "<<=", ">>=", "::", "->", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "==", "!=", "<=",
+    ">=", "<<", ">>", "&&", "||", "##", "(", ")", "[", "]", "{", "}", ",", ";", ":", ".", "?", "=", "<", ">", "+", "-",
+    "*", "/", "%", "&", "|", "^", "!", "~", "#",
 ];
 
 pub fn lex(file: FileId, text: &str, diagnostics: &mut Diagnostics) -> Vec<Token> {
-    let mut lexer = Lexer {
-        file,
-        bytes: text.as_bytes(),
-        text,
-        pos: 0,
-        tokens: Vec::new(),
-        line_start: true,
-        space: false,
-    };
+    let mut lexer =
+        Lexer { file, bytes: text.as_bytes(), text, pos: 0, tokens: Vec::new(), line_start: true, space: false };
     lexer.run(diagnostics);
     lexer.tokens
 }
@@ -113,15 +106,9 @@ impl Lexer<'_> {
                     loop {
                         if self.pos >= self.bytes.len() {
                             diagnostics.push(
-                                Diagnostic::error(
-                                    codes::UNTERMINATED_COMMENT,
-                                    "unterminated block comment",
-                                )
-                                .at(
-                                    Span::new(self.file, start, start + 2),
-                                    "comment starts here",
-                                )
-                                .with_hint("close it with `*/`"),
+                                Diagnostic::error(codes::UNTERMINATED_COMMENT, "unterminated block comment")
+                                    .at(Span::new(self.file, start, start + 2), "comment starts here")
+                                    .with_hint("close it with `*/`"),
                             );
                             break;
                         }
@@ -150,10 +137,7 @@ impl Lexer<'_> {
                 b'\'' => self.char_literal(),
                 _ => {
                     let start = self.pos;
-                    if let Some(p) = PUNCTUATORS
-                        .iter()
-                        .find(|p| self.bytes[self.pos..].starts_with(p.as_bytes()))
-                    {
+                    if let Some(p) = PUNCTUATORS.iter().find(|p| self.bytes[self.pos..].starts_with(p.as_bytes())) {
                         self.pos += p.len();
                         self.push(TokenKind::Punct, start);
                     } else {
@@ -225,14 +209,7 @@ impl Lexer<'_> {
         while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_') {
             self.pos += 1;
         }
-        self.push(
-            if is_float {
-                TokenKind::Float
-            } else {
-                TokenKind::Int
-            },
-            start,
-        );
+        self.push(if is_float { TokenKind::Float } else { TokenKind::Int }, start);
     }
 
     fn string(&mut self) {
@@ -250,11 +227,8 @@ impl Lexer<'_> {
                 b'\n' | 0 if self.pos >= self.bytes.len() || self.peek(0) == b'\n' => {
                     self.invalid(
                         start,
-                        Diagnostic::error(
-                            codes::UNTERMINATED_STRING,
-                            "unterminated string literal",
-                        )
-                        .with_hint("strings end with `\"` on the same line"),
+                        Diagnostic::error(codes::UNTERMINATED_STRING, "unterminated string literal")
+                            .with_hint("strings end with `\"` on the same line"),
                     );
                     return;
                 }
@@ -271,10 +245,7 @@ impl Lexer<'_> {
                 b'\'' => {
                     self.pos += 1;
                     if self.pos - start == 2 {
-                        self.invalid(
-                            start,
-                            Diagnostic::error(codes::BAD_CHAR_LITERAL, "empty character literal"),
-                        );
+                        self.invalid(start, Diagnostic::error(codes::BAD_CHAR_LITERAL, "empty character literal"));
                     } else {
                         self.push(TokenKind::Char, start);
                     }
@@ -282,13 +253,7 @@ impl Lexer<'_> {
                 }
                 b'\\' if self.peek(1) != b'\n' && self.pos + 1 < self.bytes.len() => self.pos += 2,
                 _ if self.pos >= self.bytes.len() || self.peek(0) == b'\n' => {
-                    self.invalid(
-                        start,
-                        Diagnostic::error(
-                            codes::BAD_CHAR_LITERAL,
-                            "unterminated character literal",
-                        ),
-                    );
+                    self.invalid(start, Diagnostic::error(codes::BAD_CHAR_LITERAL, "unterminated character literal"));
                     return;
                 }
                 _ => self.pos += 1,
@@ -374,30 +339,15 @@ mod tests {
 
     #[test]
     fn punctuators_take_the_longest_match() {
-        let toks: Vec<String> = kinds("a<<=b...c::d->e ++ += ##")
-            .into_iter()
-            .map(|t| t.0)
-            .collect();
-        assert_eq!(
-            toks,
-            [
-                "a", "<<=", "b", "...", "c", "::", "d", "->", "e", "++", "+=", "##"
-            ]
-        );
+        let toks: Vec<String> = kinds("a<<=b...c::d->e ++ += ##").into_iter().map(|t| t.0).collect();
+        assert_eq!(toks, ["a", "<<=", "b", "...", "c", "::", "d", "->", "e", "++", "+=", "##"]);
     }
 
     #[test]
     fn numbers_keep_suffixes_and_stop_before_ellipsis() {
-        let toks: Vec<String> = kinds("1 2.5 1e-10 10ul 1d 1.5f 0x1F 0x1p-53 1...2 .5")
-            .into_iter()
-            .map(|t| t.0)
-            .collect();
-        assert_eq!(
-            toks,
-            [
-                "1", "2.5", "1e-10", "10ul", "1d", "1.5f", "0x1F", "0x1p-53", "1", "...", "2", ".5"
-            ]
-        );
+        let toks: Vec<String> =
+            kinds("1 2.5 1e-10 10ul 1d 1.5f 0x1F 0x1p-53 1...2 .5").into_iter().map(|t| t.0).collect();
+        assert_eq!(toks, ["1", "2.5", "1e-10", "10ul", "1d", "1.5f", "0x1F", "0x1p-53", "1", "...", "2", ".5"]);
     }
 
     #[test]
@@ -416,12 +366,7 @@ mod tests {
         let mut d = Diagnostics::new();
         let toks = lex(FileId(0), "don't\n@ \"abc", &mut d);
         assert!(d.is_empty());
-        assert_eq!(
-            toks.iter()
-                .filter(|t| matches!(t.kind, TokenKind::Invalid(_)))
-                .count(),
-            3
-        );
+        assert_eq!(toks.iter().filter(|t| matches!(t.kind, TokenKind::Invalid(_))).count(), 3);
     }
 
     #[test]

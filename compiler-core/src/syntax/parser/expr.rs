@@ -33,10 +33,7 @@ impl Parser<'_> {
         if !self.enter() {
             self.leave();
             let span = self.peek().span;
-            return Expr {
-                kind: ExprKind::Error,
-                span,
-            };
+            return Expr { kind: ExprKind::Error, span };
         }
         let e = self.ternary();
         self.leave();
@@ -44,10 +41,7 @@ impl Parser<'_> {
     }
 
     fn error_expr(&self, span: Span) -> Expr {
-        Expr {
-            kind: ExprKind::Error,
-            span,
-        }
+        Expr { kind: ExprKind::Error, span }
     }
 
     fn ternary(&mut self) -> Expr {
@@ -93,14 +87,8 @@ impl Parser<'_> {
             let rhs = self.binary(prec + 1);
             let span = lhs.span.to(rhs.span);
             lhs = match t.text.as_str() {
-                "&&" => Expr {
-                    kind: ExprKind::And(Box::new(lhs), Box::new(rhs)),
-                    span,
-                },
-                "||" => Expr {
-                    kind: ExprKind::Or(Box::new(lhs), Box::new(rhs)),
-                    span,
-                },
+                "&&" => Expr { kind: ExprKind::And(Box::new(lhs), Box::new(rhs)), span },
+                "||" => Expr { kind: ExprKind::Or(Box::new(lhs), Box::new(rhs)), span },
                 _ => Expr {
                     kind: ExprKind::Binary {
                         op: t.text.clone(),
@@ -117,9 +105,7 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Expr {
         let t = self.peek().clone();
-        if t.kind == TokenKind::Punct
-            && matches!(t.text.as_str(), "-" | "+" | "!" | "~" | "++" | "--")
-        {
+        if t.kind == TokenKind::Punct && matches!(t.text.as_str(), "-" | "+" | "!" | "~" | "++" | "--") {
             self.bump();
             if !self.enter() {
                 self.leave();
@@ -132,16 +118,10 @@ impl Parser<'_> {
             if t.text == "-" {
                 match operand.kind {
                     ExprKind::Lit(Literal::Int(v, ty)) => {
-                        return Expr {
-                            kind: ExprKind::Lit(Literal::Int(-v, ty)),
-                            span,
-                        };
+                        return Expr { kind: ExprKind::Lit(Literal::Int(-v, ty)), span };
                     }
                     ExprKind::Lit(Literal::Real(v, ty)) => {
-                        return Expr {
-                            kind: ExprKind::Lit(Literal::Real(-v, ty)),
-                            span,
-                        };
+                        return Expr { kind: ExprKind::Lit(Literal::Real(-v, ty)), span };
                     }
                     _ => {}
                 }
@@ -150,11 +130,7 @@ impl Parser<'_> {
                 return Expr { span, ..operand };
             }
             return Expr {
-                kind: ExprKind::Unary {
-                    op: t.text.clone(),
-                    op_span: t.span,
-                    operand: Box::new(operand),
-                },
+                kind: ExprKind::Unary { op: t.text.clone(), op_span: t.span, operand: Box::new(operand) },
                 span,
             };
         }
@@ -165,13 +141,7 @@ impl Parser<'_> {
             let operand = self.unary();
             let span = t.span.to(operand.span);
             return match ty {
-                Some(ty) => Expr {
-                    kind: ExprKind::Cast {
-                        ty,
-                        expr: Box::new(operand),
-                    },
-                    span,
-                },
+                Some(ty) => Expr { kind: ExprKind::Cast { ty, expr: Box::new(operand) }, span },
                 None => self.error_expr(span),
             };
         }
@@ -216,22 +186,13 @@ impl Parser<'_> {
             let span = e.span.to(close);
             let has_dots = items.iter().any(|i| !matches!(i, DotIndex::Expr(_)));
             if has_dots {
-                e = Expr {
-                    kind: ExprKind::DotSelect {
-                        array: Box::new(e),
-                        index: items,
-                    },
-                    span,
-                };
+                e = Expr { kind: ExprKind::DotSelect { array: Box::new(e), index: items }, span };
             } else {
                 let index: Vec<Expr> = items
                     .into_iter()
                     .map(|i| match i {
                         DotIndex::Expr(x) => x,
-                        DotIndex::Dot(s) | DotIndex::Ellipsis(s) => Expr {
-                            kind: ExprKind::Error,
-                            span: s,
-                        },
+                        DotIndex::Dot(s) | DotIndex::Ellipsis(s) => Expr { kind: ExprKind::Error, span: s },
                     })
                     .collect();
                 if index.is_empty() {
@@ -241,13 +202,7 @@ impl Parser<'_> {
                             .with_hint("select everything with `a[[]]`"),
                     );
                 }
-                e = Expr {
-                    kind: ExprKind::Select {
-                        array: Box::new(e),
-                        index,
-                    },
-                    span,
-                };
+                e = Expr { kind: ExprKind::Select { array: Box::new(e), index }, span };
             }
         }
         e
@@ -291,9 +246,7 @@ impl Parser<'_> {
                 DotIndex::Dot(span) | DotIndex::Ellipsis(span) => self.error_at(
                     Diagnostic::error(codes::BAD_DOT_SELECTION, "free axes cannot be assigned to")
                         .at(span, "")
-                        .with_hint(
-                            "assign a whole sub-array with a shorter index, `a[[i]] = row;`",
-                        ),
+                        .with_hint("assign a whole sub-array with a shorter index, `a[[i]] = row;`"),
                 ),
             }
         }
@@ -364,14 +317,10 @@ impl Parser<'_> {
             TokenKind::Int => {
                 self.bump();
                 match parse_int_literal(&t.text) {
-                    Some((v, LiteralType::Base(ty))) => Expr {
-                        kind: ExprKind::Lit(Literal::Int(v, ty)),
-                        span: t.span,
-                    },
-                    Some((v, LiteralType::Real(ty))) => Expr {
-                        kind: ExprKind::Lit(Literal::Real(v as f64, ty)),
-                        span: t.span,
-                    },
+                    Some((v, LiteralType::Base(ty))) => Expr { kind: ExprKind::Lit(Literal::Int(v, ty)), span: t.span },
+                    Some((v, LiteralType::Real(ty))) => {
+                        Expr { kind: ExprKind::Lit(Literal::Real(v as f64, ty)), span: t.span }
+                    }
                     None => {
                         self.error_at(
                             Diagnostic::error(codes::BAD_NUMBER, format!("invalid number `{}`", t.text))
@@ -385,17 +334,10 @@ impl Parser<'_> {
             TokenKind::Float => {
                 self.bump();
                 match parse_real_literal(&t.text) {
-                    Some((v, ty)) => Expr {
-                        kind: ExprKind::Lit(Literal::Real(v, ty)),
-                        span: t.span,
-                    },
+                    Some((v, ty)) => Expr { kind: ExprKind::Lit(Literal::Real(v, ty)), span: t.span },
                     None => {
                         self.error_at(
-                            Diagnostic::error(
-                                codes::BAD_NUMBER,
-                                format!("invalid number `{}`", t.text),
-                            )
-                            .at(t.span, ""),
+                            Diagnostic::error(codes::BAD_NUMBER, format!("invalid number `{}`", t.text)).at(t.span, ""),
                         );
                         self.error_expr(t.span)
                     }
@@ -405,10 +347,9 @@ impl Parser<'_> {
                 self.bump();
                 let body = &t.text[1..t.text.len() - 1];
                 match unescape(body) {
-                    Ok(bytes) if bytes.len() == 1 => Expr {
-                        kind: ExprKind::Lit(Literal::Char(bytes[0])),
-                        span: t.span,
-                    },
+                    Ok(bytes) if bytes.len() == 1 => {
+                        Expr { kind: ExprKind::Lit(Literal::Char(bytes[0])), span: t.span }
+                    }
                     Ok(_) => {
                         self.error_at(
                             Diagnostic::error(
@@ -429,9 +370,7 @@ impl Parser<'_> {
                 self.bump();
                 let mut span = t.span;
                 let mut bytes = Vec::new();
-                let mut push = |this: &mut Self, text: &str, sp: Span| match unescape(
-                    &text[1..text.len() - 1],
-                ) {
+                let mut push = |this: &mut Self, text: &str, sp: Span| match unescape(&text[1..text.len() - 1]) {
                     Ok(b) => bytes.extend(b),
                     Err(why) => this.error_at(Diagnostic::error(codes::BAD_ESCAPE, why).at(sp, "")),
                 };
@@ -442,10 +381,7 @@ impl Parser<'_> {
                     span = span.to(n.span);
                     push(self, &n.text, n.span);
                 }
-                Expr {
-                    kind: ExprKind::Str(bytes),
-                    span,
-                }
+                Expr { kind: ExprKind::Str(bytes), span }
             }
             TokenKind::Ident => self.identifier_expr(),
             TokenKind::Punct => match t.text.as_str() {
@@ -454,24 +390,16 @@ impl Parser<'_> {
                     let e = self.expr();
                     if self.at(",") {
                         self.error_at(
-                            Diagnostic::error(
-                                codes::UNEXPECTED_TOKEN,
-                                "a parenthesised list is not a value here",
-                            )
-                            .at(self.peek().span, "")
-                            .with_hint(
-                                "several values can only be returned or bound: `a, b = f(x);`",
-                            ),
+                            Diagnostic::error(codes::UNEXPECTED_TOKEN, "a parenthesised list is not a value here")
+                                .at(self.peek().span, "")
+                                .with_hint("several values can only be returned or bound: `a, b = f(x);`"),
                         );
                         self.recover_paren();
                         return self.error_expr(t.span);
                     }
                     let close = self.peek().span;
                     self.expect(")");
-                    Expr {
-                        span: t.span.to(close),
-                        ..e
-                    }
+                    Expr { span: t.span.to(close), ..e }
                 }
                 "[" => self.array_literal(),
                 "{" => self.tensor_comprehension(),
@@ -481,14 +409,7 @@ impl Parser<'_> {
                     let args = self.arguments();
                     let span = t.span.to(self.prev_span());
                     Expr {
-                        kind: ExprKind::Call {
-                            fun: FunRef {
-                                module: None,
-                                name: t.text.clone(),
-                                span: t.span,
-                            },
-                            args,
-                        },
+                        kind: ExprKind::Call { fun: FunRef { module: None, name: t.text.clone(), span: t.span }, args },
                         span,
                     }
                 }
@@ -511,17 +432,10 @@ impl Parser<'_> {
 
     fn report_expected_expression(&mut self) {
         let t = self.peek().clone();
-        let span = if t.is_eof() {
-            self.prev_span().end_point()
-        } else {
-            t.span
-        };
+        let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
         self.error_at(
-            Diagnostic::error(
-                codes::EXPECTED_EXPRESSION,
-                format!("expected an expression, found {}", t.describe()),
-            )
-            .at(span, "expected an expression"),
+            Diagnostic::error(codes::EXPECTED_EXPRESSION, format!("expected an expression, found {}", t.describe()))
+                .at(span, "expected an expression"),
         );
     }
 
@@ -544,35 +458,21 @@ impl Parser<'_> {
         let t = self.bump();
         match t.text.as_str() {
             "true" => {
-                return Expr {
-                    kind: ExprKind::Lit(Literal::Bool(true)),
-                    span: t.span,
-                };
+                return Expr { kind: ExprKind::Lit(Literal::Bool(true)), span: t.span };
             }
             "false" => {
-                return Expr {
-                    kind: ExprKind::Lit(Literal::Bool(false)),
-                    span: t.span,
-                };
+                return Expr { kind: ExprKind::Lit(Literal::Bool(false)), span: t.span };
             }
             "with" => return self.with_loop(t.span),
             _ => {}
         }
-        let mut fun = FunRef {
-            module: None,
-            name: t.text.clone(),
-            span: t.span,
-        };
+        let mut fun = FunRef { module: None, name: t.text.clone(), span: t.span };
         if self.at("::") {
             self.bump();
             let n = self.peek().clone();
             if n.is_ident() || (n.kind == TokenKind::Punct && is_operator_symbol(&n.text)) {
                 self.bump();
-                fun = FunRef {
-                    module: Some(t.text.clone()),
-                    name: n.text.clone(),
-                    span: t.span.to(n.span),
-                };
+                fun = FunRef { module: Some(t.text.clone()), name: n.text.clone(), span: t.span.to(n.span) };
             } else {
                 self.error_expected("a function name after `::`");
                 return self.error_expr(t.span);
@@ -585,15 +485,9 @@ impl Parser<'_> {
         if self.at("(") {
             let args = self.arguments();
             let span = fun.span.to(self.prev_span());
-            return Expr {
-                kind: ExprKind::Call { fun, args },
-                span,
-            };
+            return Expr { kind: ExprKind::Call { fun, args }, span };
         }
-        Expr {
-            kind: ExprKind::Var(t.text),
-            span: t.span,
-        }
+        Expr { kind: ExprKind::Var(t.text), span: t.span }
     }
 
     fn array_literal(&mut self) -> Expr {
@@ -620,10 +514,7 @@ impl Parser<'_> {
         }
         let close = self.peek().span;
         self.expect("]");
-        Expr {
-            kind: ExprKind::Array(elems),
-            span: open.to(close),
-        }
+        Expr { kind: ExprKind::Array(elems), span: open.to(close) }
     }
 
     // ------------------------------------------------------------ with-loops
@@ -653,11 +544,7 @@ impl Parser<'_> {
                 }
                 continue;
             };
-            let body = if self.at("{") {
-                self.block().stmts
-            } else {
-                Vec::new()
-            };
+            let body = if self.at("{") { self.block().stmts } else { Vec::new() };
             if !self.expect(":") {
                 self.recover_statement();
                 continue;
@@ -665,12 +552,7 @@ impl Parser<'_> {
             let results = self.expr_list_maybe_parenthesized();
             let span = part_start.to(self.prev_span());
             self.expect(";");
-            parts.push(Part {
-                generator,
-                body,
-                results,
-                span,
-            });
+            parts.push(Part { generator, body, results, span });
         }
         self.expect("}");
         if !self.expect(":") {
@@ -686,22 +568,18 @@ impl Parser<'_> {
                 self.error_at(
                     Diagnostic::error(
                         codes::BAD_WITH_LOOP,
-                        format!("this partition yields {} value(s) but the with-loop has {} operator(s)", part.results.len(), ops.len()),
+                        format!(
+                            "this partition yields {} value(s) but the with-loop has {} operator(s)",
+                            part.results.len(),
+                            ops.len()
+                        ),
                     )
                     .at(part.span, "")
                     .with_hint("a multi-operator with-loop yields one value per operator: `: (e1, e2);`"),
                 );
             }
         }
-        Expr {
-            kind: ExprKind::With(Box::new(WithLoop {
-                parts,
-                ops,
-                syntax: WithSyntax::Modern,
-                span,
-            })),
-            span,
-        }
+        Expr { kind: ExprKind::With(Box::new(WithLoop { parts, ops, syntax: WithSyntax::Modern, span })), span }
     }
 
     /// `op` or `(op, op, …)`, and also `void`.
@@ -753,24 +631,16 @@ impl Parser<'_> {
     fn with_op(&mut self) -> Option<(WithOp, Vec<Expr>)> {
         let t = self.peek().clone();
         let name = t.text.as_str();
-        if !t.is_ident()
-            || !matches!(
-                name,
-                "genarray" | "modarray" | "fold" | "foldfix" | "propagate" | "void"
-            )
-        {
+        if !t.is_ident() || !matches!(name, "genarray" | "modarray" | "fold" | "foldfix" | "propagate" | "void") {
             self.error_expected("`genarray`, `modarray`, `fold` or `foldfix`");
             return None;
         }
         self.bump();
         if matches!(name, "propagate" | "void") {
             self.error_at(
-                Diagnostic::error(
-                    codes::UNSUPPORTED,
-                    format!("`{name}` with-loops are not supported"),
-                )
-                .at(t.span, "")
-                .with_note("they exist for SaC's object system, which withloop does not implement"),
+                Diagnostic::error(codes::UNSUPPORTED, format!("`{name}` with-loops are not supported"))
+                    .at(t.span, "")
+                    .with_note("they exist for SaC's object system, which withloop does not implement"),
             );
             if self.at("(") {
                 self.arguments();
@@ -787,19 +657,8 @@ impl Parser<'_> {
                 while self.eat(",") {
                     rest.push(self.expr());
                 }
-                let default = if rest.is_empty() {
-                    None
-                } else {
-                    Some(rest.remove(0))
-                };
-                (
-                    WithOp::Genarray {
-                        shape,
-                        default,
-                        span: t.span,
-                    },
-                    rest,
-                )
+                let default = if rest.is_empty() { None } else { Some(rest.remove(0)) };
+                (WithOp::Genarray { shape, default, span: t.span }, rest)
             }
             "modarray" => {
                 let array = self.expr();
@@ -807,13 +666,7 @@ impl Parser<'_> {
                 while self.eat(",") {
                     rest.push(self.expr());
                 }
-                (
-                    WithOp::Modarray {
-                        array,
-                        span: t.span,
-                    },
-                    rest,
-                )
+                (WithOp::Modarray { array, span: t.span }, rest)
             }
             _ => {
                 let fun = self.fold_fun()?;
@@ -829,24 +682,9 @@ impl Parser<'_> {
                         return None;
                     }
                     let fixpoint = rest.remove(0);
-                    (
-                        WithOp::FoldFix {
-                            fun,
-                            neutral,
-                            fixpoint,
-                            span: t.span,
-                        },
-                        rest,
-                    )
+                    (WithOp::FoldFix { fun, neutral, fixpoint, span: t.span }, rest)
                 } else {
-                    (
-                        WithOp::Fold {
-                            fun,
-                            neutral,
-                            span: t.span,
-                        },
-                        rest,
-                    )
+                    (WithOp::Fold { fun, neutral, span: t.span }, rest)
                 }
             }
         };
@@ -868,11 +706,7 @@ impl Parser<'_> {
         if t.kind == TokenKind::Punct && is_operator_symbol(&t.text) {
             self.bump();
             return Some(FoldFun {
-                fun: FunRef {
-                    module: None,
-                    name: t.text.clone(),
-                    span: t.span,
-                },
+                fun: FunRef { module: None, name: t.text.clone(), span: t.span },
                 partial_args: Vec::new(),
             });
         }
@@ -881,24 +715,12 @@ impl Parser<'_> {
             return None;
         }
         self.bump();
-        let mut fun = FunRef {
-            module: None,
-            name: t.text.clone(),
-            span: t.span,
-        };
+        let mut fun = FunRef { module: None, name: t.text.clone(), span: t.span };
         if self.eat("::") {
             let n = self.bump();
-            fun = FunRef {
-                module: Some(t.text.clone()),
-                name: n.text.clone(),
-                span: t.span.to(n.span),
-            };
+            fun = FunRef { module: Some(t.text.clone()), name: n.text.clone(), span: t.span.to(n.span) };
         }
-        let partial_args = if self.at("(") {
-            self.arguments()
-        } else {
-            Vec::new()
-        };
+        let partial_args = if self.at("(") { self.arguments() } else { Vec::new() };
         Some(FoldFun { fun, partial_args })
     }
 
@@ -924,16 +746,8 @@ impl Parser<'_> {
                 let block = self.block();
                 body = block.stmts;
                 // `{ …; return(e); }` names the partition's value.
-                if let Some(Stmt {
-                    kind: StmtKind::Return { .. },
-                    ..
-                }) = body.last()
-                {
-                    if let Some(Stmt {
-                        kind: StmtKind::Return { values },
-                        ..
-                    }) = body.pop()
-                    {
+                if let Some(Stmt { kind: StmtKind::Return { .. }, .. }) = body.last() {
+                    if let Some(Stmt { kind: StmtKind::Return { values }, .. }) = body.pop() {
                         result = Some(values);
                     }
                 }
@@ -941,12 +755,7 @@ impl Parser<'_> {
             if self.eat(":") {
                 result = Some(self.expr_list_maybe_parenthesized());
             }
-            raw.push(RawPart {
-                generator,
-                body,
-                result,
-                span: part_start.to(self.prev_span()),
-            });
+            raw.push(RawPart { generator, body, result, span: part_start.to(self.prev_span()) });
         }
         let Some((op, extra)) = self.with_op() else {
             return self.error_expr(start);
@@ -972,12 +781,7 @@ impl Parser<'_> {
                         vec![self.error_expr(p.span)]
                     }
                 };
-                parts.push(Part {
-                    generator: p.generator,
-                    body: p.body,
-                    results,
-                    span: p.span,
-                });
+                parts.push(Part { generator: p.generator, body: p.body, results, span: p.span });
             }
         } else {
             // The papers' form: the operator's last argument is the body value.
@@ -989,12 +793,7 @@ impl Parser<'_> {
                     if extra.len() == 2 {
                         let iv = extra.remove(0);
                         if let (ExprKind::Var(n), Some(p)) = (&iv.kind, raw.first()) {
-                            let matches = p
-                                .generator
-                                .index
-                                .vector
-                                .as_ref()
-                                .is_some_and(|v| &v.name == n);
+                            let matches = p.generator.index.vector.as_ref().is_some_and(|v| &v.name == n);
                             if !matches {
                                 self.error_at(
                                     Diagnostic::error(
@@ -1009,24 +808,19 @@ impl Parser<'_> {
                         Some(extra.remove(0))
                     } else {
                         self.error_at(
-                            Diagnostic::error(
-                                codes::BAD_WITH_LOOP,
-                                "classic `modarray` takes (array, index, value)",
-                            )
-                            .at(*span, ""),
+                            Diagnostic::error(codes::BAD_WITH_LOOP, "classic `modarray` takes (array, index, value)")
+                                .at(*span, ""),
                         );
                         None
                     }
                 }
-                (WithOp::Fold { .. } | WithOp::FoldFix { .. }, mut extra) if !extra.is_empty() => {
-                    Some(extra.remove(0))
-                }
+                (WithOp::Fold { .. } | WithOp::FoldFix { .. }, mut extra) if !extra.is_empty() => Some(extra.remove(0)),
                 (op, _) => {
                     let sp = op.span();
                     self.error_at(
-                        Diagnostic::error(codes::BAD_WITH_LOOP, "with-loop has no body value")
-                            .at(sp, "")
-                            .with_hint("classic syntax passes it last: `fold(+, 0, value)`; modern syntax: `(gen) : value;`"),
+                        Diagnostic::error(codes::BAD_WITH_LOOP, "with-loop has no body value").at(sp, "").with_hint(
+                            "classic syntax passes it last: `fold(+, 0, value)`; modern syntax: `(gen) : value;`",
+                        ),
                     );
                     None
                 }
@@ -1036,25 +830,12 @@ impl Parser<'_> {
             };
             // Every partition of a classic loop shares the one body value.
             for p in raw {
-                parts.push(Part {
-                    generator: p.generator,
-                    body: p.body,
-                    results: vec![value.clone()],
-                    span: p.span,
-                });
+                parts.push(Part { generator: p.generator, body: p.body, results: vec![value.clone()], span: p.span });
             }
         }
         let syntax = WithSyntax::Classic;
         ops.truncate(1);
-        Expr {
-            kind: ExprKind::With(Box::new(WithLoop {
-                parts,
-                ops,
-                syntax,
-                span,
-            })),
-            span,
-        }
+        Expr { kind: ExprKind::With(Box::new(WithLoop { parts, ops, syntax, span })), span }
     }
 
     /// `( lb REL idx REL ub [step s [width w]] )` or `( idx REL ub … )`.
@@ -1101,14 +882,7 @@ impl Parser<'_> {
         if !self.expect(")") {
             return None;
         }
-        Some(Generator {
-            lower,
-            index,
-            upper,
-            step,
-            width,
-            span: open.to(close),
-        })
+        Some(Generator { lower, index, upper, step, width, span: open.to(close) })
     }
 
     fn bound(&mut self) -> Bound {
@@ -1134,48 +908,30 @@ impl Parser<'_> {
     /// Converts a parsed bound into an index pattern: `iv` or `[i, j]`.
     fn index_pattern_from(&mut self, bound: Bound) -> Option<IndexPattern> {
         match bound {
-            Bound::Expr(Expr {
-                kind: ExprKind::Var(name),
-                span,
-            }) => Some(IndexPattern {
-                vector: Some(Target { name, span }),
-                scalars: None,
-                span,
-            }),
-            Bound::Expr(Expr {
-                kind: ExprKind::Array(elems),
-                span,
-            }) => {
+            Bound::Expr(Expr { kind: ExprKind::Var(name), span }) => {
+                Some(IndexPattern { vector: Some(Target { name, span }), scalars: None, span })
+            }
+            Bound::Expr(Expr { kind: ExprKind::Array(elems), span }) => {
                 let mut scalars = Vec::new();
                 for e in elems {
                     match e.kind {
                         ExprKind::Var(name) => scalars.push(Target { name, span: e.span }),
                         _ => {
                             self.error_at(
-                                Diagnostic::error(
-                                    codes::BAD_GENERATOR,
-                                    "index components must be variable names",
-                                )
-                                .at(e.span, "not a name"),
+                                Diagnostic::error(codes::BAD_GENERATOR, "index components must be variable names")
+                                    .at(e.span, "not a name"),
                             );
                             return None;
                         }
                     }
                 }
-                Some(IndexPattern {
-                    vector: None,
-                    scalars: Some(scalars),
-                    span,
-                })
+                Some(IndexPattern { vector: None, scalars: Some(scalars), span })
             }
             other => {
                 self.error_at(
-                    Diagnostic::error(
-                        codes::BAD_GENERATOR,
-                        "expected the index variable (`iv` or `[i, j]`)",
-                    )
-                    .at(other.span(), "")
-                    .with_hint("a generator reads `(lower <= iv < upper)`"),
+                    Diagnostic::error(codes::BAD_GENERATOR, "expected the index variable (`iv` or `[i, j]`)")
+                        .at(other.span(), "")
+                        .with_hint("a generator reads `(lower <= iv < upper)`"),
                 );
                 None
             }
@@ -1189,11 +945,7 @@ impl Parser<'_> {
         let scalars_expr = self.array_literal();
         let scalars = self.index_pattern_from(Bound::Expr(scalars_expr))?;
         let span = vector.span.to(scalars.span);
-        Some(IndexPattern {
-            vector: vector.vector,
-            scalars: scalars.scalars,
-            span,
-        })
+        Some(IndexPattern { vector: vector.vector, scalars: scalars.scalars, span })
     }
 
     // ------------------------------------------------------------ tensor comprehensions
@@ -1224,19 +976,13 @@ impl Parser<'_> {
         let span = open.to(close);
         if parts.is_empty() {
             self.error_at(
-                Diagnostic::error(
-                    codes::BAD_TENSOR_COMPREHENSION,
-                    "empty tensor comprehension",
-                )
-                .at(span, "")
-                .with_hint("write `{ iv -> expr }`"),
+                Diagnostic::error(codes::BAD_TENSOR_COMPREHENSION, "empty tensor comprehension")
+                    .at(span, "")
+                    .with_hint("write `{ iv -> expr }`"),
             );
             return self.error_expr(span);
         }
-        Expr {
-            kind: ExprKind::Tensor(Box::new(TensorComprehension { parts, span })),
-            span,
-        }
+        Expr { kind: ExprKind::Tensor(Box::new(TensorComprehension { parts, span })), span }
     }
 
     fn tensor_part(&mut self) -> Option<TensorPart> {
@@ -1251,17 +997,11 @@ impl Parser<'_> {
                 } else if t.is_punct("...") {
                     elems.push(FrameElem::Ellipsis(t.span));
                 } else if t.is_ident() {
-                    elems.push(FrameElem::Var(Target {
-                        name: t.text.clone(),
-                        span: t.span,
-                    }));
+                    elems.push(FrameElem::Var(Target { name: t.text.clone(), span: t.span }));
                 } else {
                     self.error_at(
-                        Diagnostic::error(
-                            codes::BAD_TENSOR_COMPREHENSION,
-                            "expected an index name, `.` or `...`",
-                        )
-                        .at(t.span, ""),
+                        Diagnostic::error(codes::BAD_TENSOR_COMPREHENSION, "expected an index name, `.` or `...`")
+                            .at(t.span, ""),
                     );
                     return None;
                 }
@@ -1282,15 +1022,7 @@ impl Parser<'_> {
         self.no_pipe = true;
         let body = self.expr();
         self.no_pipe = saved;
-        let mut part = TensorPart {
-            pattern,
-            body,
-            lower: None,
-            upper: None,
-            step: None,
-            width: None,
-            span: start,
-        };
+        let mut part = TensorPart { pattern, body, lower: None, upper: None, step: None, width: None, span: start };
         if self.eat("|") {
             let first = self.binary(BOUND_PRECEDENCE);
             let rel1 = self.rel()?;

@@ -46,11 +46,8 @@ pub fn parse_expression(tokens: &[Token], diagnostics: &mut Diagnostics) -> Expr
     if !parser.at_eof() {
         let t = parser.peek().clone();
         parser.error_at(
-            Diagnostic::error(
-                codes::UNEXPECTED_TOKEN,
-                format!("unexpected {} after the expression", t.describe()),
-            )
-            .at(t.span, ""),
+            Diagnostic::error(codes::UNEXPECTED_TOKEN, format!("unexpected {} after the expression", t.describe()))
+                .at(t.span, ""),
         );
     }
     e
@@ -63,11 +60,8 @@ pub fn parse_type_expr(tokens: &[Token], diagnostics: &mut Diagnostics) -> Optio
     if !parser.at_eof() {
         let t = parser.peek().clone();
         parser.error_at(
-            Diagnostic::error(
-                codes::UNEXPECTED_TOKEN,
-                format!("unexpected {} after the type", t.describe()),
-            )
-            .at(t.span, ""),
+            Diagnostic::error(codes::UNEXPECTED_TOKEN, format!("unexpected {} after the type", t.describe()))
+                .at(t.span, ""),
         );
         return None;
     }
@@ -118,15 +112,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        Parser {
-            tokens,
-            pos: 0,
-            diags,
-            typedefs,
-            depth: 0,
-            no_pipe: false,
-            depth_reported: false,
-        }
+        Parser { tokens, pos: 0, diags, typedefs, depth: 0, no_pipe: false, depth_reported: false }
     }
 
     // ------------------------------------------------------------ token helpers
@@ -166,11 +152,7 @@ impl<'a> Parser<'a> {
     }
 
     fn prev_span(&self) -> Span {
-        if self.pos == 0 {
-            self.peek().span
-        } else {
-            self.tokens[self.pos - 1].span
-        }
+        if self.pos == 0 { self.peek().span } else { self.tokens[self.pos - 1].span }
     }
 
     fn error_at(&mut self, diagnostic: Diagnostic) {
@@ -185,17 +167,10 @@ impl<'a> Parser<'a> {
             self.diags.push((**d).clone());
             return;
         }
-        let span = if t.is_eof() {
-            self.prev_span().end_point()
-        } else {
-            t.span
-        };
+        let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
         self.diags.push(
-            Diagnostic::error(
-                codes::UNEXPECTED_TOKEN,
-                format!("expected {what}, found {}", t.describe()),
-            )
-            .at(span, format!("expected {what}")),
+            Diagnostic::error(codes::UNEXPECTED_TOKEN, format!("expected {what}, found {}", t.describe()))
+                .at(span, format!("expected {what}")),
         );
     }
 
@@ -210,23 +185,13 @@ impl<'a> Parser<'a> {
     fn ident(&mut self, what: &str) -> Option<Target> {
         if self.peek().is_ident() {
             let t = self.bump();
-            Some(Target {
-                name: t.text,
-                span: t.span,
-            })
+            Some(Target { name: t.text, span: t.span })
         } else {
             let t = self.peek().clone();
-            let span = if t.is_eof() {
-                self.prev_span().end_point()
-            } else {
-                t.span
-            };
+            let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
             self.diags.push(
-                Diagnostic::error(
-                    codes::EXPECTED_IDENTIFIER,
-                    format!("expected {what}, found {}", t.describe()),
-                )
-                .at(span, format!("expected {what}")),
+                Diagnostic::error(codes::EXPECTED_IDENTIFIER, format!("expected {what}, found {}", t.describe()))
+                    .at(span, format!("expected {what}")),
             );
             None
         }
@@ -271,10 +236,7 @@ impl<'a> Parser<'a> {
             } else if t.is_punct(";") && depth <= 0 {
                 self.bump();
                 return;
-            } else if depth <= 0
-                && t.line_start
-                && (ITEM_STARTS.contains(&t.text.as_str()) || self.starts_type())
-            {
+            } else if depth <= 0 && t.line_start && (ITEM_STARTS.contains(&t.text.as_str()) || self.starts_type()) {
                 return;
             }
             self.bump();
@@ -288,12 +250,9 @@ impl<'a> Parser<'a> {
                 self.depth_reported = true;
                 let span = self.peek().span;
                 self.diags.push(
-                    Diagnostic::error(
-                        codes::NESTING_TOO_DEEP,
-                        format!("nested more than {MAX_DEPTH} levels deep"),
-                    )
-                    .at(span, "here")
-                    .with_hint("split the expression into several assignments"),
+                    Diagnostic::error(codes::NESTING_TOO_DEEP, format!("nested more than {MAX_DEPTH} levels deep"))
+                        .at(span, "here")
+                        .with_hint("split the expression into several assignments"),
                 );
             }
             return false;
@@ -322,17 +281,10 @@ impl<'a> Parser<'a> {
     fn type_expr(&mut self) -> Option<TypeExpr> {
         let t = self.peek().clone();
         if !self.is_type_name(&t) {
-            let span = if t.is_eof() {
-                self.prev_span().end_point()
-            } else {
-                t.span
-            };
+            let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
             self.diags.push(
-                Diagnostic::error(
-                    codes::EXPECTED_TYPE,
-                    format!("expected a type, found {}", t.describe()),
-                )
-                .at(span, "expected a type"),
+                Diagnostic::error(codes::EXPECTED_TYPE, format!("expected a type, found {}", t.describe()))
+                    .at(span, "expected a type"),
             );
             return None;
         }
@@ -400,16 +352,11 @@ impl<'a> Parser<'a> {
                     // d>0:shp
                     self.bump();
                     let bound = self.peek().clone();
-                    let Some((v, _)) = (bound.kind == TokenKind::Int)
-                        .then(|| parse_int_literal(&bound.text))
-                        .flatten()
+                    let Some((v, _)) = (bound.kind == TokenKind::Int).then(|| parse_int_literal(&bound.text)).flatten()
                     else {
                         self.diags.push(
-                            Diagnostic::error(
-                                codes::BAD_TYPE_PATTERN,
-                                "expected a number after `>` in a type pattern",
-                            )
-                            .at(bound.span, ""),
+                            Diagnostic::error(codes::BAD_TYPE_PATTERN, "expected a number after `>` in a type pattern")
+                                .at(bound.span, ""),
                         );
                         return None;
                     };
@@ -467,10 +414,7 @@ impl<'a> Parser<'a> {
                 self.bump();
                 let name = self.ident("a module name")?;
                 self.expect(";");
-                Some(Item::ModuleHeader {
-                    name: name.name,
-                    span: t.span.to(name.span),
-                })
+                Some(Item::ModuleHeader { name: name.name, span: t.span.to(name.span) })
             }
             "export" | "provide" if t.is_ident() => {
                 self.recover_statement();
@@ -484,10 +428,7 @@ impl<'a> Parser<'a> {
                 let end = self.prev_span();
                 let span = t.span.to(end);
                 let _ = start;
-                Some(Item::Unsupported {
-                    what: format!("`{}` declarations", t.text),
-                    span,
-                })
+                Some(Item::Unsupported { what: format!("`{}` declarations", t.text), span })
             }
             _ if t.is("inline") || t.is("noinline") || self.starts_type() => self.function(),
             _ => {
@@ -503,9 +444,7 @@ impl<'a> Parser<'a> {
                         t.text
                     ));
                 } else if t.is_ident() && (self.nth(1).is_punct("=") || self.nth(1).is_punct("[")) {
-                    d = d.with_hint(
-                        "statements belong inside a function body, e.g. `int main() { … }`",
-                    );
+                    d = d.with_hint("statements belong inside a function body, e.g. `int main() { … }`");
                 }
                 self.error_at(d);
                 self.recover_item();
@@ -516,22 +455,14 @@ impl<'a> Parser<'a> {
 
     fn import(&mut self) -> Option<Item> {
         let kw = self.bump();
-        let kind = if kw.text == "use" {
-            ImportKind::Use
-        } else {
-            ImportKind::Import
-        };
+        let kind = if kw.text == "use" { ImportKind::Use } else { ImportKind::Import };
         let module = self.ident("a module name")?;
         if !self.expect(":") {
             self.recover_statement();
             return None;
         }
         let selection = if self.eat("all") {
-            if self.eat("except") {
-                ImportSelection::AllExcept(self.name_set()?)
-            } else {
-                ImportSelection::All
-            }
+            if self.eat("except") { ImportSelection::AllExcept(self.name_set()?) } else { ImportSelection::All }
         } else if self.at("{") {
             ImportSelection::Only(self.name_set()?)
         } else {
@@ -577,11 +508,7 @@ impl<'a> Parser<'a> {
         let end = self.peek().span;
         self.expect(";");
         match (ty, name) {
-            (Some(ty), Some(name)) => Some(Item::Typedef(Typedef {
-                name: name.name,
-                ty,
-                span: kw.span.to(end),
-            })),
+            (Some(ty), Some(name)) => Some(Item::Typedef(Typedef { name: name.name, ty, span: kw.span.to(end) })),
             _ => {
                 self.recover_statement();
                 None
@@ -613,12 +540,7 @@ impl<'a> Parser<'a> {
         self.expect(")");
         let end = self.peek().span;
         self.expect(";");
-        Some(Item::Specialize(Specialize {
-            name: name.0,
-            results,
-            params,
-            span: kw.span.to(end),
-        }))
+        Some(Item::Specialize(Specialize { name: name.0, results, params, span: kw.span.to(end) }))
     }
 
     /// A function name: an identifier or an operator symbol.
@@ -664,11 +586,8 @@ impl<'a> Parser<'a> {
         };
         if !self.at("(") {
             // `int x;` at the top level is a global, which SaC does not have.
-            let mut d = Diagnostic::error(
-                codes::BAD_ITEM,
-                format!("expected `(` after the function name `{name}`"),
-            )
-            .at(self.peek().span, "expected `(`");
+            let mut d = Diagnostic::error(codes::BAD_ITEM, format!("expected `(` after the function name `{name}`"))
+                .at(self.peek().span, "expected `(`");
             if self.at(";") || self.at("=") {
                 d = d.with_note("SaC has no global variables; use a `#define` or a function returning the value");
             }
@@ -692,13 +611,7 @@ impl<'a> Parser<'a> {
                 return None;
             };
             let span = ty.span.to(pname.span);
-            params.push(Param {
-                ty,
-                name: pname.name,
-                name_span: pname.span,
-                by_ref,
-                span,
-            });
+            params.push(Param { ty, name: pname.name, name_span: pname.span, by_ref, span });
             if !self.eat(",") {
                 break;
             }
@@ -723,17 +636,7 @@ impl<'a> Parser<'a> {
         }
         let body = self.block();
         let span = start.to(body.span);
-        Some(Item::Function(FunDef {
-            name,
-            name_span,
-            inline,
-            results,
-            params,
-            conditions,
-            body,
-            is_operator,
-            span,
-        }))
+        Some(Item::Function(FunDef { name, name_span, inline, results, params, conditions, body, is_operator, span }))
     }
 
     /// A condition expression in `| a > 0, …`: a full expression, but `,` separates.
@@ -772,18 +675,13 @@ pub fn is_operator_symbol(text: &str) -> bool {
 
 /// Parses an integer literal's text into its value and type (suffix decides).
 pub fn parse_int_literal(text: &str) -> Option<(i128, LiteralType)> {
-    let (digits, suffix, radix) =
-        if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-            let split = hex
-                .find(|c: char| !c.is_ascii_hexdigit())
-                .unwrap_or(hex.len());
-            (&hex[..split], &hex[split..], 16)
-        } else {
-            let split = text
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(text.len());
-            (&text[..split], &text[split..], 10)
-        };
+    let (digits, suffix, radix) = if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        let split = hex.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(hex.len());
+        (&hex[..split], &hex[split..], 16)
+    } else {
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        (&text[..split], &text[split..], 10)
+    };
     if digits.is_empty() {
         return None;
     }
@@ -816,21 +714,15 @@ pub enum LiteralType {
 
 /// Parses a real literal's text (decimal or hex float, optional `f`/`d` suffix).
 pub fn parse_real_literal(text: &str) -> Option<(f64, BaseType)> {
-    let (body, ty) = if let Some(b) = text
-        .strip_suffix(['f', 'F'])
-        .filter(|_| !is_hex(text) || text.contains(['p', 'P']))
-    {
-        (b, BaseType::Float)
-    } else if let Some(b) = text.strip_suffix(['d', 'D']).filter(|_| !is_hex(text)) {
-        (b, BaseType::Double)
-    } else {
-        (text, BaseType::Double)
-    };
-    let value = if is_hex(body) {
-        parse_hex_float(body)?
-    } else {
-        body.parse::<f64>().ok()?
-    };
+    let (body, ty) =
+        if let Some(b) = text.strip_suffix(['f', 'F']).filter(|_| !is_hex(text) || text.contains(['p', 'P'])) {
+            (b, BaseType::Float)
+        } else if let Some(b) = text.strip_suffix(['d', 'D']).filter(|_| !is_hex(text)) {
+            (b, BaseType::Double)
+        } else {
+            (text, BaseType::Double)
+        };
+    let value = if is_hex(body) { parse_hex_float(body)? } else { body.parse::<f64>().ok()? };
     Some((value, ty))
 }
 

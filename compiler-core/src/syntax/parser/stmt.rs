@@ -11,18 +11,12 @@ impl Parser<'_> {
     pub(super) fn block(&mut self) -> Block {
         let open = self.peek().span;
         if !self.expect("{") {
-            return Block {
-                stmts: Vec::new(),
-                span: open,
-            };
+            return Block { stmts: Vec::new(), span: open };
         }
         let stmts = self.statements_until_brace();
         let close = self.peek().span;
         self.expect("}");
-        Block {
-            stmts,
-            span: open.to(close),
-        }
+        Block { stmts, span: open.to(close) }
     }
 
     pub(super) fn statements_until_brace(&mut self) -> Vec<Stmt> {
@@ -46,10 +40,7 @@ impl Parser<'_> {
         let start = self.peek().span;
         let mut stmts = Vec::new();
         self.statement_into(&mut stmts);
-        Block {
-            stmts,
-            span: start.to(self.prev_span()),
-        }
+        Block { stmts, span: start.to(self.prev_span()) }
     }
 
     /// Parses one statement (a declaration with several names or a nested block can
@@ -78,10 +69,7 @@ impl Parser<'_> {
                     self.expect(")");
                     let body = self.branch();
                     let span = start.to(body.span);
-                    return out.push(Stmt {
-                        kind: StmtKind::While { cond, body },
-                        span,
-                    });
+                    return out.push(Stmt { kind: StmtKind::While { cond, body }, span });
                 }
                 "do" => {
                     self.bump();
@@ -92,34 +80,21 @@ impl Parser<'_> {
                     self.expect(")");
                     let end = self.peek().span;
                     self.expect(";");
-                    return out.push(Stmt {
-                        kind: StmtKind::DoWhile { body, cond },
-                        span: start.to(end),
-                    });
+                    return out.push(Stmt { kind: StmtKind::DoWhile { body, cond }, span: start.to(end) });
                 }
                 "return" => return out.push(self.return_stmt()),
                 "break" | "continue" | "goto" => {
                     self.error_at(
-                        Diagnostic::error(
-                            codes::UNEXPECTED_TOKEN,
-                            format!("SaC has no `{}`", t.text),
-                        )
-                        .at(t.span, "")
-                        .with_hint(
-                            "loops end through their condition; restructure with a flag variable",
-                        ),
+                        Diagnostic::error(codes::UNEXPECTED_TOKEN, format!("SaC has no `{}`", t.text))
+                            .at(t.span, "")
+                            .with_hint("loops end through their condition; restructure with a flag variable"),
                     );
                     self.recover_statement();
-                    return out.push(Stmt {
-                        kind: StmtKind::Error,
-                        span: start,
-                    });
+                    return out.push(Stmt { kind: StmtKind::Error, span: start });
                 }
                 _ => {}
             }
-            if self.starts_type()
-                && (self.nth(1).is_ident() || self.nth(1).is_punct("["))
-                && !self.nth(1).is_punct("(")
+            if self.starts_type() && (self.nth(1).is_ident() || self.nth(1).is_punct("[")) && !self.nth(1).is_punct("(")
             {
                 return self.declaration(out);
             }
@@ -156,13 +131,7 @@ impl Parser<'_> {
                 self.bump();
                 let value = self.expr();
                 let span = name.span.to(value.span);
-                inits.push(Stmt {
-                    kind: StmtKind::Assign {
-                        targets: vec![name.clone()],
-                        value,
-                    },
-                    span,
-                });
+                inits.push(Stmt { kind: StmtKind::Assign { targets: vec![name.clone()], value }, span });
             }
             names.push(name);
             if !self.eat(",") {
@@ -171,10 +140,7 @@ impl Parser<'_> {
         }
         let end = self.peek().span;
         self.expect(";");
-        out.push(Stmt {
-            kind: StmtKind::Decl { ty, names },
-            span: start.to(end),
-        });
+        out.push(Stmt { kind: StmtKind::Decl { ty, names }, span: start.to(end) });
         out.extend(inits);
     }
 
@@ -192,10 +158,7 @@ impl Parser<'_> {
         if terminated && !self.expect(";") {
             self.recover_statement();
         }
-        Stmt {
-            kind,
-            span: start.to(end),
-        }
+        Stmt { kind, span: start.to(end) }
     }
 
     fn simple_statement_kind(&mut self) -> StmtKind {
@@ -206,18 +169,9 @@ impl Parser<'_> {
             let target = self.ident("a variable").expect("checked");
             if self.at("[") {
                 let index = self.index_list();
-                return StmtKind::IndexStep {
-                    target,
-                    index,
-                    op: t.text.clone(),
-                    op_span: t.span,
-                };
+                return StmtKind::IndexStep { target, index, op: t.text.clone(), op_span: t.span };
             }
-            return StmtKind::Step {
-                target,
-                op: t.text.clone(),
-                op_span: t.span,
-            };
+            return StmtKind::Step { target, op: t.text.clone(), op_span: t.span };
         }
         if t.is_ident() {
             let next = self.nth(1).clone();
@@ -243,31 +197,18 @@ impl Parser<'_> {
                 let target = self.ident("a variable").expect("checked");
                 self.bump();
                 let value = self.expr();
-                return StmtKind::Assign {
-                    targets: vec![target],
-                    value,
-                };
+                return StmtKind::Assign { targets: vec![target], value };
             }
-            if next.kind == crate::syntax::token::TokenKind::Punct
-                && ASSIGN_OPS.contains(&next.text.as_str())
-            {
+            if next.kind == crate::syntax::token::TokenKind::Punct && ASSIGN_OPS.contains(&next.text.as_str()) {
                 let target = self.ident("a variable").expect("checked");
                 let op = self.bump();
                 let value = self.expr();
-                return StmtKind::OpAssign {
-                    target,
-                    op: op.text.trim_end_matches('=').into(),
-                    value,
-                };
+                return StmtKind::OpAssign { target, op: op.text.trim_end_matches('=').into(), value };
             }
             if (next.is_punct("++") || next.is_punct("--")) && !self.can_start_expr_at(2) {
                 let target = self.ident("a variable").expect("checked");
                 let op = self.bump();
-                return StmtKind::Step {
-                    target,
-                    op: op.text,
-                    op_span: op.span,
-                };
+                return StmtKind::Step { target, op: op.text, op_span: op.span };
             }
             if next.is_punct("[") {
                 if let Some(close) = self.matching_bracket(1) {
@@ -275,32 +216,17 @@ impl Parser<'_> {
                     let is_assign = after.is_punct("=")
                         || (after.kind == crate::syntax::token::TokenKind::Punct
                             && ASSIGN_OPS.contains(&after.text.as_str()))
-                        || ((after.is_punct("++") || after.is_punct("--"))
-                            && !self.can_start_expr_at(close + 2));
+                        || ((after.is_punct("++") || after.is_punct("--")) && !self.can_start_expr_at(close + 2));
                     if is_assign {
                         let target = self.ident("a variable").expect("checked");
                         let index = self.index_list();
                         let op = self.bump();
                         if op.is_punct("++") || op.is_punct("--") {
-                            return StmtKind::IndexStep {
-                                target,
-                                index,
-                                op: op.text,
-                                op_span: op.span,
-                            };
+                            return StmtKind::IndexStep { target, index, op: op.text, op_span: op.span };
                         }
                         let value = self.expr();
-                        let op = if op.is_punct("=") {
-                            None
-                        } else {
-                            Some(op.text.trim_end_matches('=').into())
-                        };
-                        return StmtKind::IndexAssign {
-                            target,
-                            index,
-                            op,
-                            value,
-                        };
+                        let op = if op.is_punct("=") { None } else { Some(op.text.trim_end_matches('=').into()) };
+                        return StmtKind::IndexAssign { target, index, op, value };
                     }
                 }
             }
@@ -311,11 +237,8 @@ impl Parser<'_> {
         }
         if self.at("=") {
             self.error_at(
-                Diagnostic::error(
-                    codes::BAD_ASSIGN_TARGET,
-                    "only variables and `a[index]` can be assigned to",
-                )
-                .at(e.span, "cannot assign to this"),
+                Diagnostic::error(codes::BAD_ASSIGN_TARGET, "only variables and `a[index]` can be assigned to")
+                    .at(e.span, "cannot assign to this"),
             );
             return StmtKind::Error;
         }
@@ -366,10 +289,7 @@ impl Parser<'_> {
         use crate::syntax::token::TokenKind::*;
         match &t.kind {
             Ident | Int | Float | Char | Str => !matches!(t.text.as_str(), "else"),
-            Punct => matches!(
-                t.text.as_str(),
-                "(" | "[" | "{" | "-" | "+" | "!" | "~" | "++" | "--"
-            ),
+            Punct => matches!(t.text.as_str(), "(" | "[" | "{" | "-" | "+" | "!" | "~" | "++" | "--"),
             _ => false,
         }
     }
@@ -388,24 +308,14 @@ impl Parser<'_> {
         } else {
             None
         };
-        Stmt {
-            kind: StmtKind::If {
-                cond,
-                then_branch,
-                else_branch,
-            },
-            span,
-        }
+        Stmt { kind: StmtKind::If { cond, then_branch, else_branch }, span }
     }
 
     fn for_stmt(&mut self) -> Stmt {
         let start = self.bump().span;
         if !self.expect("(") {
             self.recover_statement();
-            return Stmt {
-                kind: StmtKind::Error,
-                span: start,
-            };
+            return Stmt { kind: StmtKind::Error, span: start };
         }
         let mut init = Vec::new();
         if self.starts_type() && self.nth(1).is_ident() {
@@ -420,11 +330,7 @@ impl Parser<'_> {
             }
             self.expect(";");
         }
-        let cond = if self.at(";") {
-            None
-        } else {
-            Some(self.expr())
-        };
+        let cond = if self.at(";") { None } else { Some(self.expr()) };
         self.expect(";");
         let mut step = Vec::new();
         while !self.at(")") && !self.at_eof() {
@@ -436,15 +342,7 @@ impl Parser<'_> {
         self.expect(")");
         let body = self.branch();
         let span = start.to(body.span);
-        Stmt {
-            kind: StmtKind::For {
-                init,
-                cond,
-                step,
-                body,
-            },
-            span,
-        }
+        Stmt { kind: StmtKind::For { init, cond, step, body }, span }
     }
 
     fn return_stmt(&mut self) -> Stmt {
@@ -457,10 +355,7 @@ impl Parser<'_> {
         if !self.expect(";") {
             self.recover_statement();
         }
-        Stmt {
-            kind: StmtKind::Return { values },
-            span: start.to(end),
-        }
+        Stmt { kind: StmtKind::Return { values }, span: start.to(end) }
     }
 
     /// `e`, `e1, e2`, or `(e1, e2)` (a parenthesised list with at least one comma).

@@ -9,20 +9,9 @@ fn parse(src: &str) -> (SourceModule, Vec<String>) {
     let mut sources = SourceMap::new();
     let file = sources.add("t.sac", src, FileKind::User);
     let mut d = Diagnostics::new();
-    let tokens = preprocess(
-        &mut sources,
-        file,
-        &NoIncludes,
-        &PpOptions::default(),
-        &mut d,
-    );
+    let tokens = preprocess(&mut sources, file, &NoIncludes, &PpOptions::default(), &mut d);
     let m = parse_module(&tokens, &mut d);
-    (
-        m,
-        d.iter()
-            .map(|d| format!("{} {}", d.code.id, d.message))
-            .collect(),
-    )
+    (m, d.iter().map(|d| format!("{} {}", d.code.id, d.message)).collect())
 }
 
 fn ok(src: &str) -> SourceModule {
@@ -43,30 +32,20 @@ fn functions_with_several_results_and_operator_names() {
     let m = ok(
         "int, double f(int[.,.] a, int[*] b) { return (1, 2.0); }\ninline int + (int a, int b) { return _add_SxS_(a, b); }",
     );
-    let Item::Function(f) = &m.items[0] else {
-        panic!()
-    };
+    let Item::Function(f) = &m.items[0] else { panic!() };
     assert_eq!(f.results.len(), 2);
-    assert_eq!(
-        f.params[0].ty.shape,
-        ShapeSpec::Dims(vec![DimPattern::Dot, DimPattern::Dot])
-    );
+    assert_eq!(f.params[0].ty.shape, ShapeSpec::Dims(vec![DimPattern::Dot, DimPattern::Dot]));
     assert_eq!(f.params[1].ty.shape, ShapeSpec::Any);
-    let Item::Function(g) = &m.items[1] else {
-        panic!()
-    };
+    let Item::Function(g) = &m.items[1] else { panic!() };
     assert!(g.is_operator);
     assert_eq!(g.name, "+");
 }
 
 #[test]
 fn type_patterns() {
-    let m = ok(
-        "int[m,q,q] foo(int[m,n,3] a, int[d>0:shp] b, int[+,n:shp2,n] c, int[vlen:_,d:s] e) | m > n { return a; }",
-    );
-    let Item::Function(f) = &m.items[0] else {
-        panic!()
-    };
+    let m =
+        ok("int[m,q,q] foo(int[m,n,3] a, int[d>0:shp] b, int[+,n:shp2,n] c, int[vlen:_,d:s] e) | m > n { return a; }");
+    let Item::Function(f) = &m.items[0] else { panic!() };
     assert_eq!(f.conditions.len(), 1);
     assert!(
         matches!(&f.params[1].ty.shape, ShapeSpec::Dims(d) if matches!(&d[0], DimPattern::Vector { count: DimCount::AtLeast(_, 1), .. }))
@@ -99,31 +78,15 @@ fn statements_desugar_targets() {
         .collect();
     assert_eq!(
         kinds,
-        [
-            "assign",
-            "multi",
-            "index",
-            "index-op",
-            "step",
-            "step",
-            "index-step",
-            "for",
-            "do",
-            "if",
-            "return"
-        ]
+        ["assign", "multi", "index", "index-op", "step", "step", "index-step", "for", "do", "if", "return"]
     );
 }
 
 #[test]
 fn precedence_follows_sac2c() {
     let m = ok("int main() { return a + b * c ++ d << e == f && g || h ? i : j; }");
-    let StmtKind::Return { values } = &body(&m, 0)[0].kind else {
-        panic!()
-    };
-    let ExprKind::Cond { cond, .. } = &values[0].kind else {
-        panic!("{:?}", values[0])
-    };
+    let StmtKind::Return { values } = &body(&m, 0)[0].kind else { panic!() };
+    let ExprKind::Cond { cond, .. } = &values[0].kind else { panic!("{:?}", values[0]) };
     assert!(matches!(cond.kind, ExprKind::Or(..)));
 }
 
@@ -143,13 +106,7 @@ fn with_loops_in_all_syntaxes() {
     let m = ok(src);
     let stmts = body(&m, 0);
     let with_of = |k: usize| match &stmts[k].kind {
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::With(w),
-                ..
-            },
-            ..
-        } => w.clone(),
+        StmtKind::Assign { value: Expr { kind: ExprKind::With(w), .. }, .. } => w.clone(),
         other => panic!("{other:?}"),
     };
     assert_eq!(with_of(0).parts.len(), 2);
@@ -157,25 +114,11 @@ fn with_loops_in_all_syntaxes() {
     let e = with_of(3);
     assert!(matches!(&e.ops[0], WithOp::Genarray { default: None, .. }));
     assert_eq!(e.syntax, WithSyntax::Classic);
-    assert!(matches!(
-        &with_of(6).ops[0],
-        WithOp::Genarray {
-            default: Some(_),
-            ..
-        }
-    ));
-    assert!(matches!(
-        &with_of(7).ops[0],
-        WithOp::Genarray {
-            default: Some(_),
-            ..
-        }
-    ));
+    assert!(matches!(&with_of(6).ops[0], WithOp::Genarray { default: Some(_), .. }));
+    assert!(matches!(&with_of(7).ops[0], WithOp::Genarray { default: Some(_), .. }));
     let l = with_of(8);
     assert!(l.parts[0].generator.lower.is_none());
-    assert!(
-        l.parts[0].generator.index.vector.is_some() && l.parts[0].generator.index.scalars.is_some()
-    );
+    assert!(l.parts[0].generator.index.vector.is_some() && l.parts[0].generator.index.scalars.is_some());
 }
 
 #[test]
@@ -184,46 +127,10 @@ fn tensor_comprehensions_and_dot_selections() {
         "int main() { a = { [i,j] -> m[[j,i]] }; b = { iv -> x | [0] <= iv < [3] step [2]; iv -> y }; c = m[[.,1]]; d = m[[1,...,1]]; e = m[.,2]; return 0; }",
     );
     let stmts = body(&m, 0);
-    assert!(matches!(
-        &stmts[0].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::Tensor(_),
-                ..
-            },
-            ..
-        }
-    ));
-    assert!(matches!(
-        &stmts[2].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::DotSelect { .. },
-                ..
-            },
-            ..
-        }
-    ));
-    assert!(matches!(
-        &stmts[3].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::DotSelect { .. },
-                ..
-            },
-            ..
-        }
-    ));
-    assert!(matches!(
-        &stmts[4].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::DotSelect { .. },
-                ..
-            },
-            ..
-        }
-    ));
+    assert!(matches!(&stmts[0].kind, StmtKind::Assign { value: Expr { kind: ExprKind::Tensor(_), .. }, .. }));
+    assert!(matches!(&stmts[2].kind, StmtKind::Assign { value: Expr { kind: ExprKind::DotSelect { .. }, .. }, .. }));
+    assert!(matches!(&stmts[3].kind, StmtKind::Assign { value: Expr { kind: ExprKind::DotSelect { .. }, .. }, .. }));
+    assert!(matches!(&stmts[4].kind, StmtKind::Assign { value: Expr { kind: ExprKind::DotSelect { .. }, .. }, .. }));
 }
 
 #[test]
@@ -232,70 +139,31 @@ fn casts_and_typedefs() {
         "typedef double[3] vec3; int main() { x = (int)2.5; y = (vec3)[1.0,2.0,3.0]; z = (a)+1; vec3 v; return 0; }",
     );
     let stmts = body(&m, 1);
-    assert!(matches!(
-        &stmts[0].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::Cast { .. },
-                ..
-            },
-            ..
-        }
-    ));
-    assert!(matches!(
-        &stmts[2].kind,
-        StmtKind::Assign {
-            value: Expr {
-                kind: ExprKind::Binary { .. },
-                ..
-            },
-            ..
-        }
-    ));
+    assert!(matches!(&stmts[0].kind, StmtKind::Assign { value: Expr { kind: ExprKind::Cast { .. }, .. }, .. }));
+    assert!(matches!(&stmts[2].kind, StmtKind::Assign { value: Expr { kind: ExprKind::Binary { .. }, .. }, .. }));
     assert!(matches!(&stmts[3].kind, StmtKind::Decl { .. }));
 }
 
 #[test]
 fn several_errors_are_reported_and_parsing_continues() {
-    let (m, errs) =
-        parse("int main() { a = ; b = 1 +; return 0; }\nint f( { }\nint g() { return 1; }");
+    let (m, errs) = parse("int main() { a = ; b = 1 +; return 0; }\nint f( { }\nint g() { return 1; }");
     assert!(errs.len() >= 3, "{errs:?}");
-    assert!(
-        m.items
-            .iter()
-            .any(|i| matches!(i, Item::Function(f) if f.name == "g"))
-    );
+    assert!(m.items.iter().any(|i| matches!(i, Item::Function(f) if f.name == "g")));
 }
 
 #[test]
 fn deep_nesting_is_an_error_not_a_crash() {
-    let src = format!(
-        "int main() {{ return {}1{}; }}",
-        "(".repeat(5000),
-        ")".repeat(5000)
-    );
+    let src = format!("int main() {{ return {}1{}; }}", "(".repeat(5000), ")".repeat(5000));
     let (_, errs) = parse(&src);
     assert!(errs.iter().any(|e| e.starts_with("E0107")), "{errs:?}");
 }
 
 #[test]
 fn literals_with_suffixes() {
-    assert_eq!(
-        parse_int_literal("10ul"),
-        Some((10, LiteralType::Base(BaseType::ULong)))
-    );
-    assert_eq!(
-        parse_int_literal("1d"),
-        Some((1, LiteralType::Real(BaseType::Double)))
-    );
-    assert_eq!(
-        parse_int_literal("0x1F"),
-        Some((31, LiteralType::Base(BaseType::Int)))
-    );
+    assert_eq!(parse_int_literal("10ul"), Some((10, LiteralType::Base(BaseType::ULong))));
+    assert_eq!(parse_int_literal("1d"), Some((1, LiteralType::Real(BaseType::Double))));
+    assert_eq!(parse_int_literal("0x1F"), Some((31, LiteralType::Base(BaseType::Int))));
     assert_eq!(parse_real_literal("1.5f"), Some((1.5, BaseType::Float)));
-    assert_eq!(
-        parse_real_literal("0x1p-3"),
-        Some((0.125, BaseType::Double))
-    );
+    assert_eq!(parse_real_literal("0x1p-3"), Some((0.125, BaseType::Double)));
     assert_eq!(parse_int_literal("12q"), None);
 }

@@ -1,0 +1,115 @@
+//! The reference interpreter: the semantic oracle for every later pass and backend.
+//!
+//! Runs a resolved program with SaC semantics: strict, purely functional arrays,
+//! row-major, empty arrays legal, fold order unspecified (we fold in index order).
+//! Every failure — a bad index, a shape mismatch, running out of stack — is a
+//! [`RuntimeError`] with a source location, never a panic. Errors raised inside the
+//! library are reported at the user's call that led there.
+
+pub mod dispatch;
+mod eval;
+pub mod format;
+pub mod ops;
+mod prims;
+pub mod value;
+
+use crate::diagnostics::{Code, Diagnostic};
+use crate::sema::hir::Program;
+use crate::span::{SourceMap, Span};
+pub use value::Value;
+
+pub use eval::describe_value;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Deepest call nesting before a recursion error (the caller must run the
+    /// interpreter on a thread with enough stack, see [`STACK_BYTES`]).
+    pub max_call_depth: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { max_call_depth: 10_000 }
+    }
+}
+
+/// Stack size a thread running the interpreter with the default call depth needs.
+pub const STACK_BYTES: usize = 1 << 30;
+
+/// A run-time error: code, message, the user's source location, and the calls
+/// that led there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeError {
+    pub code: Code,
+    pub message: String,
+    pub span: Span,
+    pub notes: Vec<String>,
+    pub trace: Vec<(Span, String)>,
+}
+
+impl RuntimeError {
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let mut d = Diagnostic::error(self.code, self.message.clone()).at(self.span, "");
+        for (span, label) in &self.trace {
+            d = d.with_label(*span, label.clone());
+        }
+        for n in &self.notes {
+            d = d.with_note(n.clone());
+        }
+        d
+    }
+}
+
+/// Why an entry point could not be run.
+#[derive(Clone, Debug)]
+pub enum EntryError {
+    /// No user function of that name.
+    Unknown(String),
+    Runtime(RuntimeError),
+}
+
+/// Calls user function `entry` with `args`; program output goes to `out`.
+pub fn run(
+    program: &Program,
+    sources: &SourceMap,
+    entry: &str,
+    args: Vec<Value>,
+    options: RunOptions,
+    out: &mut dyn FnMut(&[u8]),
+) -> Result<Vec<Value>, EntryError> {
+    let candidates = program.user_functions(entry);
+    let Some(first) = candidates.first() else {
+        return Err(EntryError::Unknown(entry.to_string()));
+    };
+    let span = program.function(*first).name_span;
+    let callee = crate::sema::hir::Callee {
+        name: entry.into(),
+        candidates: candidates.clone().into(),
+        site: crate::sema::hir::SiteId(u32::MAX),
+    };
+    let mut interp = eval::Interp::new(program, sources, options, out);
+    let args = args.into_iter().map(Some).collect();
+    interp.call(&callee, args, span).map_err(EntryError::Runtime)
+}
+
+/// `[a, b, …]` of constants (for command-line arguments).
+pub fn stack_values(vals: Vec<Value>) -> Result<Value, String> {
+    prims::stack(vals).map_err(|e| e.message)
+}
+
+/// `reshape(a, b)` or `genarray(a, b)` of constants (for command-line arguments).
+pub fn build_constant(name: &str, a: &Value, b: &Value) -> Result<Value, String> {
+    let prim = if name == "reshape" { crate::sema::hir::Prim::Reshape } else { crate::sema::hir::Prim::Genarray };
+    prims::structural(&prim, vec![a.clone(), b.clone()]).map_err(|e| e.message)
+}
+
+/// Runs `f` on a thread with a stack large enough for the interpreter.
+pub fn with_large_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match std::thread::Builder::new().stack_size(STACK_BYTES).name("withloop-interp".into()).spawn(f) {
+        Ok(handle) => match handle.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(_) => panic!("cannot start the interpreter thread"),
+    }
+}

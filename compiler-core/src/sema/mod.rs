@@ -1,0 +1,383 @@
+//! Name resolution and desugaring: syntax tree → [`hir::Program`].
+//!
+//! Two namespaces exist. The *library* namespace holds every library function and
+//! is what library code sees. The *user* namespace holds the user's functions plus
+//! the library modules the program can see (the prelude unless `--noprelude`, and
+//! what it `use`s or `import`s); a user function with exactly the signature of a
+//! library one replaces it there. So a program may redefine `+` for itself without
+//! changing how the library's `sum` works.
+//!
+//! Only functions reachable from the user's program are resolved; the rest of the
+//! library stays as signatures. Errors are reported and resolution goes on, so one
+//! run reports everything it can.
+
+pub mod analysis;
+pub mod hir;
+mod resolve;
+pub mod types;
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
+use crate::library::{self, Library};
+use crate::span::Span;
+use crate::syntax::ast::{self, ImportSelection, Item, Name, SourceModule};
+use hir::{FunId, Function, Intrinsic, Program};
+use types::TypeEnv;
+
+/// What resolution needs to know besides the program.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    /// Load the implicit prelude (`--noprelude` turns it off).
+    pub prelude: bool,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        ResolveOptions { prelude: true }
+    }
+}
+
+/// Resolves a user program against the library.
+pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostics: &mut Diagnostics) -> Program {
+    let lib = library::library();
+    let mut state = State::new(lib, diagnostics);
+    state.register_library();
+    let typedefs = state.register_typedefs(user);
+    let visible = state.visible_modules(user, options);
+    let user_ids = state.register_user_functions(user, &typedefs);
+    state.check_duplicates(&user_ids);
+    state.build_user_namespace(&user_ids, &visible);
+    for item in &user.items {
+        if let Item::Unsupported { what, span } = item {
+            state.diags.push(
+                Diagnostic::error(codes::UNSUPPORTED, format!("{what} are not supported")).at(*span, "").with_note(
+                    "withloop compiles single-module SaC programs without objects, classes or external code",
+                ),
+            );
+        }
+    }
+    for id in &user_ids {
+        state.queue.push(*id);
+    }
+    state.run_queue(&typedefs);
+    let mut program = state.finish();
+    analysis::analyse(&mut program);
+    program
+}
+
+/// Where a function's syntax tree lives.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Ast(&'a ast::FunDef),
+    Intrinsic,
+}
+
+struct State<'a> {
+    lib: &'a Library,
+    diags: &'a mut Diagnostics,
+    functions: Vec<Function>,
+    sources: Vec<Source<'a>>,
+    /// Every library function, by name.
+    library_names: HashMap<Name, Vec<FunId>>,
+    /// Library functions by (module, name), for qualified calls.
+    library_by_module: HashMap<(Name, Name), Vec<FunId>>,
+    /// The user namespace.
+    user_names: HashMap<Name, Vec<FunId>>,
+    /// Functions whose bodies still need resolving.
+    queue: Vec<FunId>,
+    n_sites: u32,
+    /// Modules that define a name, for "add `use Array: all;`" hints.
+    providers: HashMap<Name, Vec<&'static str>>,
+}
+
+impl<'a> State<'a> {
+    fn new(lib: &'a Library, diags: &'a mut Diagnostics) -> State<'a> {
+        State {
+            lib,
+            diags,
+            functions: Vec::new(),
+            sources: Vec::new(),
+            library_names: HashMap::new(),
+            library_by_module: HashMap::new(),
+            user_names: HashMap::new(),
+            queue: Vec::new(),
+            n_sites: 0,
+            providers: HashMap::new(),
+        }
+    }
+
+    fn add_function(&mut self, f: Function, source: Source<'a>) -> FunId {
+        let id = FunId(self.functions.len() as u32);
+        self.functions.push(f);
+        self.sources.push(source);
+        id
+    }
+
+    fn register_library(&mut self) {
+        let no_typedefs = TypeEnv::default();
+        for (module, src) in &self.lib.modules {
+            for item in &src.items {
+                let Item::Function(def) = item else { continue };
+                // The library is ours: its signatures resolve or it is a bug caught by tests.
+                let mut scratch = Diagnostics::new();
+                let f = types::function_stub(def, Some(Name::new(module)), &no_typedefs, &mut scratch);
+                let id = self.add_function(f, Source::Ast(def));
+                self.index_library(module, &def.name, id);
+            }
+        }
+        for (module, name) in library::INTRINSICS {
+            let span = Span::new(crate::span::FileId(0), 0, 0);
+            let f = Function {
+                name: Name::new(name),
+                module: Some(Name::new(module)),
+                span,
+                name_span: span,
+                inline: ast::Inline::Default,
+                params: Vec::new(),
+                results: Vec::new(),
+                pattern_locals: Vec::new(),
+                conditions: Vec::new(),
+                body: Vec::new(),
+                locals: Vec::new(),
+                resolved: true,
+                pure: false,
+                param_used: Vec::new(),
+                intrinsic: Some(Intrinsic::Printf),
+            };
+            let id = self.add_function(f, Source::Intrinsic);
+            self.index_library(module, name, id);
+        }
+    }
+
+    fn index_library(&mut self, module: &'static str, name: &str, id: FunId) {
+        let name = Name::new(name);
+        self.library_names.entry(name.clone()).or_default().push(id);
+        self.library_by_module.entry((Name::new(module), name.clone())).or_default().push(id);
+        let providers = self.providers.entry(name).or_default();
+        if !providers.contains(&module) {
+            providers.push(module);
+        }
+    }
+
+    fn register_typedefs(&mut self, user: &SourceModule) -> TypeEnv {
+        let mut env = TypeEnv::default();
+        for item in &user.items {
+            if let Item::Typedef(t) = item {
+                if let Some((_, prev)) = env.get(&t.name) {
+                    let prev = *prev;
+                    self.diags.push(
+                        Diagnostic::error(codes::TYPEDEF_REDEFINED, format!("type `{}` is defined twice", t.name))
+                            .at(t.span, "second definition")
+                            .with_label(prev, "first definition"),
+                    );
+                    continue;
+                }
+                if ast::BaseType::from_name(&t.name).is_some() {
+                    self.diags.push(
+                        Diagnostic::error(codes::TYPEDEF_REDEFINED, format!("`{}` is a built-in type", t.name))
+                            .at(t.span, ""),
+                    );
+                    continue;
+                }
+                if let Some(ty) = types::resolve_type(&t.ty, &env, self.diags) {
+                    env.insert(t.name.clone(), (ty, t.span));
+                }
+            }
+        }
+        env
+    }
+
+    /// The library modules the user's code sees.
+    fn visible_modules(
+        &mut self,
+        user: &SourceModule,
+        options: &ResolveOptions,
+    ) -> Vec<(Name, Option<HashSet<Name>>, HashSet<Name>)> {
+        // (module, only these names, except these names)
+        let mut visible = Vec::new();
+        if options.prelude {
+            for m in library::PRELUDE_MODULES {
+                visible.push((Name::new(m), None, HashSet::new()));
+            }
+        }
+        for item in &user.items {
+            let Item::Import(import) = item else { continue };
+            let Some(parts) = library::expand_module(&import.module) else {
+                let mut d = Diagnostic::error(codes::UNKNOWN_MODULE, format!("unknown module `{}`", import.module))
+                    .at(import.module_span, "")
+                    .with_note(format!("available modules: {}", library::KNOWN_MODULES.join(", ")));
+                if let Some(best) = closest(&import.module, library::KNOWN_MODULES.iter().copied()) {
+                    d = d.with_hint(format!("did you mean `{best}`?"));
+                }
+                self.diags.push(d);
+                continue;
+            };
+            let (only, except) = match &import.selection {
+                ImportSelection::All => (None, HashSet::new()),
+                ImportSelection::AllExcept(names) => (None, names.iter().map(|(n, _)| n.clone()).collect()),
+                ImportSelection::Only(names) => {
+                    for (n, span) in names {
+                        let provided =
+                            parts.iter().any(|m| self.library_by_module.contains_key(&(Name::new(m), n.clone())));
+                        if !provided {
+                            self.diags.push(
+                                Diagnostic::error(
+                                    codes::UNKNOWN_IMPORT,
+                                    format!("module `{}` does not provide `{n}`", import.module),
+                                )
+                                .at(*span, ""),
+                            );
+                        }
+                    }
+                    (Some(names.iter().map(|(n, _)| n.clone()).collect()), HashSet::new())
+                }
+            };
+            for m in parts {
+                visible.push((Name::new(m), only.clone(), except.clone()));
+            }
+        }
+        visible
+    }
+
+    fn register_user_functions(&mut self, user: &'a SourceModule, typedefs: &TypeEnv) -> Vec<FunId> {
+        let mut ids = Vec::new();
+        for item in &user.items {
+            if let Item::Function(def) = item {
+                let f = types::function_stub(def, None, typedefs, self.diags);
+                ids.push(self.add_function(f, Source::Ast(def)));
+            }
+        }
+        ids
+    }
+
+    /// Two user definitions with identical parameter types can never be told apart.
+    fn check_duplicates(&mut self, user_ids: &[FunId]) {
+        for (k, &a) in user_ids.iter().enumerate() {
+            for &b in &user_ids[..k] {
+                let (fa, fb) = (&self.functions[a.0 as usize], &self.functions[b.0 as usize]);
+                if fa.name == fb.name && same_signature(fa, fb) {
+                    let d = Diagnostic::error(
+                        codes::DUPLICATE_DEFINITION,
+                        format!("`{}` is defined twice with the same parameter types", fa.signature()),
+                    )
+                    .at(fa.name_span, "second definition")
+                    .with_label(fb.name_span, "first definition")
+                    .with_hint("overloaded instances must differ in their parameter types");
+                    self.diags.push(d);
+                }
+            }
+        }
+    }
+
+    fn build_user_namespace(&mut self, user_ids: &[FunId], visible: &[(Name, Option<HashSet<Name>>, HashSet<Name>)]) {
+        for &id in user_ids {
+            let name = self.functions[id.0 as usize].name.clone();
+            self.user_names.entry(name).or_default().push(id);
+        }
+        let mut seen: HashSet<FunId> = HashSet::new();
+        for (module, only, except) in visible {
+            let mut entries: Vec<(&(Name, Name), &Vec<FunId>)> =
+                self.library_by_module.iter().filter(|((m, _), _)| m == module).collect();
+            entries.sort_by(|a, b| a.0.1.cmp(&b.0.1));
+            let mut additions: Vec<(Name, FunId)> = Vec::new();
+            for ((_, name), ids) in entries {
+                if only.as_ref().is_some_and(|o| !o.contains(name)) || except.contains(name) {
+                    continue;
+                }
+                for &id in ids {
+                    if !seen.insert(id) {
+                        continue;
+                    }
+                    // A user definition with the same signature replaces the library's.
+                    let shadowed = user_ids.iter().any(|&u| {
+                        let (fu, fl) = (&self.functions[u.0 as usize], &self.functions[id.0 as usize]);
+                        fu.name == fl.name && same_signature(fu, fl)
+                    });
+                    if !shadowed {
+                        additions.push((name.clone(), id));
+                    }
+                }
+            }
+            for (name, id) in additions {
+                self.user_names.entry(name).or_default().push(id);
+            }
+        }
+    }
+
+    fn run_queue(&mut self, typedefs: &TypeEnv) {
+        let no_typedefs = TypeEnv::default();
+        while let Some(id) = self.queue.pop() {
+            if self.functions[id.0 as usize].resolved {
+                continue;
+            }
+            self.functions[id.0 as usize].resolved = true;
+            let Source::Ast(def) = self.sources[id.0 as usize] else { continue };
+            let is_library = self.functions[id.0 as usize].is_library();
+            let env = if is_library { &no_typedefs } else { typedefs };
+            resolve::resolve_function(self, id, def, env);
+        }
+    }
+
+    fn finish(self) -> Program {
+        Program { functions: self.functions, user_names: self.user_names, n_sites: self.n_sites }
+    }
+
+    fn new_site(&mut self) -> hir::SiteId {
+        self.n_sites += 1;
+        hir::SiteId(self.n_sites - 1)
+    }
+
+    /// The overload set `name` refers to from code in `library` or user code.
+    fn lookup(&self, module: Option<&Name>, name: &str, from_library: bool) -> Option<Rc<[FunId]>> {
+        let ids: Vec<FunId> = match module {
+            Some(m) => {
+                let parts = library::expand_module(m)?;
+                let mut v = Vec::new();
+                for p in parts {
+                    if let Some(ids) = self.library_by_module.get(&(Name::new(p), Name::new(name))) {
+                        v.extend(ids.iter().copied());
+                    }
+                }
+                v
+            }
+            None if from_library => self.library_names.get(name)?.clone(),
+            None => self.user_names.get(name)?.clone(),
+        };
+        if ids.is_empty() { None } else { Some(ids.into()) }
+    }
+}
+
+fn same_signature(a: &Function, b: &Function) -> bool {
+    a.intrinsic.is_none()
+        && b.intrinsic.is_none()
+        && a.params.len() == b.params.len()
+        && a.params.iter().zip(&b.params).all(|(x, y)| x.ty == y.ty)
+}
+
+/// The closest name by edit distance, if reasonably close.
+pub fn closest<'n>(name: &str, candidates: impl Iterator<Item = &'n str>) -> Option<&'n str> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = edit_distance(&name.to_lowercase(), &c.to_lowercase());
+        if d <= (name.len().max(2) / 3).max(1) && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = if ca == *cb { 0 } else { 1 };
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
