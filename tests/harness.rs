@@ -1,1 +1,294 @@
-fn main() {}
+//! The language test harness: every `tests/**/*.sac` file with a `// ==` block is
+//! a test. The block (in `//` comments at the top of the file) says what to run and
+//! what must happen:
+//!
+//! ```text
+//! // Kreye's determinant on a 3x3 matrix.
+//! // ==
+//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags)
+//! // entry: det                           (optional: function to run, default main)
+//! // args: [[1,2],[3,4]] ; 5              (optional: --arg values, `;`-separated)
+//! // output:                              (stdout of `withloop run`, line by line)
+//! // | 18
+//! // error: E0203 @ 7:5 "before it is assigned"   (compile error; repeat for several)
+//! // runtime-error: R0001 @ 12:10 "out of bounds"  (run-time error)
+//! // warning: W0011 @ 3:9                          (expected warnings, if any listed)
+//! ```
+//!
+//! `output` must match exactly. Compile errors must match as a set: every expected
+//! error reported (code, and line:col and message text when given) and nothing else.
+//! A run-time error must match, and any `output` is what was printed before it.
+//! Run one file: `cargo test -p withloop-tests --test lang -- det`.
+
+use std::path::{Path, PathBuf};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use withloop_cli::{Invocation, Located, Report, check, run};
+use compiler_core::diagnostics::Severity;
+
+fn main() {
+    let args = Arguments::from_args();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    collect(root, &mut files);
+    files.sort();
+    let trials = files
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            if !text.lines().any(|l| l.trim() == "// ==") {
+                return None; // a support file (e.g. included by tests)
+            }
+            let name = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().trim_end_matches(".sac").to_string();
+            Some(Trial::test(name, move || run_test(&path, &text)))
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "target") {
+                collect(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "sac") {
+            out.push(p);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Expect {
+    entry: Option<String>,
+    args: Vec<String>,
+    flags: Vec<String>,
+    output: Option<String>,
+    errors: Vec<ErrSpec>,
+    runtime_error: Option<ErrSpec>,
+    warnings: Option<Vec<ErrSpec>>,
+}
+
+#[derive(Debug, Clone)]
+struct ErrSpec {
+    code: String,
+    at: Option<(usize, usize)>,
+    contains: Option<String>,
+}
+
+impl std::fmt::Display for ErrSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.code)?;
+        if let Some((l, c)) = self.at {
+            write!(f, " @ {l}:{c}")?;
+        }
+        if let Some(t) = &self.contains {
+            write!(f, " \"{t}\"")?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_err_spec(text: &str) -> Result<ErrSpec, String> {
+    let text = text.trim();
+    let (head, contains) = match text.find('"') {
+        Some(q) => {
+            let rest = &text[q + 1..];
+            let end = rest.rfind('"').ok_or("unterminated message text")?;
+            (&text[..q], Some(rest[..end].to_string()))
+        }
+        None => (text, None),
+    };
+    let mut parts = head.split('@');
+    let code = parts.next().unwrap_or("").trim().to_string();
+    if code.is_empty() {
+        return Err("missing error code".into());
+    }
+    let at = match parts.next() {
+        Some(pos) => {
+            let (l, c) = pos.trim().split_once(':').ok_or("position must be LINE:COL")?;
+            Some((l.trim().parse().map_err(|_| "bad line")?, c.trim().parse().map_err(|_| "bad column")?))
+        }
+        None => None,
+    };
+    Ok(ErrSpec { code, at, contains })
+}
+
+fn parse_expect(text: &str) -> Result<Expect, String> {
+    let mut e = Expect::default();
+    let mut in_block = false;
+    let mut output: Option<Vec<String>> = None;
+    for line in text.lines() {
+        let t = line.trim_start();
+        let Some(body) = t.strip_prefix("//") else { break };
+        if !in_block {
+            in_block = body.trim() == "==";
+            continue;
+        }
+        if let Some(rest) = body.strip_prefix(" |").or_else(|| body.strip_prefix("|")) {
+            let out = output.as_mut().ok_or("`|` line outside `output:`")?;
+            out.push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+            continue;
+        }
+        let body = body.trim();
+        if body.is_empty() {
+            continue;
+        }
+        let (key, value) = body.split_once(':').ok_or_else(|| format!("cannot read `{body}`"))?;
+        let value = value.trim();
+        match key.trim() {
+            "entry" => e.entry = Some(value.to_string()),
+            "args" => e.args = value.split(';').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+            "flags" => e.flags = value.split_whitespace().map(str::to_string).collect(),
+            "output" => {
+                if !value.is_empty() {
+                    output = Some(vec![value.to_string()]);
+                } else {
+                    output = Some(Vec::new());
+                }
+            }
+            "error" => e.errors.push(parse_err_spec(value)?),
+            "runtime-error" => e.runtime_error = Some(parse_err_spec(value)?),
+            "warning" => e.warnings.get_or_insert_with(Vec::new).push(parse_err_spec(value)?),
+            other => return Err(format!("unknown key `{other}`")),
+        }
+    }
+    if !in_block {
+        return Err("no `// ==` block".into());
+    }
+    e.output = output.map(|lines| lines.iter().map(|l| format!("{l}\n")).collect());
+    Ok(e)
+}
+
+fn matches(spec: &ErrSpec, d: &Located) -> bool {
+    d.diagnostic.code.id == spec.code
+        && spec.at.is_none_or(|(l, c)| d.line == l && d.column == c)
+        && spec.contains.as_ref().is_none_or(|t| d.diagnostic.message.contains(t.as_str()))
+}
+
+fn describe(d: &Located) -> String {
+    format!("{} @ {}:{} \"{}\"", d.diagnostic.code.id, d.line, d.column, d.diagnostic.message)
+}
+
+/// Checks that `found` and `expected` match one to one.
+fn compare_sets(what: &str, expected: &[ErrSpec], found: &[&Located], report: &Report) -> Result<(), Failed> {
+    let mut unmatched: Vec<&Located> = found.to_vec();
+    let mut missing = Vec::new();
+    for spec in expected {
+        match unmatched.iter().position(|d| matches(spec, d)) {
+            Some(i) => {
+                unmatched.remove(i);
+            }
+            None => missing.push(spec.to_string()),
+        }
+    }
+    if missing.is_empty() && unmatched.is_empty() {
+        return Ok(());
+    }
+    let mut msg = format!("{what} differ\n");
+    for m in missing {
+        msg.push_str(&format!("  expected but not reported: {m}\n"));
+    }
+    for u in unmatched {
+        msg.push_str(&format!("  reported but not expected: {}\n", describe(u)));
+    }
+    msg.push_str(&format!("--- stderr ---\n{}", report.stderr));
+    Err(msg.into())
+}
+
+fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
+    let expect = parse_expect(text).map_err(|e| format!("{}: bad test header: {e}", path.display()))?;
+    let mut inv = Invocation { file: path.to_path_buf(), ..Default::default() };
+    let mut flags = expect.flags.iter();
+    while let Some(f) = flags.next() {
+        if f == "--noprelude" || f == "-noprelude" {
+            inv.frontend.no_prelude = true;
+        } else if let Some(d) = f.strip_prefix("-D") {
+            inv.frontend.defines.push(if d.is_empty() { flags.next().cloned().unwrap_or_default() } else { d.to_string() });
+        } else if let Some(d) = f.strip_prefix("-I") {
+            let dir = if d.is_empty() { flags.next().cloned().unwrap_or_default() } else { d.to_string() };
+            let base = path.parent().unwrap_or(Path::new("."));
+            inv.frontend.include_dirs.push(base.join(dir).to_string_lossy().into_owned());
+        } else {
+            return Err(format!("unknown flag `{f}`").into());
+        }
+    }
+    inv.entry = expect.entry.clone();
+    inv.args = expect.args.clone();
+
+    if !expect.errors.is_empty() {
+        let report = check(&inv);
+        let errors: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
+        compare_sets("compile errors", &expect.errors, &errors, &report)?;
+        if report.exit_code != 1 {
+            return Err(format!("exit code {} instead of 1", report.exit_code).into());
+        }
+        return check_warnings(&expect, &report);
+    }
+
+    let report = run(&inv);
+    let stdout = String::from_utf8_lossy(&report.stdout).to_string();
+    match &expect.runtime_error {
+        Some(spec) => {
+            if report.exit_code != 2 {
+                return Err(format!(
+                    "expected a run-time error {spec}, got exit code {}\n--- stdout ---\n{stdout}--- stderr ---\n{}",
+                    report.exit_code, report.stderr
+                )
+                .into());
+            }
+            let errors: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
+            compare_sets("run-time errors", std::slice::from_ref(spec), &errors, &report)?;
+        }
+        None => {
+            if report.exit_code != 0 {
+                return Err(format!(
+                    "exit code {}\n--- stdout ---\n{stdout}--- stderr ---\n{}",
+                    report.exit_code, report.stderr
+                )
+                .into());
+            }
+        }
+    }
+    if let Some(want) = &expect.output {
+        if *want != stdout {
+            return Err(format!("output differs\n{}", diff(want, &stdout)).into());
+        }
+    } else if expect.runtime_error.is_none() {
+        return Err("the test states no `output:` (or errors) to check".into());
+    }
+    check_warnings(&expect, &report)
+}
+
+fn check_warnings(expect: &Expect, report: &Report) -> Result<(), Failed> {
+    if let Some(w) = &expect.warnings {
+        let found: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Warning).collect();
+        compare_sets("warnings", w, &found, report)?;
+    }
+    Ok(())
+}
+
+fn diff(want: &str, got: &str) -> String {
+    let w: Vec<&str> = want.lines().collect();
+    let g: Vec<&str> = got.lines().collect();
+    let mut out = String::new();
+    for i in 0..w.len().max(g.len()) {
+        match (w.get(i), g.get(i)) {
+            (Some(a), Some(b)) if a == b => out.push_str(&format!("   {a}\n")),
+            (a, b) => {
+                if let Some(a) = a {
+                    out.push_str(&format!(" - {a:?}\n"));
+                }
+                if let Some(b) = b {
+                    out.push_str(&format!(" + {b:?}\n"));
+                }
+            }
+        }
+    }
+    if want.ends_with('\n') != got.ends_with('\n') {
+        out.push_str(" (trailing newline differs)\n");
+    }
+    out
+}

@@ -42,6 +42,7 @@ pub(super) struct Interp<'p> {
     signatures: HashMap<FunId, Rc<Signature>>,
     cache: HashMap<(SiteId, Vec<(Option<BaseType>, Vec<usize>)>), FunId>,
     purity: Vec<bool>,
+    steps: u64,
 }
 
 impl<'p> Interp<'p> {
@@ -61,6 +62,7 @@ impl<'p> Interp<'p> {
             signatures: HashMap::new(),
             cache: HashMap::new(),
             purity,
+            steps: 0,
         }
     }
 
@@ -85,7 +87,9 @@ impl<'p> Interp<'p> {
             }
         }
         for (site, callee) in self.stack.iter().rev().take(8) {
-            if !self.sources.is_library(*site) && *site != err.span {
+            // The entry call's "site" is the entry's own name: not worth showing.
+            let entry = *site == self.program.function(*callee).name_span;
+            if !self.sources.is_library(*site) && *site != err.span && !entry {
                 err.trace.push((*site, format!("in this call of `{}`", self.program.function(*callee).name)));
             }
         }
@@ -301,8 +305,30 @@ impl<'p> Interp<'p> {
 
     // ------------------------------------------------------------ statements
 
+    /// Counts one unit of work against the step budget.
+    fn step(&mut self, span: Span) -> Res<()> {
+        self.steps += 1;
+        match self.options.max_steps {
+            Some(max) if self.steps > max => {
+                Err(self.error(codes::STEP_LIMIT, format!("the program ran for more than {max} steps"), span))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn exec(&mut self, frame: &mut Frame, stmts: &[Stmt]) -> Res<Flow> {
         for s in stmts {
+            if self.options.max_steps.is_some() {
+                let span = match s {
+                    Stmt::Assign { span, .. }
+                    | Stmt::If { span, .. }
+                    | Stmt::While { span, .. }
+                    | Stmt::DoWhile { span, .. }
+                    | Stmt::Return { span, .. }
+                    | Stmt::Eval { span, .. } => *span,
+                };
+                self.step(span)?;
+            }
             match s {
                 Stmt::Assign { targets, value, live, span } => {
                     if !*live {
@@ -336,8 +362,11 @@ impl<'p> Interp<'p> {
                         return Ok(flow);
                     }
                 }
-                Stmt::While { cond, body, .. } => {
+                Stmt::While { cond, body, span } => {
                     while self.eval_bool(frame, cond, "loop condition")? {
+                        if self.options.max_steps.is_some() {
+                            self.step(*span)?;
+                        }
                         if let Flow::Return(v) = self.exec(frame, body)? {
                             return Ok(Flow::Return(v));
                         }
@@ -604,6 +633,9 @@ impl<'p> Interp<'p> {
                     (Some(c), Some(o)) => c[o],
                     _ => false,
                 };
+                if self.options.max_steps.is_some() {
+                    self.step(part.span)?;
+                }
                 if !skip {
                     if let (Some(c), Some(o)) = (&mut covered, frame_offset) {
                         c[o] = true;

@@ -25,11 +25,15 @@ pub struct RunOptions {
     /// Deepest call nesting before a recursion error (the caller must run the
     /// interpreter on a thread with enough stack, see [`STACK_BYTES`]).
     pub max_call_depth: usize,
+    /// Statements and with-loop iterations before the run is stopped (`None`: no limit).
+    pub max_steps: Option<u64>,
+    /// Elements one array may have.
+    pub max_elements: usize,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { max_call_depth: 10_000 }
+        RunOptions { max_call_depth: 10_000, max_steps: None, max_elements: value::MAX_ELEMENTS }
     }
 }
 
@@ -87,9 +91,10 @@ pub fn run(
         candidates: candidates.clone().into(),
         site: crate::sema::hir::SiteId(u32::MAX),
     };
+    let limit = options.max_elements;
     let mut interp = eval::Interp::new(program, sources, options, out);
     let args = args.into_iter().map(Some).collect();
-    interp.call(&callee, args, span).map_err(EntryError::Runtime)
+    value::with_element_limit(limit, || interp.call(&callee, args, span)).map_err(EntryError::Runtime)
 }
 
 /// `[a, b, …]` of constants (for command-line arguments).

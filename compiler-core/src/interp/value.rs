@@ -103,12 +103,29 @@ pub struct TooLarge {
     pub elements: Option<usize>,
 }
 
-/// The most elements one array may have (8 GiB of `f64`); beyond this the
-/// interpreter reports an error instead of asking the allocator.
-pub const MAX_ELEMENTS: usize = 1 << 30;
+/// The most elements one array may have by default (2 GiB of `f64`); beyond this
+/// the interpreter reports an error instead of asking the allocator.
+pub const MAX_ELEMENTS: usize = 1 << 28;
+
+thread_local! {
+    /// The limit in force on this thread (set per run from `RunOptions`).
+    static ELEMENT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_ELEMENTS) };
+}
+
+/// Runs `f` with at most `limit` elements per array on this thread.
+pub fn with_element_limit<T>(limit: usize, f: impl FnOnce() -> T) -> T {
+    let previous = ELEMENT_LIMIT.with(|l| l.replace(limit));
+    let result = f();
+    ELEMENT_LIMIT.with(|l| l.set(previous));
+    result
+}
+
+pub fn element_limit() -> usize {
+    ELEMENT_LIMIT.with(|l| l.get())
+}
 
 fn reserve<T>(n: usize) -> Result<Vec<T>, TooLarge> {
-    if n > MAX_ELEMENTS {
+    if n > element_limit() {
         return Err(TooLarge { elements: Some(n) });
     }
     let mut v = Vec::new();

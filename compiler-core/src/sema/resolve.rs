@@ -576,7 +576,7 @@ impl Ctx<'_, '_> {
                         )
                         .at(span, "used here")
                         .with_label(first, "assigned here, but not on every path to the use")
-                        .with_hint(format!("assign `{name}` before the loop or on every branch")),
+                        .with_hint(format!("give `{name}` a value on every path to this use (before the `if` or loop)")),
                     );
                 }
                 hir::Expr { kind: ExprKind::Local(id), span }
