@@ -22,9 +22,9 @@
 
 use std::path::{Path, PathBuf};
 
+use compiler_core::diagnostics::Severity;
 use libtest_mimic::{Arguments, Failed, Trial};
 use withloop_cli::{Invocation, Located, Report, check, run};
-use compiler_core::diagnostics::Severity;
 
 fn main() {
     let args = Arguments::from_args();
@@ -206,7 +206,11 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         if f == "--noprelude" || f == "-noprelude" {
             inv.frontend.no_prelude = true;
         } else if let Some(d) = f.strip_prefix("-D") {
-            inv.frontend.defines.push(if d.is_empty() { flags.next().cloned().unwrap_or_default() } else { d.to_string() });
+            inv.frontend.defines.push(if d.is_empty() {
+                flags.next().cloned().unwrap_or_default()
+            } else {
+                d.to_string()
+            });
         } else if let Some(d) = f.strip_prefix("-I") {
             let dir = if d.is_empty() { flags.next().cloned().unwrap_or_default() } else { d.to_string() };
             let base = path.parent().unwrap_or(Path::new("."));
@@ -220,7 +224,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 
     if !expect.errors.is_empty() {
         let report = check(&inv);
-        let errors: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
+        let errors: Vec<&Located> =
+            report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
         compare_sets("compile errors", &expect.errors, &errors, &report)?;
         if report.exit_code != 1 {
             return Err(format!("exit code {} instead of 1", report.exit_code).into());
@@ -239,7 +244,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
                 )
                 .into());
             }
-            let errors: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
+            let errors: Vec<&Located> =
+                report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Error).collect();
             compare_sets("run-time errors", std::slice::from_ref(spec), &errors, &report)?;
         }
         None => {
@@ -264,7 +270,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 
 fn check_warnings(expect: &Expect, report: &Report) -> Result<(), Failed> {
     if let Some(w) = &expect.warnings {
-        let found: Vec<&Located> = report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Warning).collect();
+        let found: Vec<&Located> =
+            report.diagnostics.iter().filter(|d| d.diagnostic.severity == Severity::Warning).collect();
         compare_sets("warnings", w, &found, report)?;
     }
     Ok(())

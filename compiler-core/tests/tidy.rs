@@ -6,7 +6,8 @@ use compiler_core::diagnostics::ALL_CODES;
 
 #[test]
 fn error_index_lists_every_code() {
-    let index = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md")).expect("docs/errors.md");
+    let index = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md"))
+        .expect("docs/errors.md");
     let documented: Vec<&str> =
         index.lines().filter_map(|l| l.strip_prefix("## ")).filter_map(|l| l.split(':').next()).collect();
     for code in ALL_CODES {

@@ -86,7 +86,16 @@ impl<'p> Interp<'p> {
                 err.notes.push(format!("raised inside the library function `{f}`"));
             }
         }
-        for (site, callee) in self.stack.iter().rev().take(8) {
+        let mut seen: Vec<(Span, FunId)> = Vec::new();
+        for (site, callee) in self.stack.iter().rev() {
+            if seen.len() >= 6 {
+                break;
+            }
+            // Show each call site once, however often recursion passed through it.
+            if seen.contains(&(*site, *callee)) {
+                continue;
+            }
+            seen.push((*site, *callee));
             // The entry call's "site" is the entry's own name: not worth showing.
             let entry = *site == self.program.function(*callee).name_span;
             if !self.sources.is_library(*site) && *site != err.span && !entry {
@@ -199,11 +208,30 @@ impl<'p> Interp<'p> {
     pub(super) fn invoke(&mut self, id: FunId, args: Vec<Option<Value>>, span: Span) -> Res<Vec<Value>> {
         let f: &'p Function = self.program.function(id);
         if self.stack.len() >= self.options.max_call_depth {
-            return Err(self.error(
+            // Blame the user function that recursed: the one called most often on the stack.
+            let mut counts: HashMap<FunId, usize> = HashMap::new();
+            for (_, callee) in &self.stack {
+                if !self.program.function(*callee).is_library() {
+                    *counts.entry(*callee).or_default() += 1;
+                }
+            }
+            let culprit = counts.into_iter().max_by_key(|(_, n)| *n).map(|(id, _)| id);
+            let (name, at) = match culprit {
+                Some(id) => {
+                    let site = self.stack.iter().rev().find(|(_, c)| *c == id).map_or(span, |(s, _)| *s);
+                    (self.program.function(id).name.clone(), site)
+                }
+                None => (f.name.clone(), span),
+            };
+            let mut err = self.error(
                 codes::RECURSION_LIMIT,
-                format!("more than {} nested calls (last: `{}`)", self.options.max_call_depth, f.name),
-                span,
-            ));
+                format!("more than {} nested calls: `{name}` keeps calling itself", self.options.max_call_depth),
+                at,
+            );
+            err.span = at;
+            err.trace.clear();
+            err.notes.push("the recursion probably never reaches its base case".to_string());
+            return Err(err);
         }
         if let Some(Intrinsic::Printf) = f.intrinsic {
             let args: Vec<Value> = args.into_iter().flatten().collect();
@@ -511,10 +539,19 @@ impl<'p> Interp<'p> {
                     if callee.candidates.len() == 1 { Some(self.program.function(callee.candidates[0])) } else { None };
                 let mut vals = Vec::with_capacity(args.len());
                 for (k, a) in args.iter().enumerate() {
-                    // An argument no instance reads is not evaluated (it may be `5/0`).
+                    // An argument the callee never reads may fail (real programs pass
+                    // `5/0` there): its failure is ignored. Its value, when it has one,
+                    // still takes part in dispatch and type checks.
                     let unused = single.is_some_and(|f| f.param_used.get(k) == Some(&false));
                     if unused && expr_pure(a, &self.purity) {
-                        vals.push(None);
+                        let depth = self.stack.len();
+                        match self.eval(frame, a) {
+                            Ok(v) => vals.push(Some(v)),
+                            Err(_) => {
+                                self.stack.truncate(depth);
+                                vals.push(None);
+                            }
+                        }
                     } else {
                         vals.push(Some(self.eval(frame, a)?));
                     }
@@ -665,13 +702,37 @@ impl<'p> Interp<'p> {
                         return Err(self.error(codes::BAD_WITH_LOOP, "`return` inside a with-loop body", part.span));
                     }
                     let mut all_done = true;
-                    for (k, (r, st)) in part.results.iter().zip(states.iter_mut()).enumerate() {
-                        if st.done() {
-                            continue;
+                    if part.results.len() == 1 && states.len() > 1 {
+                        // One expression yielding a value per operator (`{ [i] -> f(i) }`
+                        // where `f` returns several results).
+                        let r = &part.results[0];
+                        let vs = self.eval_multi(frame, r)?;
+                        if vs.len() != states.len() {
+                            return Err(self.error(
+                                codes::ASSIGN_COUNT,
+                                format!(
+                                    "this yields {} values but the with-loop has {} operators",
+                                    vs.len(),
+                                    states.len()
+                                ),
+                                r.span,
+                            ));
                         }
-                        let v = self.eval(frame, r)?;
-                        self.apply(st, &index, v, r.span, single, &w.ops[k])?;
-                        all_done &= st.done();
+                        for (k, (v, st)) in vs.into_iter().zip(states.iter_mut()).enumerate() {
+                            if !st.done() {
+                                self.apply(st, &index, v, r.span, false, &w.ops[k])?;
+                            }
+                            all_done &= st.done();
+                        }
+                    } else {
+                        for (k, (r, st)) in part.results.iter().zip(states.iter_mut()).enumerate() {
+                            if st.done() {
+                                continue;
+                            }
+                            let v = self.eval(frame, r)?;
+                            self.apply(st, &index, v, r.span, single, &w.ops[k])?;
+                            all_done &= st.done();
+                        }
                     }
                     if all_done && states.iter().all(|s| s.done()) && !states.is_empty() {
                         break 'parts;
@@ -867,6 +928,8 @@ impl<'p> Interp<'p> {
             Some((Bound::Expr(e), rel)) => Some((eval_vec(self, e, "lower bound")?, *rel)),
             _ => None,
         };
+        // A lower `.` is the zero vector; with `<` it excludes it (`(. < iv < .)`).
+        let strict_dot_lower = matches!(&part.lower, Some((Bound::Dot(_), Rel::Lt)));
         let upper = match &part.upper.1 {
             Bound::Expr(e) => Some(eval_vec(self, e, "upper bound")?),
             Bound::Dot(_) => None,
@@ -898,7 +961,7 @@ impl<'p> Interp<'p> {
         };
         let lo: Vec<i64> = match &lower {
             Some((l, rel)) => l.iter().map(|&x| if *rel == Rel::Lt { x + 1 } else { x }).collect(),
-            None => vec![0; n],
+            None => vec![if strict_dot_lower { 1 } else { 0 }; n],
         };
         let hi_incl: Vec<i64> = match (&upper, &part.upper.1) {
             (Some(u), _) => u.iter().map(|&x| if part.upper.0 == Rel::Lt { x - 1 } else { x }).collect(),

@@ -255,28 +255,45 @@ pub fn format_g(v: f64, prec: usize, alternate: bool, upper: bool) -> String {
     s
 }
 
-/// C `%a`.
-fn format_a(v: f64, upper: bool) -> String {
+/// C `%a` / `%.{prec}a`: hexadecimal mantissa rounded (ties to even) to `prec`
+/// hex digits, binary exponent.
+fn format_a(v: f64, precision: Option<usize>, alternate: bool, upper: bool) -> String {
     if !v.is_finite() {
         return non_finite(v, upper);
     }
     let sign = if v.is_sign_negative() { "-" } else { "" };
-    let v = v.abs();
-    let s = if v == 0.0 {
-        "0x0p+0".to_string()
-    } else {
-        let bits = v.to_bits();
-        let raw_exp = ((bits >> 52) & 0x7ff) as i64;
-        let frac = bits & ((1u64 << 52) - 1);
-        let (lead, exp) = if raw_exp == 0 { (0, -1022) } else { (1, raw_exp - 1023) };
-        let mut hex = format!("{frac:013x}");
-        while hex.ends_with('0') {
-            hex.pop();
+    let bits = v.abs().to_bits();
+    let raw_exp = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (mut lead, exp) = if raw_exp == 0 { (0u64, if frac == 0 { 0 } else { -1022 }) } else { (1u64, raw_exp - 1023) };
+    let digits = match precision {
+        None => {
+            let mut hex = format!("{frac:013x}");
+            while hex.ends_with('0') {
+                hex.pop();
+            }
+            hex
         }
-        let dot = if hex.is_empty() { String::new() } else { format!(".{hex}") };
-        format!("0x{lead}{dot}p{}{}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        Some(p) if p >= 13 => format!("{frac:013x}{}", "0".repeat(p - 13)),
+        Some(p) => {
+            let shift = (13 - p) as u32 * 4;
+            let rem = frac & ((1u64 << shift) - 1);
+            let half = 1u64 << (shift - 1);
+            let mut q = frac >> shift;
+            // Ties go to the even last kept digit (the leading digit when p == 0).
+            let last_odd = if p == 0 { lead & 1 == 1 } else { q & 1 == 1 };
+            if rem > half || (rem == half && last_odd) {
+                q += 1;
+                if p == 0 || q >> (p as u32 * 4) != 0 {
+                    lead += 1;
+                    q = 0;
+                }
+            }
+            if p == 0 { String::new() } else { format!("{q:0width$x}", width = p) }
+        }
     };
-    let s = format!("{sign}{s}");
+    let dot = if digits.is_empty() && !alternate { String::new() } else { format!(".{digits}") };
+    let s = format!("{sign}0x{lead}{dot}p{}{}", if exp < 0 { '-' } else { '+' }, exp.abs());
     if upper { s.to_uppercase() } else { s }
 }
 
@@ -408,7 +425,7 @@ pub fn printf(format: &[u8], args: &[Value]) -> Result<Vec<u8>, String> {
                     }
                     b'e' | b'E' => format_e(v.abs(), prec, upper),
                     b'g' | b'G' => format_g(v.abs(), prec, alt, upper),
-                    _ => format_a(v.abs(), upper),
+                    _ => format_a(v.abs(), precision, alt, upper),
                 };
                 let text = if conv == b'F' { text.to_uppercase() } else { text };
                 if !v.is_finite() {

@@ -290,6 +290,54 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
             Ok(Value::from_parts(vec![count as usize], out))
         }
         Prim::Hide => Ok(args.into_iter().nth(1).expect("two arguments")),
+        Prim::Vect2Offset => {
+            let shp = int_vector(&args[0], "the shape")?;
+            let iv = int_vector(&args[1], "the index")?;
+            let shape: Vec<usize> = shp.iter().map(|&d| d.max(0) as usize).collect();
+            if iv.len() != shape.len() {
+                return Err(err(codes::INDEX_OUT_OF_BOUNDS, "the index and the shape have different lengths"));
+            }
+            let off = row_major_offset(&iv, &shape).ok_or_else(|| {
+                err(
+                    codes::INDEX_OUT_OF_BOUNDS,
+                    format!("index {} is out of bounds for shape {}", fmt_index(&iv), shape_text(&shape)),
+                )
+            })?;
+            Ok(Value::Scalar(Scalar::int(off as i64)))
+        }
+        Prim::IdxSel => {
+            let off = int_scalar(&args[0], "the offset")?;
+            let a = &args[1];
+            usize::try_from(off).ok().and_then(|o| a.elem(o)).map(Value::Scalar).ok_or_else(|| {
+                err(codes::INDEX_OUT_OF_BOUNDS, format!("offset {off} is outside an array of {} elements", a.len()))
+            })
+        }
+        Prim::IdxModarray => {
+            let off = int_scalar(&args[1], "the offset")?;
+            let a = &args[0];
+            let Value::Scalar(v) = &args[2] else {
+                return Err(err(codes::SHAPE_MISMATCH, "_idx_modarray_ writes a scalar"));
+            };
+            let Some(mut elems) = a.to_elems() else {
+                return Err(err(codes::RUNTIME_TYPE_MISMATCH, "cannot modify a string"));
+            };
+            let ok = usize::try_from(off).ok().is_some_and(|o| elems.set(o, *v));
+            if !ok {
+                return Err(err(
+                    codes::INDEX_OUT_OF_BOUNDS,
+                    format!("offset {off} is outside an array of {} elements (or the types differ)", a.len()),
+                ));
+            }
+            Ok(Value::from_parts(a.shape().to_vec(), elems))
+        }
+        Prim::All => match &args[0] {
+            Value::Scalar(Scalar::Bool(b)) => Ok(Value::Scalar(Scalar::Bool(*b))),
+            Value::Array(a) => match &a.elems {
+                Elems::Bool(v) => Ok(Value::Scalar(Scalar::Bool(v.iter().all(|b| *b)))),
+                _ => Err(err(codes::RUNTIME_TYPE_MISMATCH, "_all_V_ needs a bool vector")),
+            },
+            _ => Err(err(codes::RUNTIME_TYPE_MISMATCH, "_all_V_ needs a bool vector")),
+        },
         Prim::DotSelect(kinds) => dot_select(kinds, &args[0], &args[1..]),
         Prim::FrameArrange(kinds) => frame_arrange(kinds, &args[0]),
         Prim::MinVectors | Prim::MaxVectors => {

@@ -338,6 +338,14 @@ pub enum Prim {
     Drop,
     /// `_hideValue_SxA_`, `_hideShape_SxA_`, `_hideDim_SxA_`: identity at run time.
     Hide,
+    /// `_vect2offset_(shp, iv)`: row-major offset of the index `iv` in shape `shp`.
+    Vect2Offset,
+    /// `_idx_sel_(off, a)`: the element at row-major offset `off`.
+    IdxSel,
+    /// `_idx_modarray_AxSxS_(a, off, v)`: `a` with the element at offset `off` replaced.
+    IdxModarray,
+    /// `_all_V_(bv)`: whether every element of a bool vector is true.
+    All,
     /// Selection with free axes; the first argument is the array, then the indices.
     DotSelect(Rc<[DotKind]>),
     /// Rearranges `tmp` (frame axes ++ cell axes) so that cell axes sit where a

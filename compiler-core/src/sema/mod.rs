@@ -252,11 +252,27 @@ impl<'a> State<'a> {
         ids
     }
 
-    /// Two user definitions with identical parameter types can never be told apart.
+    /// Two user definitions with identical parameter types can never be told apart,
+    /// and two that form a *crossing pair* (seed 003 §3.2: each more specific than
+    /// the other at some parameter) make dispatch depend on argument order.
     fn check_duplicates(&mut self, user_ids: &[FunId]) {
         for (k, &a) in user_ids.iter().enumerate() {
             for &b in &user_ids[..k] {
                 let (fa, fb) = (&self.functions[a.0 as usize], &self.functions[b.0 as usize]);
+                if fa.name == fb.name && crossing_pair(fa, fb) {
+                    let d = Diagnostic::error(
+                        codes::AMBIGUOUS_OVERLOAD,
+                        format!("`{}` and `{}` form a crossing pair", fb.signature(), fa.signature()),
+                    )
+                    .at(fa.name_span, "this instance is more specific at some parameter…")
+                    .with_label(fb.name_span, "…and this one at another")
+                    .with_note("a call matching both would be ambiguous; SaC rules such pairs out")
+                    .with_hint(
+                        "add an instance that is more specific than both, or make one of them more general everywhere",
+                    );
+                    self.diags.push(d);
+                    continue;
+                }
                 if fa.name == fb.name && same_signature(fa, fb) {
                     let d = Diagnostic::error(
                         codes::DUPLICATE_DEFINITION,
@@ -347,6 +363,29 @@ impl<'a> State<'a> {
         };
         if ids.is_empty() { None } else { Some(ids.into()) }
     }
+}
+
+/// Comparable at every parameter (same base type, one shape class inside the other),
+/// strictly more specific at one position and strictly less at another.
+fn crossing_pair(a: &Function, b: &Function) -> bool {
+    use crate::interp::dispatch::ShapeClass;
+    if a.intrinsic.is_some() || b.intrinsic.is_some() || a.params.len() != b.params.len() {
+        return false;
+    }
+    let (mut a_finer, mut b_finer) = (false, false);
+    for (p, q) in a.params.iter().zip(&b.params) {
+        if p.ty.elem != q.ty.elem {
+            return false;
+        }
+        let (x, y) = (ShapeClass::of(&p.ty.shape), ShapeClass::of(&q.ty.shape));
+        match (x.subset_of(&y), y.subset_of(&x)) {
+            (true, true) => {}
+            (true, false) => a_finer = true,
+            (false, true) => b_finer = true,
+            (false, false) => return false,
+        }
+    }
+    a_finer && b_finer
 }
 
 fn same_signature(a: &Function, b: &Function) -> bool {

@@ -41,10 +41,11 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
         reported: HashSet::new(),
         with_depth: 0,
         fun_name: def.name.clone(),
+        lost_names: def.lost_names.clone(),
     };
     let conditions: Vec<hir::Expr> = def.conditions.iter().map(|c| cx.expr(c)).collect();
     let body = cx.block(&def.body.stmts);
-    if !cx.terminated && n_results > 0 {
+    if !cx.terminated && n_results > 0 && !def.syntax_errors {
         let end = Span { start: def.body.span.end.saturating_sub(1), ..def.body.span };
         cx.state.diags.push(
             Diagnostic::error(
@@ -107,6 +108,8 @@ struct Ctx<'s, 'a> {
     reported: HashSet<Name>,
     with_depth: usize,
     fun_name: Name,
+    /// Names a broken type pattern would have bound: not reported again as unknown.
+    lost_names: Vec<Name>,
 }
 
 fn error_value() -> ExprKind {
@@ -161,9 +164,17 @@ impl Ctx<'_, '_> {
         out
     }
 
+    fn set_defined(&mut self, id: LocalId) {
+        let i = id.0 as usize;
+        if self.defined.len() <= i {
+            self.defined.resize(i + 1, false);
+        }
+        self.defined[i] = true;
+    }
+
     fn assign(&mut self, targets: Vec<LocalId>, value: hir::Expr, span: Span, out: &mut Vec<Stmt>) {
         for t in &targets {
-            self.defined[t.0 as usize] = true;
+            self.set_defined(*t);
         }
         out.push(Stmt::Assign { targets, value, live: true, span });
     }
@@ -237,6 +248,8 @@ impl Ctx<'_, '_> {
                 let before = self.defined.clone();
                 let then_body = self.block(&then_branch.stmts);
                 let (then_defined, then_term) = (std::mem::replace(&mut self.defined, before), self.terminated);
+                // Locals created in the `then` branch exist (undefined) in the `else` branch.
+                self.defined.resize(self.locals.len(), false);
                 self.terminated = false;
                 let else_body = match else_branch {
                     Some(b) => self.block(&b.stmts),
@@ -298,7 +311,12 @@ impl Ctx<'_, '_> {
                             .with_hint("a partition's value follows the `:` after its body"),
                     );
                 }
-                let vals: Vec<hir::Expr> = values.iter().map(|v| self.expr(v)).collect();
+                // `return f(x);` may forward several results of `f`.
+                let vals: Vec<hir::Expr> = if values.len() == 1 {
+                    vec![self.expr_any(&values[0])]
+                } else {
+                    values.iter().map(|v| self.expr(v)).collect()
+                };
                 // `return f(x);` may return all of `f`'s results.
                 let count = if vals.len() == 1 { self.value_count(&vals[0]) } else { Some(vals.len()) };
                 if let Some(count) = count {
@@ -567,7 +585,8 @@ impl Ctx<'_, '_> {
     fn var(&mut self, name: &Name, span: Span) -> hir::Expr {
         match self.lookup_local(name) {
             Some(id) => {
-                if !self.defined[id.0 as usize] && !self.terminated && self.reported.insert(name.clone()) {
+                let defined = self.defined.get(id.0 as usize).copied().unwrap_or(false);
+                if !defined && !self.terminated && self.reported.insert(name.clone()) {
                     let first = self.locals[id.0 as usize].span;
                     self.diag(
                         Diagnostic::error(
@@ -576,13 +595,15 @@ impl Ctx<'_, '_> {
                         )
                         .at(span, "used here")
                         .with_label(first, "assigned here, but not on every path to the use")
-                        .with_hint(format!("give `{name}` a value on every path to this use (before the `if` or loop)")),
+                        .with_hint(format!(
+                            "give `{name}` a value on every path to this use (before the `if` or loop)"
+                        )),
                     );
                 }
                 hir::Expr { kind: ExprKind::Local(id), span }
             }
             None => {
-                if self.reported.insert(name.clone()) {
+                if !self.lost_names.contains(name) && self.reported.insert(name.clone()) {
                     let d = if self.assigned_anywhere.contains(name) {
                         Diagnostic::error(codes::POSSIBLY_UNDEFINED, format!("`{name}` is used before it is assigned"))
                             .at(span, "used here")
@@ -709,7 +730,13 @@ impl Ctx<'_, '_> {
         if self.lookup_local(&fun.name).is_some() {
             return d.with_hint(format!("`{}` is a variable; select from it with `{}[…]`", fun.name, fun.name));
         }
-        let names: Vec<&str> = self.state.user_names.keys().map(|n| n.as_str()).collect();
+        let names: Vec<&str> = self
+            .state
+            .user_names
+            .keys()
+            .map(|n| n.as_str())
+            .filter(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+            .collect();
         if let Some(best) = closest(&fun.name, names.into_iter()) {
             d = d.with_hint(format!("did you mean `{best}`?"));
         }
@@ -766,14 +793,14 @@ impl Ctx<'_, '_> {
         let saved_term = self.terminated;
         let index_vector = index.vector.as_ref().map(|t| {
             let id = self.target(&t.name, t.span);
-            self.defined[id.0 as usize] = true;
+            self.set_defined(id);
             id
         });
         let index_scalars = index.scalars.as_ref().map(|ts| {
             ts.iter()
                 .map(|t| {
                     let id = self.target(&t.name, t.span);
-                    self.defined[id.0 as usize] = true;
+                    self.set_defined(id);
                     id
                 })
                 .collect::<Vec<_>>()
@@ -791,7 +818,7 @@ impl Ctx<'_, '_> {
             }
             if let Some(outer) = self.lookup_local(name) {
                 let span = self.locals[outer.0 as usize].span;
-                let is_defined = self.defined[outer.0 as usize];
+                let is_defined = self.defined.get(outer.0 as usize).copied().unwrap_or(false);
                 let inner = self.target(name, span);
                 if is_defined {
                     stmts.push(Stmt::Assign {
@@ -800,7 +827,7 @@ impl Ctx<'_, '_> {
                         live: true,
                         span,
                     });
-                    self.defined[inner.0 as usize] = true;
+                    self.set_defined(inner);
                 }
             }
         }
@@ -943,7 +970,7 @@ impl Ctx<'_, '_> {
             let step = p.step.as_ref().map(|e| self.expr(e));
             let width = p.width.as_ref().map(|e| self.expr(e));
             let (index_vector, index_scalars, body, results) =
-                self.in_part_scope(&index, &[], |cx| vec![cx.expr(&p.body)]);
+                self.in_part_scope(&index, &[], |cx| vec![cx.expr_any(&p.body)]);
             parts.push(hir::WithPart {
                 lower,
                 upper,
@@ -957,9 +984,34 @@ impl Ctx<'_, '_> {
                 span: p.span,
             });
         }
+        // A body yielding several values (a call of a function with several results)
+        // makes a comprehension with several results.
+        let counts: Vec<Option<usize>> =
+            parts.iter().map(|p| p.results.first().and_then(|r| self.value_count(r))).collect();
+        let n_results = counts.iter().flatten().copied().max().unwrap_or(1).max(1);
+        if counts.iter().any(|c| c.is_some_and(|c| c != n_results)) {
+            self.diag(
+                Diagnostic::error(
+                    codes::BAD_TENSOR_COMPREHENSION,
+                    "the parts of this comprehension yield different numbers of values",
+                )
+                .at(span, ""),
+            );
+        }
+        if n_results > 1 && has_dots {
+            self.diag(
+                Diagnostic::error(
+                    codes::UNSUPPORTED,
+                    "frame patterns with `.` or `...` are supported for single-result comprehensions only",
+                )
+                .at(span, ""),
+            );
+            return hir::Expr { kind: error_value(), span };
+        }
+        let ops = (0..n_results).map(|_| hir::WithOp::Genarray { shape: frame.clone(), default: None, span }).collect();
         let with = hir::With {
             parts,
-            ops: vec![hir::WithOp::Genarray { shape: frame, default: None, span }],
+            ops,
             span,
             cell_hint: t.parts.first().and_then(|p| literal_base(&p.body)),
             first_match: true,
@@ -1177,6 +1229,10 @@ pub fn prim_by_name(name: &str) -> Option<(Prim, usize)> {
         "take_SxV" => Some((Prim::Take, 2)),
         "drop_SxV" => Some((Prim::Drop, 2)),
         "hideValue_SxA" | "hideShape_SxA" | "hideDim_SxA" => Some((Prim::Hide, 2)),
+        "vect2offset" => Some((Prim::Vect2Offset, 2)),
+        "idx_sel" => Some((Prim::IdxSel, 2)),
+        "idx_modarray_AxSxS" => Some((Prim::IdxModarray, 3)),
+        "all_V" => Some((Prim::All, 1)),
         "print_S" => Some((Prim::PrintScalar, 1)),
         "print_A" => Some((Prim::PrintArray, 1)),
         "show_S" => Some((Prim::Show, 1)),

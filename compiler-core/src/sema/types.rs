@@ -132,9 +132,10 @@ pub fn function_stub(def: &ast::FunDef, module: Option<Name>, env: &TypeEnv, dia
     }
     let mut results = Vec::new();
     for r in &def.results {
-        if let Some(t) = resolve_type(r, env, diags) {
-            results.push(t);
-        }
+        // An unknown type is reported; a placeholder keeps the result count right.
+        let t =
+            resolve_type(r, env, diags).unwrap_or(Type { elem: Elem::Base(ast::BaseType::Int), shape: ShapeSpec::Any });
+        results.push(t);
     }
     Function {
         name: def.name.clone(),

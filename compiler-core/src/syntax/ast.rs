@@ -62,6 +62,11 @@ pub struct FunDef {
     pub body: Block,
     /// The function is named by an operator (`+`, `++`, `<=`, …).
     pub is_operator: bool,
+    /// Parsing its definition reported errors (later phases then avoid
+    /// follow-on complaints such as a missing `return`).
+    pub syntax_errors: bool,
+    /// Names from a malformed type pattern (not reported again as unknown).
+    pub lost_names: Vec<Name>,
     pub span: Span,
 }
 

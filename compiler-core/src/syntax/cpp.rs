@@ -203,8 +203,9 @@ impl Preprocessor<'_> {
                 let expanded = self.expand(run);
                 for t in expanded {
                     if let TokenKind::Invalid(d) = &t.tok.kind {
+                        // Reported here; the parser treats it as an erroneous expression
+                        // without reporting again (so one mistake gives one error).
                         self.diags.push((**d).clone());
-                        continue;
                     }
                     if self.output.len() >= MAX_OUTPUT_TOKENS {
                         if !self.overflowed {
@@ -541,14 +542,22 @@ impl Preprocessor<'_> {
                         args.len() == n_params || (n_params == 0 && args.len() == 1 && args[0].is_empty())
                     };
                     if !arity_ok {
-                        self.diags.push(
-                            Diagnostic::error(
-                                codes::MACRO_ARITY,
-                                format!("macro `{name}` takes {n_params} argument(s) but {} were given", args.len()),
-                            )
-                            .at(span.to(rparen.tok.span), "")
-                            .with_label(mac.span, "macro defined here"),
-                        );
+                        let d = Diagnostic::error(
+                            codes::MACRO_ARITY,
+                            format!("macro `{name}` takes {n_params} argument(s) but {} were given", args.len()),
+                        )
+                        .at(span.to(rparen.tok.span), "")
+                        .with_label(mac.span, "macro defined here");
+                        self.diags.push(d.clone());
+                        // Leave a placeholder so the parser does not report a missing operand.
+                        let placeholder = Token {
+                            kind: TokenKind::Invalid(Box::new(d)),
+                            text: name.clone(),
+                            span: span.to(rparen.tok.span),
+                            line_start: t.tok.line_start,
+                            space_before: t.tok.space_before,
+                        };
+                        out.push(PTok::plain(placeholder));
                         continue;
                     }
                     let mut hide: Vec<SmolStr> = t.hide.iter().filter(|h| rparen.hide.contains(h)).cloned().collect();

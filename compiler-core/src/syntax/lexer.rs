@@ -263,8 +263,8 @@ impl Lexer<'_> {
 }
 
 /// Decodes the escapes of a string or character literal body (without quotes).
-/// Returns the bytes, or a message describing the first bad escape.
-pub fn unescape(body: &str) -> Result<Vec<u8>, String> {
+/// Returns the bytes, or the byte offset and a description of the first bad escape.
+pub fn unescape(body: &str) -> Result<Vec<u8>, (usize, String)> {
     let bytes = body.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -275,8 +275,9 @@ pub fn unescape(body: &str) -> Result<Vec<u8>, String> {
             i += 1;
             continue;
         }
+        let escape_at = i;
         let Some(&e) = bytes.get(i + 1) else {
-            return Err("a backslash ends the literal".to_string());
+            return Err((escape_at, "a backslash ends the literal".to_string()));
         };
         i += 2;
         let value = match e {
@@ -292,7 +293,7 @@ pub fn unescape(body: &str) -> Result<Vec<u8>, String> {
                     n += 1;
                 }
                 if v > 255 {
-                    return Err(format!("octal escape `\\{:o}` is larger than a byte", v));
+                    return Err((escape_at, format!("octal escape `\\{:o}` is larger than a byte", v)));
                 }
                 v as u8
             }
@@ -305,7 +306,7 @@ pub fn unescape(body: &str) -> Result<Vec<u8>, String> {
                     n += 1;
                 }
                 if n == 0 || v > 255 {
-                    return Err("`\\x` needs one or two hex digits".to_string());
+                    return Err((escape_at, "`\\x` needs one or two hex digits".to_string()));
                 }
                 v as u8
             }
@@ -318,7 +319,7 @@ pub fn unescape(body: &str) -> Result<Vec<u8>, String> {
             b'"' => b'"',
             b'?' => b'?',
             b'\n' => continue,
-            other => return Err(format!("unknown escape `\\{}`", other as char)),
+            other => return Err((escape_at, format!("unknown escape `\\{}`", other as char))),
         };
         out.push(value);
     }

@@ -25,6 +25,12 @@ fn infix_precedence(op: &str) -> Option<u8> {
     })
 }
 
+/// The span of an escape sequence starting `at` bytes into a literal's body.
+fn escape_span(literal: Span, at: usize) -> Span {
+    let start = literal.start as usize + 1 + at;
+    Span::new(literal.file, start, (start + 2).min(literal.end as usize))
+}
+
 /// Generator bounds are parsed above the relational level so `<`/`<=` stay free.
 const BOUND_PRECEDENCE: u8 = 8;
 
@@ -346,7 +352,7 @@ impl Parser<'_> {
             TokenKind::Char => {
                 self.bump();
                 let body = &t.text[1..t.text.len() - 1];
-                match unescape(body) {
+                match unescape(body).map_err(|(at, why)| (escape_span(t.span, at), why)) {
                     Ok(bytes) if bytes.len() == 1 => {
                         Expr { kind: ExprKind::Lit(Literal::Char(bytes[0])), span: t.span }
                     }
@@ -360,8 +366,8 @@ impl Parser<'_> {
                         );
                         self.error_expr(t.span)
                     }
-                    Err(why) => {
-                        self.error_at(Diagnostic::error(codes::BAD_ESCAPE, why).at(t.span, ""));
+                    Err((at, why)) => {
+                        self.error_at(Diagnostic::error(codes::BAD_ESCAPE, why).at(at, ""));
                         self.error_expr(t.span)
                     }
                 }
@@ -372,7 +378,9 @@ impl Parser<'_> {
                 let mut bytes = Vec::new();
                 let mut push = |this: &mut Self, text: &str, sp: Span| match unescape(&text[1..text.len() - 1]) {
                     Ok(b) => bytes.extend(b),
-                    Err(why) => this.error_at(Diagnostic::error(codes::BAD_ESCAPE, why).at(sp, "")),
+                    Err((at, why)) => {
+                        this.error_at(Diagnostic::error(codes::BAD_ESCAPE, why).at(escape_span(sp, at), ""))
+                    }
                 };
                 push(self, &t.text, t.span);
                 // Adjacent string literals concatenate, as in C.
@@ -397,9 +405,10 @@ impl Parser<'_> {
                         self.recover_paren();
                         return self.error_expr(t.span);
                     }
-                    let close = self.peek().span;
                     self.expect(")");
-                    Expr { span: t.span.to(close), ..e }
+                    // Keep the inner span: errors about a call or operator then point at
+                    // it rather than at the parenthesis.
+                    e
                 }
                 "[" => self.array_literal(),
                 "{" => self.tensor_comprehension(),
@@ -419,8 +428,16 @@ impl Parser<'_> {
                 }
             },
             TokenKind::Invalid(d) => {
-                self.error_at((**d).clone());
+                // Reported by the preprocessor; recorded here so the parser does not
+                // add complaints about the same spot. A stray character is skipped,
+                // as C compilers do, and the operand after it parsed.
+                let d = (**d).clone();
+                let stray = d.code == codes::UNEXPECTED_CHAR;
+                self.error_at(d);
                 self.bump();
+                if stray && self.can_start_expr_at(0) {
+                    return self.primary();
+                }
                 self.error_expr(t.span)
             }
             TokenKind::Eof => {
@@ -734,12 +751,19 @@ impl Parser<'_> {
             span: Span,
         }
         let mut raw = Vec::new();
+        let mut inner_op = None;
         while self.at("(") {
             let part_start = self.peek().span;
-            let Some(generator) = self.generator() else {
+            let Some((generator, op_inside)) = self.generator_inner(raw.is_empty()) else {
                 self.recover_statement();
                 return self.error_expr(start);
             };
+            if op_inside {
+                inner_op = self.with_op();
+                self.expect(")");
+                raw.push(RawPart { generator, body: Vec::new(), result: None, span: part_start.to(self.prev_span()) });
+                break;
+            }
             let mut body = Vec::new();
             let mut result = None;
             if self.at("{") {
@@ -757,7 +781,11 @@ impl Parser<'_> {
             }
             raw.push(RawPart { generator, body, result, span: part_start.to(self.prev_span()) });
         }
-        let Some((op, extra)) = self.with_op() else {
+        let op = match inner_op {
+            Some(op) => Some(op),
+            None => self.with_op(),
+        };
+        let Some((op, extra)) = op else {
             return self.error_expr(start);
         };
         let span = start.to(self.prev_span());
@@ -840,6 +868,13 @@ impl Parser<'_> {
 
     /// `( lb REL idx REL ub [step s [width w]] )` or `( idx REL ub … )`.
     fn generator(&mut self) -> Option<Generator> {
+        self.generator_inner(false).map(|(g, _)| g)
+    }
+
+    /// Parses `( … )`. With `allow_inner_op`, also seed 002's form where the
+    /// operation sits inside the parentheses, `with( lb <= iv <= ub  modarray(…) )`:
+    /// then the `)` is left for the caller and `true` is returned.
+    fn generator_inner(&mut self, allow_inner_op: bool) -> Option<(Generator, bool)> {
         let open = self.peek().span;
         if !self.expect("(") {
             return None;
@@ -878,11 +913,18 @@ impl Parser<'_> {
                 width = Some(self.binary(BOUND_PRECEDENCE));
             }
         }
+        if allow_inner_op
+            && self.peek().is_ident()
+            && matches!(self.peek().text.as_str(), "genarray" | "modarray" | "fold" | "foldfix")
+        {
+            let span = open.to(self.prev_span());
+            return Some((Generator { lower, index, upper, step, width, span }, true));
+        }
         let close = self.peek().span;
         if !self.expect(")") {
             return None;
         }
-        Some(Generator { lower, index, upper, step, width, span: open.to(close) })
+        Some((Generator { lower, index, upper, step, width, span: open.to(close) }, false))
     }
 
     fn bound(&mut self) -> Bound {

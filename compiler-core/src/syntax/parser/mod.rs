@@ -78,7 +78,48 @@ struct Parser<'a> {
     no_pipe: bool,
     /// Reported "nested too deeply" already.
     depth_reported: bool,
+    /// Token index of the last reported error.
+    last_error_pos: Option<usize>,
+    /// An error was reported since this flag was last cleared (per definition).
+    errors_here: bool,
+    /// Identifiers of malformed type patterns in the current definition.
+    lost_names: Vec<Name>,
 }
+
+/// Words that are never type or variable names.
+const KEYWORDS: &[&str] = &[
+    "if",
+    "else",
+    "for",
+    "while",
+    "do",
+    "return",
+    "with",
+    "use",
+    "import",
+    "typedef",
+    "module",
+    "class",
+    "export",
+    "provide",
+    "specialize",
+    "external",
+    "inline",
+    "noinline",
+    "break",
+    "continue",
+    "goto",
+    "genarray",
+    "modarray",
+    "fold",
+    "foldfix",
+    "step",
+    "width",
+    "all",
+    "except",
+    "true",
+    "false",
+];
 
 /// Names that start a statement or definition, used to resynchronise after errors.
 const ITEM_STARTS: &[&str] = &[
@@ -112,7 +153,18 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        Parser { tokens, pos: 0, diags, typedefs, depth: 0, no_pipe: false, depth_reported: false }
+        Parser {
+            tokens,
+            pos: 0,
+            diags,
+            typedefs,
+            depth: 0,
+            no_pipe: false,
+            depth_reported: false,
+            last_error_pos: None,
+            errors_here: false,
+            lost_names: Vec::new(),
+        }
     }
 
     // ------------------------------------------------------------ token helpers
@@ -156,19 +208,27 @@ impl<'a> Parser<'a> {
     }
 
     fn error_at(&mut self, diagnostic: Diagnostic) {
+        self.errors_here = true;
+        self.last_error_pos = Some(self.pos);
         self.diags.push(diagnostic);
     }
 
     /// Reports "expected X, found Y" at the current token.
     fn error_expected(&mut self, what: &str) {
+        // A second complaint about the token that already caused an error is noise.
+        if self.last_error_pos == Some(self.pos) {
+            return;
+        }
         let t = self.peek().clone();
         // After an invalid token the lexer's own message says more.
         if let TokenKind::Invalid(d) = &t.kind {
-            self.diags.push((**d).clone());
+            // Already reported by the preprocessor.
+            let d = (**d).clone();
+            self.error_at(d);
             return;
         }
         let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
-        self.diags.push(
+        self.error_at(
             Diagnostic::error(codes::UNEXPECTED_TOKEN, format!("expected {what}, found {}", t.describe()))
                 .at(span, format!("expected {what}")),
         );
@@ -189,7 +249,7 @@ impl<'a> Parser<'a> {
         } else {
             let t = self.peek().clone();
             let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
-            self.diags.push(
+            self.error_at(
                 Diagnostic::error(codes::EXPECTED_IDENTIFIER, format!("expected {what}, found {}", t.describe()))
                     .at(span, format!("expected {what}")),
             );
@@ -249,7 +309,7 @@ impl<'a> Parser<'a> {
             if !self.depth_reported {
                 self.depth_reported = true;
                 let span = self.peek().span;
-                self.diags.push(
+                self.error_at(
                     Diagnostic::error(codes::NESTING_TOO_DEEP, format!("nested more than {MAX_DEPTH} levels deep"))
                         .at(span, "here")
                         .with_hint("split the expression into several assignments"),
@@ -278,11 +338,64 @@ impl<'a> Parser<'a> {
         self.is_type_name(self.peek())
     }
 
+    /// Whether the tokens ahead read `TYPE NAME` (a declaration), also for type
+    /// names nobody defined (so that they are reported as unknown types).
+    fn declaration_ahead(&self) -> bool {
+        let t = self.peek();
+        if !t.is_ident() || KEYWORDS.contains(&t.text.as_str()) {
+            return false;
+        }
+        let mut k = 1;
+        if self.nth(1).is_punct("[") {
+            let mut depth = 0;
+            loop {
+                let t = self.nth(k);
+                if t.is_eof() {
+                    return false;
+                }
+                if t.is_punct("[") {
+                    depth += 1;
+                } else if t.is_punct("]") {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                k += 1;
+            }
+            k += 1;
+        }
+        let name = self.nth(k);
+        let after = self.nth(k + 1);
+        let name_ok = name.is_ident() && !KEYWORDS.contains(&name.text.as_str());
+        // `a[i] = …` is an assignment, not a declaration: a declared name follows the type.
+        name_ok && (after.is_punct(";") || after.is_punct(",") || after.is_punct("=")) && !after.is_punct("==")
+    }
+
+    /// A type where the grammar requires one: an unknown name is taken as a type
+    /// name (and reported as unknown later), not as a syntax error.
+    fn type_expr_lenient(&mut self) -> Option<TypeExpr> {
+        let t = self.peek().clone();
+        if t.is_ident() && !self.is_type_name(&t) && !KEYWORDS.contains(&t.text.as_str()) {
+            self.bump();
+            let mut span = t.span;
+            let mut shape = ShapeSpec::Scalar;
+            if self.at("[") {
+                self.bump();
+                shape = self.shape_spec();
+                span = span.to(self.peek().span);
+                self.expect("]");
+            }
+            return Some(TypeExpr { name: TypeName::Named(t.text.clone()), shape, span });
+        }
+        self.type_expr()
+    }
+
     fn type_expr(&mut self) -> Option<TypeExpr> {
         let t = self.peek().clone();
         if !self.is_type_name(&t) {
             let span = if t.is_eof() { self.prev_span().end_point() } else { t.span };
-            self.diags.push(
+            self.error_at(
                 Diagnostic::error(codes::EXPECTED_TYPE, format!("expected a type, found {}", t.describe()))
                     .at(span, "expected a type"),
             );
@@ -299,14 +412,48 @@ impl<'a> Parser<'a> {
         let mut shape = ShapeSpec::Scalar;
         if self.at("[") {
             self.bump();
-            shape = self.shape_spec()?;
+            shape = self.shape_spec();
             span = span.to(self.peek().span);
             self.expect("]");
         }
         Some(TypeExpr { name, shape, span })
     }
 
-    fn shape_spec(&mut self) -> Option<ShapeSpec> {
+    /// The part of a type between `[` and `]`. A malformed pattern is reported, its
+    /// tokens skipped, and `[*]` assumed, so the definition survives.
+    fn shape_spec(&mut self) -> ShapeSpec {
+        let start = self.pos;
+        match self.shape_spec_inner() {
+            Some(s) => s,
+            None => {
+                // Remember the names the broken pattern would have bound.
+                let mut k = start;
+                while k < self.tokens.len() && !self.tokens[k].is_punct("]") && !self.tokens[k].is_eof() {
+                    if self.tokens[k].is_ident() {
+                        self.lost_names.push(self.tokens[k].text.clone());
+                    }
+                    k += 1;
+                }
+                let mut depth = 0usize;
+                while !self.at_eof() {
+                    if self.at("[") {
+                        depth += 1;
+                    } else if self.at("]") {
+                        if depth == 0 {
+                            break;
+                        }
+                        depth -= 1;
+                    } else if self.at(")") || self.at("{") || self.at(";") {
+                        break;
+                    }
+                    self.bump();
+                }
+                ShapeSpec::Any
+            }
+        }
+    }
+
+    fn shape_spec_inner(&mut self) -> Option<ShapeSpec> {
         if self.at("]") {
             return Some(ShapeSpec::Scalar);
         }
@@ -336,7 +483,7 @@ impl<'a> Parser<'a> {
                     match parse_int_literal(&t.text) {
                         Some((v, _)) if v <= i64::MAX as i128 => DimCount::Known(v as i64),
                         _ => {
-                            self.diags.push(
+                            self.error_at(
                                 Diagnostic::error(
                                     codes::BAD_TYPE_PATTERN,
                                     format!("`{}` is not a valid extent", t.text),
@@ -354,7 +501,7 @@ impl<'a> Parser<'a> {
                     let bound = self.peek().clone();
                     let Some((v, _)) = (bound.kind == TokenKind::Int).then(|| parse_int_literal(&bound.text)).flatten()
                     else {
-                        self.diags.push(
+                        self.error_at(
                             Diagnostic::error(codes::BAD_TYPE_PATTERN, "expected a number after `>` in a type pattern")
                                 .at(bound.span, ""),
                         );
@@ -368,7 +515,18 @@ impl<'a> Parser<'a> {
                 if self.eat(":") {
                     let name_tok = self.peek().clone();
                     if !name_tok.is_ident() {
-                        self.error_expected("a name for the shape vector");
+                        let span = name_tok.span;
+                        self.error_at(
+                            Diagnostic::error(
+                                codes::BAD_TYPE_PATTERN,
+                                format!(
+                                    "expected a name for the shape vector after `:`, found {}",
+                                    name_tok.describe()
+                                ),
+                            )
+                            .at(span, "")
+                            .with_hint("write e.g. `int[n:shp]`, or `int[n:_]` to leave it unnamed"),
+                        );
                         return None;
                     }
                     self.bump();
@@ -380,7 +538,7 @@ impl<'a> Parser<'a> {
                         DimCount::Var(v) => DimPattern::Var(v),
                         DimCount::Anonymous => DimPattern::Dot,
                         DimCount::AtLeast(..) => {
-                            self.diags.push(
+                            self.error_at(
                                 Diagnostic::error(
                                     codes::BAD_TYPE_PATTERN,
                                     "a constrained count needs `:name` after it",
@@ -393,7 +551,12 @@ impl<'a> Parser<'a> {
                     }
                 }
             } else {
-                self.error_expected("an extent (`3`, `.`, `n`, `n:shp`, `+` or `*`)");
+                let t = self.peek().clone();
+                self.error_at(
+                    Diagnostic::error(codes::BAD_TYPE_PATTERN, format!("expected an extent, found {}", t.describe()))
+                        .at(t.span, "")
+                        .with_hint("extents are `3`, `.`, `n`, `n:shp`, `+` or `*`"),
+                );
                 return None;
             };
             dims.push(dim);
@@ -430,7 +593,7 @@ impl<'a> Parser<'a> {
                 let _ = start;
                 Some(Item::Unsupported { what: format!("`{}` declarations", t.text), span })
             }
-            _ if t.is("inline") || t.is("noinline") || self.starts_type() => self.function(),
+            _ if t.is("inline") || t.is("noinline") || self.starts_type() || self.function_ahead() => self.function(),
             _ => {
                 let span = if t.is_eof() { self.prev_span() } else { t.span };
                 let mut d = Diagnostic::error(
@@ -546,6 +709,17 @@ impl<'a> Parser<'a> {
     /// A function name: an identifier or an operator symbol.
     fn fun_name(&mut self) -> Option<(Name, Span, bool)> {
         let t = self.peek().clone();
+        // The papers write operator names in parentheses: `int[.] (++) (int[.] a, …)`.
+        if t.is_punct("(")
+            && self.nth(1).kind == TokenKind::Punct
+            && is_operator_symbol(&self.nth(1).text)
+            && self.nth(2).is_punct(")")
+        {
+            self.bump();
+            let op = self.bump();
+            self.bump();
+            return Some((op.text, op.span, true));
+        }
         if t.is_ident() {
             self.bump();
             return Some((t.text, t.span, false));
@@ -558,7 +732,27 @@ impl<'a> Parser<'a> {
         None
     }
 
+    /// `NAME NAME (` or `NAME[...] NAME (`: a definition whose result type is unknown.
+    fn function_ahead(&self) -> bool {
+        if !self.peek().is_ident() || KEYWORDS.contains(&self.peek().text.as_str()) {
+            return false;
+        }
+        let mut k = 1;
+        if self.nth(1).is_punct("[") {
+            while !self.nth(k).is_punct("]") && !self.nth(k).is_eof() && k < 64 {
+                k += 1;
+            }
+            k += 1;
+        }
+        let name = self.nth(k);
+        (name.is_ident() || (name.kind == TokenKind::Punct && is_operator_symbol(&name.text)))
+            && self.nth(k + 1).is_punct("(")
+            || (name.is_punct("(") && self.nth(k + 2).is_punct(")") && self.nth(k + 3).is_punct("("))
+    }
+
     fn function(&mut self) -> Option<Item> {
+        self.errors_here = false;
+        self.lost_names.clear();
         let start = self.peek().span;
         let inline = if self.eat("inline") {
             Inline::Inline
@@ -569,7 +763,7 @@ impl<'a> Parser<'a> {
         };
         let mut results = Vec::new();
         loop {
-            let Some(ty) = self.type_expr() else {
+            let Some(ty) = self.type_expr_lenient() else {
                 self.recover_item();
                 return None;
             };
@@ -601,7 +795,7 @@ impl<'a> Parser<'a> {
             self.bump();
         }
         while !self.at(")") && !self.at_eof() {
-            let Some(ty) = self.type_expr() else {
+            let Some(ty) = self.type_expr_lenient() else {
                 self.recover_item();
                 return None;
             };
@@ -636,7 +830,21 @@ impl<'a> Parser<'a> {
         }
         let body = self.block();
         let span = start.to(body.span);
-        Some(Item::Function(FunDef { name, name_span, inline, results, params, conditions, body, is_operator, span }))
+        let syntax_errors = self.errors_here;
+        let lost_names = std::mem::take(&mut self.lost_names);
+        Some(Item::Function(FunDef {
+            name,
+            name_span,
+            inline,
+            results,
+            params,
+            conditions,
+            body,
+            is_operator,
+            syntax_errors,
+            lost_names,
+            span,
+        }))
     }
 
     /// A condition expression in `| a > 0, …`: a full expression, but `,` separates.

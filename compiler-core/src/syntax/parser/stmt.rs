@@ -94,8 +94,7 @@ impl Parser<'_> {
                 }
                 _ => {}
             }
-            if self.starts_type() && (self.nth(1).is_ident() || self.nth(1).is_punct("[")) && !self.nth(1).is_punct("(")
-            {
+            if self.declaration_ahead() {
                 return self.declaration(out);
             }
         }
@@ -115,7 +114,7 @@ impl Parser<'_> {
 
     fn declaration(&mut self, out: &mut Vec<Stmt>) {
         let start = self.peek().span;
-        let Some(ty) = self.type_expr() else {
+        let Some(ty) = self.type_expr_lenient() else {
             self.recover_statement();
             return;
         };
@@ -155,7 +154,9 @@ impl Parser<'_> {
             }
             return Stmt { kind, span: start };
         }
-        if terminated && !self.expect(";") {
+        // A missing `;` at a line break most likely just ends the statement: do not
+        // skip the next line looking for one.
+        if terminated && !self.expect(";") && !self.peek().line_start {
             self.recover_statement();
         }
         Stmt { kind, span: start.to(end) }
@@ -352,7 +353,7 @@ impl Parser<'_> {
             values = self.expr_list_maybe_parenthesized();
         }
         let end = self.peek().span;
-        if !self.expect(";") {
+        if !self.expect(";") && !self.peek().line_start {
             self.recover_statement();
         }
         Stmt { kind: StmtKind::Return { values }, span: start.to(end) }
