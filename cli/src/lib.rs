@@ -148,7 +148,7 @@ fn run_here(inv: &Invocation) -> Report {
         match driver::parse_value(&mut fe.sources, a) {
             Ok(v) => args.push(v),
             Err(d) => {
-                add_diagnostics(&mut report, &fe.sources, &[d]);
+                add_diagnostics(&mut report, &fe.sources, &[*d]);
                 report.exit_code = EXIT_COMPILE_ERROR;
                 return report;
             }

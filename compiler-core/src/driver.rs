@@ -61,7 +61,7 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
 
 /// Parses a command-line argument value written in SaC constant syntax: literals,
 /// nested array literals, `reshape([..], [..])`, `genarray([..], v)`.
-pub fn parse_value(sources: &mut SourceMap, text: &str) -> Result<Value, Diagnostic> {
+pub fn parse_value(sources: &mut SourceMap, text: &str) -> Result<Value, Box<Diagnostic>> {
     let file = sources.add(format!("<--arg {text}>"), text, FileKind::CommandLine);
     let mut diagnostics = Diagnostics::new();
     let mut tokens = lex(file, text, &mut diagnostics);
@@ -75,16 +75,18 @@ pub fn parse_value(sources: &mut SourceMap, text: &str) -> Result<Value, Diagnos
     });
     let expr = parse_expression(&tokens, &mut diagnostics);
     if let Some(d) = diagnostics.into_sorted().into_iter().next() {
-        return Err(d);
+        return Err(Box::new(d));
     }
     constant(&expr)
 }
 
-fn constant(e: &ast::Expr) -> Result<Value, Diagnostic> {
+fn constant(e: &ast::Expr) -> Result<Value, Box<Diagnostic>> {
     let not_constant = || {
-        Diagnostic::error(codes::INVALID_ARGUMENT, "an argument must be a constant")
-            .at(e.span, "")
-            .with_hint("write literals such as `3`, `2.5`, `[[1, 2], [3, 4]]` or `reshape([2, 2], [1, 2, 3, 4])`")
+        Box::new(
+            Diagnostic::error(codes::INVALID_ARGUMENT, "an argument must be a constant")
+                .at(e.span, "")
+                .with_hint("write literals such as `3`, `2.5`, `[[1, 2], [3, 4]]` or `reshape([2, 2], [1, 2, 3, 4])`"),
+        )
     };
     match &e.kind {
         ExprKind::Lit(Literal::Int(v, ty)) => {
@@ -96,13 +98,14 @@ fn constant(e: &ast::Expr) -> Result<Value, Diagnostic> {
         ExprKind::Lit(Literal::Char(c)) => Ok(Value::Scalar(Scalar::Char(*c))),
         ExprKind::Array(elems) => {
             let vals = elems.iter().map(constant).collect::<Result<Vec<_>, _>>()?;
-            crate::interp::stack_values(vals).map_err(|m| Diagnostic::error(codes::INVALID_ARGUMENT, m).at(e.span, ""))
+            crate::interp::stack_values(vals)
+                .map_err(|m| Box::new(Diagnostic::error(codes::INVALID_ARGUMENT, m).at(e.span, "")))
         }
         ExprKind::Call { fun, args } if args.len() == 2 && (fun.name == "reshape" || fun.name == "genarray") => {
             let a = constant(&args[0])?;
             let b = constant(&args[1])?;
             crate::interp::build_constant(&fun.name, &a, &b)
-                .map_err(|m| Diagnostic::error(codes::INVALID_ARGUMENT, m).at(e.span, ""))
+                .map_err(|m| Box::new(Diagnostic::error(codes::INVALID_ARGUMENT, m).at(e.span, "")))
         }
         _ => Err(not_constant()),
     }

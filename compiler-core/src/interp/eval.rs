@@ -24,6 +24,9 @@ pub(super) enum Flow {
 }
 
 type Frame = Vec<Option<Value>>;
+
+/// A call site and its arguments' base types and shapes: what dispatch depends on.
+type DispatchKey = (SiteId, Vec<(Option<BaseType>, Vec<usize>)>);
 type Res<T> = Result<T, RuntimeError>;
 
 /// Per function: each parameter's shape class, and whether its type is plain.
@@ -40,7 +43,7 @@ pub(super) struct Interp<'p> {
     /// (call site, callee) of active calls, innermost last.
     stack: Vec<(Span, FunId)>,
     signatures: HashMap<FunId, Rc<Signature>>,
-    cache: HashMap<(SiteId, Vec<(Option<BaseType>, Vec<usize>)>), FunId>,
+    cache: HashMap<DispatchKey, FunId>,
     purity: Vec<bool>,
     steps: u64,
 }
@@ -193,14 +196,12 @@ impl<'p> Interp<'p> {
             format!("no instance of `{}` accepts ({})", callee.name, arg_types.join(", ")),
             span,
         );
-        let mut listed = 0;
-        for id in callee.candidates.iter() {
+        for (listed, id) in callee.candidates.iter().enumerate() {
             if listed == 6 {
                 err.notes.push(format!("… and {} more", callee.candidates.len() - 6));
                 break;
             }
             err.notes.push(format!("candidate: {}", self.program.function(*id).signature()));
-            listed += 1;
         }
         err
     }
@@ -639,10 +640,11 @@ impl<'p> Interp<'p> {
                 if generator.nonempty() {
                     for d in 0..generator.lower.len() {
                         let hi = generator.coords[d].last().copied().unwrap_or(0);
-                        if generator.coords[d].first().is_some_and(|&lo| lo < 0)
-                            || fs.get(d).is_none_or(|&e| hi >= e as i64)
+                        if (generator.coords[d].first().is_some_and(|&lo| lo < 0)
+                            || fs.get(d).is_none_or(|&e| hi >= e as i64))
+                            && single
                         {
-                            if single {
+                            {
                                 return Err(self.error(
                                     codes::BAD_GENERATOR_VALUE,
                                     format!(

@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(format_g(1e20, 6, false, false), "1e+20");
         assert_eq!(format_g(0.0001, 6, false, false), "0.0001");
         assert_eq!(format_g(123456789.0, 6, false, false), "1.23457e+08");
-        assert_eq!(format_g(3.14159265, 6, false, false), "3.14159");
+        assert_eq!(format_g(2.46813579, 6, false, false), "2.46814");
         let args =
             [Value::Scalar(Scalar::int(-42)), Value::Scalar(Scalar::Double(2.5)), Value::Str(Rc::from(&b"hi"[..]))];
         assert_eq!(

@@ -86,10 +86,10 @@ fn stmt_pure(s: &Stmt, purity: &[bool]) -> bool {
 pub fn expr_pure(e: &Expr, purity: &[bool]) -> bool {
     let mut pure = true;
     walk_expr(e, &mut |x| match &x.kind {
-        ExprKind::Call { callee, .. } => {
-            if callee.candidates.iter().any(|c: &FunId| !purity.get(c.0 as usize).copied().unwrap_or(false)) {
-                pure = false;
-            }
+        ExprKind::Call { callee, .. }
+            if callee.candidates.iter().any(|c: &FunId| !purity.get(c.0 as usize).copied().unwrap_or(false)) =>
+        {
+            pure = false;
         }
         ExprKind::Prim { prim, .. } if prim.has_effect() => pure = false,
         ExprKind::With(w) => {

@@ -67,6 +67,10 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
     program
 }
 
+/// A module the user's code sees: its name, the only names taken from it (if
+/// restricted), and the names excluded.
+type VisibleModule = (Name, Option<HashSet<Name>>, HashSet<Name>);
+
 /// Where a function's syntax tree lives.
 #[derive(Clone, Copy)]
 enum Source<'a> {
@@ -190,11 +194,7 @@ impl<'a> State<'a> {
     }
 
     /// The library modules the user's code sees.
-    fn visible_modules(
-        &mut self,
-        user: &SourceModule,
-        options: &ResolveOptions,
-    ) -> Vec<(Name, Option<HashSet<Name>>, HashSet<Name>)> {
+    fn visible_modules(&mut self, user: &SourceModule, options: &ResolveOptions) -> Vec<VisibleModule> {
         // (module, only these names, except these names)
         let mut visible = Vec::new();
         if options.prelude {
@@ -287,7 +287,7 @@ impl<'a> State<'a> {
         }
     }
 
-    fn build_user_namespace(&mut self, user_ids: &[FunId], visible: &[(Name, Option<HashSet<Name>>, HashSet<Name>)]) {
+    fn build_user_namespace(&mut self, user_ids: &[FunId], visible: &[VisibleModule]) {
         for &id in user_ids {
             let name = self.functions[id.0 as usize].name.clone();
             self.user_names.entry(name).or_default().push(id);

@@ -847,10 +847,7 @@ impl PpExpr<'_> {
 
     fn binary(&mut self, min_prec: u8) -> PpResult {
         let mut lhs = self.unary()?;
-        loop {
-            let Some(op) = self.peek().filter(|t| t.kind == TokenKind::Punct).map(|t| t.text.clone()) else {
-                break;
-            };
+        while let Some(op) = self.peek().filter(|t| t.kind == TokenKind::Punct).map(|t| t.text.clone()) {
             let prec = match op.as_str() {
                 "||" => 1,
                 "&&" => 2,
