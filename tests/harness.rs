@@ -235,6 +235,13 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
+    if report.untyped_fallbacks > 0 {
+        return Err(format!(
+            "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",
+            report.untyped_fallbacks, report.stderr
+        )
+        .into());
+    }
     match &expect.runtime_error {
         Some(spec) => {
             if report.exit_code != 2 {

@@ -53,6 +53,12 @@ pub struct Invocation {
     pub entry: Option<String>,
     /// `--arg` values in SaC syntax.
     pub args: Vec<String>,
+    /// Print the instances chosen (`check --instances`; implied by `--shape`).
+    pub list_instances: bool,
+    /// List library instances too.
+    pub list_library_instances: bool,
+    /// Run without the typed program (every call dispatched at run time).
+    pub untyped: bool,
 }
 
 /// A diagnostic with where it points, for tests and tooling.
@@ -73,6 +79,8 @@ pub struct Report {
     pub stderr: String,
     pub diagnostics: Vec<Located>,
     pub exit_code: i32,
+    /// Calls the typed program had no static target for (a compiler bug if not 0).
+    pub untyped_fallbacks: usize,
 }
 
 /// Exit status for compile errors.
@@ -120,6 +128,9 @@ pub fn check(inv: &Invocation) -> Report {
     if errors > 0 {
         report.stderr.push_str(&format!("error: could not compile `{}` ({errors} error(s))\n", inv.file.display()));
         report.exit_code = EXIT_COMPILE_ERROR;
+    } else if inv.list_instances || !inv.frontend.shape_hints.is_empty() {
+        let text = driver::instances_text(&fe.program, &fe.typed, &fe.sources, inv.list_library_instances);
+        report.stdout.extend_from_slice(text.as_bytes());
     }
     report
 }
@@ -156,11 +167,13 @@ fn run_here(inv: &Invocation) -> Report {
     }
     let entry = inv.entry.clone().unwrap_or_else(|| "main".to_string());
     let mut stdout = Vec::new();
-    let result = interp::run(&fe.program, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
+    let typed = if inv.untyped { None } else { Some(&fe.typed) };
+    let run = interp::run(&fe.program, typed, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
         stdout.extend_from_slice(b)
     });
     report.stdout = stdout;
-    match result {
+    report.untyped_fallbacks = run.untyped_fallbacks;
+    match run.result {
         Ok(values) => report.stdout.extend_from_slice(value_lines(&values).as_bytes()),
         Err(EntryError::Unknown(name)) => {
             let mut msg = format!("error: `{}` defines no function `{name}` to run\n", inv.file.display());

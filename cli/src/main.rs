@@ -21,6 +21,12 @@ enum Command {
     Check {
         #[command(flatten)]
         source: SourceArgs,
+        /// Print the instances (specialisations) chosen for the user's functions.
+        #[arg(long)]
+        instances: bool,
+        /// With --instances: list the library's instances too.
+        #[arg(long)]
+        all_instances: bool,
     },
     /// Run a program (its `main`, or --entry) and print the returned values.
     ///
@@ -38,6 +44,9 @@ enum Command {
         /// Use the reference interpreter (the only engine until native code generation lands).
         #[arg(long)]
         interp: bool,
+        /// Ignore the inferred types and dispatch every call at run time.
+        #[arg(long)]
+        untyped: bool,
     },
 }
 
@@ -54,6 +63,13 @@ struct SourceArgs {
     /// Do not load the implicit prelude (sac2c's -noprelude).
     #[arg(long)]
     noprelude: bool,
+    /// A shape hint: specialise FUNCTION for PARAMETER of TYPE, e.g.
+    /// `--shape main.a=double[100,100]` or `--shape f.x=int[.,.]`. Repeatable.
+    #[arg(long = "shape", value_name = "FUNCTION.PARAMETER=TYPE")]
+    shapes: Vec<String>,
+    /// Most specialisations per function (sac2c's -maxspec).
+    #[arg(long, value_name = "N")]
+    maxspec: Option<usize>,
 }
 
 impl SourceArgs {
@@ -64,9 +80,10 @@ impl SourceArgs {
                 defines: self.defines,
                 include_dirs: self.include_dirs,
                 no_prelude: self.noprelude,
+                shape_hints: self.shapes,
+                max_specialisations: self.maxspec,
             },
-            entry: None,
-            args: Vec::new(),
+            ..Default::default()
         }
     }
 }
@@ -76,11 +93,17 @@ fn main() -> ExitCode {
     let argv = std::env::args().map(|a| if a == "-noprelude" { "--noprelude".to_string() } else { a });
     let cli = Cli::parse_from(argv);
     let report = match cli.command {
-        Command::Check { source } => check(&source.invocation()),
-        Command::Run { source, entry, args, interp: _ } => {
+        Command::Check { source, instances, all_instances } => {
+            let mut inv = source.invocation();
+            inv.list_instances = instances || all_instances;
+            inv.list_library_instances = all_instances;
+            check(&inv)
+        }
+        Command::Run { source, entry, args, interp: _, untyped } => {
             let mut inv = source.invocation();
             inv.entry = Some(entry);
             inv.args = args;
+            inv.untyped = untyped;
             run(&inv)
         }
     };

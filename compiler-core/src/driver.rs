@@ -4,6 +4,10 @@
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
 use crate::interp::value::{Scalar, Value};
 use crate::library;
+use crate::sema::infer::{self, Hint, InferOptions};
+use crate::sema::hir::Elem;
+use crate::sema::ty::{Shape, Ty};
+use crate::sema::typed::{Reason, Typed};
 use crate::sema::{self, ResolveOptions, hir::Program};
 use crate::span::{FileId, FileKind, SourceMap, Span};
 use crate::syntax::ast::{self, ExprKind, Literal};
@@ -20,6 +24,10 @@ pub struct FrontendOptions {
     pub include_dirs: Vec<String>,
     /// `--noprelude`
     pub no_prelude: bool,
+    /// Shape hints, `FUNCTION.PARAM=TYPE` (e.g. `main.a=double[100,100]`).
+    pub shape_hints: Vec<String>,
+    /// Specialisations per function (default 20, like sac2c's -maxspec).
+    pub max_specialisations: Option<usize>,
 }
 
 /// The front end's result: the sources seen, the resolved program, and every
@@ -30,6 +38,8 @@ pub struct Frontend {
     pub main_file: FileId,
     pub module: ast::SourceModule,
     pub program: Program,
+    /// The typed, specialised program (empty when resolution failed).
+    pub typed: Typed,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -49,6 +59,24 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
     let tokens = preprocess(&mut sources, main_file, loader, &pp, &mut diagnostics);
     let module = parse_module(&tokens, &mut diagnostics);
     let program = sema::resolve_program(&module, &ResolveOptions { prelude: !options.no_prelude }, &mut diagnostics);
+    let mut hints = Vec::new();
+    for h in &options.shape_hints {
+        match parse_hint(&mut sources, h) {
+            Ok(hint) => hints.push(hint),
+            Err(d) => diagnostics.push(*d),
+        }
+    }
+    // Types are inferred only for programs that resolved: otherwise most type
+    // errors would be consequences of the errors already reported.
+    let typed = if diagnostics.has_errors() {
+        Typed::default()
+    } else {
+        let infer_options = InferOptions {
+            max_specialisations: options.max_specialisations.unwrap_or(InferOptions::default().max_specialisations),
+            hints,
+        };
+        infer::infer(&program, &sources, &infer_options, &mut diagnostics)
+    };
     let lib = library::library();
     if !lib.diagnostics.is_empty() {
         diagnostics.push(
@@ -56,7 +84,79 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
                 .with_note("this is a bug in withloop; please report it"),
         );
     }
-    Frontend { sources, main_file, module, program, diagnostics: diagnostics.into_sorted() }
+    Frontend { sources, main_file, module, program, typed, diagnostics: diagnostics.into_sorted() }
+}
+
+/// Parses a shape hint `FUNCTION.PARAM=TYPE`, e.g. `main.a=double[100,100]`,
+/// `f.x=int[.,.]`, `g.v=float[*]`.
+pub fn parse_hint(sources: &mut SourceMap, text: &str) -> Result<Hint, Box<Diagnostic>> {
+    let file = sources.add(format!("<--shape {text}>"), text, FileKind::CommandLine);
+    let whole = Span::new(file, 0, text.len());
+    let bad = |msg: &str| {
+        Box::new(
+            Diagnostic::error(codes::HINT_MISMATCH, format!("cannot read the shape hint `{text}`: {msg}"))
+                .at(whole, "")
+                .with_hint("write FUNCTION.PARAMETER=TYPE, e.g. `main.a=double[100,100]` or `f.x=int[.,.]`"),
+        )
+    };
+    let (target, ty_text) = text.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let (function, param) = target.trim().rsplit_once('.').ok_or_else(|| bad("no `.` between function and parameter"))?;
+    if function.is_empty() || param.is_empty() {
+        return Err(bad("empty function or parameter name"));
+    }
+    let ty_start = text.len() - ty_text.len();
+    let mut diagnostics = Diagnostics::new();
+    let mut tokens = lex(file, text, &mut diagnostics);
+    tokens.retain(|t| t.span.start as usize >= ty_start);
+    tokens.push(crate::syntax::token::Token {
+        kind: crate::syntax::token::TokenKind::Eof,
+        text: Default::default(),
+        span: Span::new(file, text.len(), text.len()),
+        line_start: true,
+        space_before: true,
+    });
+    let ty = crate::syntax::parser::parse_type_expr(&tokens, &mut diagnostics);
+    if let Some(d) = diagnostics.into_sorted().into_iter().next() {
+        return Err(Box::new(d));
+    }
+    let ty = ty.ok_or_else(|| bad("not a type"))?;
+    let elem = match &ty.name {
+        ast::TypeName::Base(b) => Elem::Base(*b),
+        _ => return Err(bad("the element type must be a base type such as int or double")),
+    };
+    Ok(Hint {
+        function: function.trim().into(),
+        param: param.trim().into(),
+        ty: Ty::new(elem, Shape::of_spec(&ty.shape)),
+        span: Some(whole),
+    })
+}
+
+/// The instances and wrappers of a typed program, one per line, for `withloop
+/// check --instances` and the report.
+pub fn instances_text(program: &Program, typed: &Typed, sources: &SourceMap, all: bool) -> String {
+    let mut out = String::new();
+    for &id in &typed.reachable {
+        let inst = typed.instance(id);
+        let f = program.function(inst.fun);
+        if f.is_library() && !all {
+            continue;
+        }
+        let params: Vec<String> = inst.params.iter().map(|t| t.to_string()).collect();
+        let results: Vec<String> = inst.results.iter().map(|t| t.to_string()).collect();
+        let why = match &inst.reason {
+            Reason::Declared => "declared types".to_string(),
+            Reason::Hint => "shape hint".to_string(),
+            Reason::CallSite(s) => format!("call at {}", sources.location(*s)),
+            Reason::Wrapper => "run-time dispatch".to_string(),
+        };
+        let results = if results.is_empty() { "void".to_string() } else { results.join(", ") };
+        out.push_str(&format!("{}({}) -> {}  [{}]  {}\n", f.name, params.join(", "), results, inst.symbol, why));
+    }
+    for r in &typed.remarks {
+        out.push_str(&format!("remark: {}\n", r.message));
+    }
+    out
 }
 
 /// Parses a command-line argument value written in SaC constant syntax: literals,

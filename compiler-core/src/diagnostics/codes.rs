@@ -75,6 +75,7 @@ codes! {
     AMBIGUOUS_OVERLOAD = "E0301", "overloaded instances form a crossing pair";
     TYPE_MISMATCH = "E0302", "type mismatch";
     STATIC_SHAPE_ERROR = "E0303", "shapes can never match";
+    HINT_MISMATCH = "E0304", "shape hint does not fit the function";
 
     // Run-time errors (user errors found while running).
     INDEX_OUT_OF_BOUNDS = "R0001", "index out of bounds";

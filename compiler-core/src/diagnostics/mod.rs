@@ -162,6 +162,11 @@ impl Diagnostics {
         self.list.len()
     }
 
+    /// The most recently added diagnostic (to attach a label to it).
+    pub fn last_mut(&mut self) -> Option<&mut Diagnostic> {
+        self.list.last_mut()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }

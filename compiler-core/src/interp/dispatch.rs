@@ -1,7 +1,7 @@
 //! Choosing an instance at run time and checking type patterns.
 //!
-//! Dispatch uses each parameter's *shape class* (scalar, fixed rank with some known
-//! extents, or at least `n` dimensions): an instance applies when every argument's
+//! Dispatch uses each parameter's *shape class* ([`Shape`]: scalar, fixed rank with
+//! some known extents, or at least `n` dimensions): an instance applies when every argument's
 //! base type is the parameter's and its shape is in the class, and the most specific
 //! applicable instance wins (seed 003 §4.1). Pattern variables (`int[n,n]`) and
 //! conditions are then checked on the chosen instance, as sac2c's run-time checks do.
@@ -10,93 +10,20 @@ use std::collections::HashMap;
 
 use super::value::{Elems, Value};
 use crate::sema::hir::{Elem, Type};
+use crate::sema::ty::Shape;
 use crate::syntax::ast::{BaseType, DimCount, DimPattern, Name, ShapeSpec};
 
-/// The dispatch-relevant part of a shape specification.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ShapeClass {
-    /// Fixed rank; `Some(k)` where the extent is known (an empty vector is a scalar).
-    Fixed(Vec<Option<usize>>),
-    /// At least this many dimensions (`[*]` is 0, `[+]` is 1).
-    AtLeast(usize),
-}
-
-impl ShapeClass {
-    pub fn of(spec: &ShapeSpec) -> ShapeClass {
-        match spec {
-            ShapeSpec::Scalar => ShapeClass::Fixed(Vec::new()),
-            ShapeSpec::Any => ShapeClass::AtLeast(0),
-            ShapeSpec::NonScalar => ShapeClass::AtLeast(1),
-            ShapeSpec::Dims(dims) => {
-                let mut fixed = Vec::new();
-                let mut variable = false;
-                let mut min = 0usize;
-                for d in dims {
-                    match d {
-                        DimPattern::Known(k) => {
-                            fixed.push(Some(*k as usize));
-                            min += 1;
-                        }
-                        DimPattern::Dot | DimPattern::Var(_) => {
-                            fixed.push(None);
-                            min += 1;
-                        }
-                        DimPattern::Plus => {
-                            variable = true;
-                            min += 1;
-                        }
-                        DimPattern::Star => variable = true,
-                        DimPattern::Vector { count, .. } => match count {
-                            DimCount::Known(k) => {
-                                fixed.extend(std::iter::repeat_n(None, *k as usize));
-                                min += *k as usize;
-                            }
-                            DimCount::AtLeast(_, k) => {
-                                variable = true;
-                                min += *k as usize;
-                            }
-                            _ => variable = true,
-                        },
-                    }
-                }
-                if variable { ShapeClass::AtLeast(min) } else { ShapeClass::Fixed(fixed) }
-            }
-        }
-    }
-
-    pub fn contains(&self, shape: &[usize]) -> bool {
-        match self {
-            ShapeClass::AtLeast(m) => shape.len() >= *m,
-            ShapeClass::Fixed(dims) => {
-                dims.len() == shape.len() && dims.iter().zip(shape).all(|(d, s)| d.is_none_or(|d| d == *s))
-            }
-        }
-    }
-
-    /// Whether every shape in `self` is in `other`.
-    pub fn subset_of(&self, other: &ShapeClass) -> bool {
-        match (self, other) {
-            (ShapeClass::AtLeast(a), ShapeClass::AtLeast(b)) => a >= b,
-            (ShapeClass::Fixed(a), ShapeClass::AtLeast(b)) => a.len() >= *b,
-            (ShapeClass::AtLeast(_), ShapeClass::Fixed(_)) => false,
-            (ShapeClass::Fixed(a), ShapeClass::Fixed(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| y.is_none() || x == y)
-            }
-        }
-    }
-
-    /// Whether the class is exactly described by its shape spec (no pattern variables
-    /// or conditions left to check after dispatch).
-    pub fn spec_is_plain(spec: &ShapeSpec) -> bool {
-        match spec {
-            ShapeSpec::Dims(dims) => dims.iter().all(|d| matches!(d, DimPattern::Known(_) | DimPattern::Dot)),
-            _ => true,
-        }
+/// Whether the shape specification needs checks beyond its shape class (pattern
+/// variables that must agree, or conditions).
+pub fn spec_is_plain(spec: &ShapeSpec) -> bool {
+    match spec {
+        ShapeSpec::Dims(dims) => dims.iter().all(|d| matches!(d, DimPattern::Known(_) | DimPattern::Dot)),
+        _ => true,
     }
 }
 
 /// Whether a value can be passed as a parameter of type `ty`.
-pub fn matches(ty: &Type, class: &ShapeClass, v: &Value) -> bool {
+pub fn matches(ty: &Type, class: &Shape, v: &Value) -> bool {
     let elem_ok = match (ty.elem, v) {
         (Elem::String, Value::Str(_)) => true,
         (Elem::Base(b), _) => v.base() == Some(b),
@@ -239,18 +166,6 @@ mod tests {
 
     fn n(s: &str) -> Name {
         Name::new(s)
-    }
-
-    #[test]
-    fn classes_order_like_the_type_hierarchy() {
-        let aks = ShapeClass::of(&ShapeSpec::Dims(vec![DimPattern::Known(2), DimPattern::Known(2)]));
-        let akd = ShapeClass::of(&ShapeSpec::Dims(vec![DimPattern::Dot, DimPattern::Dot]));
-        let plus = ShapeClass::of(&ShapeSpec::NonScalar);
-        let star = ShapeClass::of(&ShapeSpec::Any);
-        let scalar = ShapeClass::of(&ShapeSpec::Scalar);
-        assert!(aks.subset_of(&akd) && akd.subset_of(&plus) && plus.subset_of(&star));
-        assert!(scalar.subset_of(&star) && !scalar.subset_of(&plus));
-        assert!(!akd.subset_of(&aks));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::dispatch::{Bindings, ShapeClass, match_pattern, matches};
+use super::dispatch::{Bindings, match_pattern, matches, spec_is_plain};
+use crate::sema::ty::Shape;
 use super::format;
 use super::ops::{OpError, elementwise_binop, elementwise_convert, elementwise_unop};
 use super::prims;
@@ -15,6 +16,7 @@ use crate::sema::hir::{
     self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Function, Intrinsic, Prim, Program, SiteId, Stmt,
     Type, WithOp,
 };
+use crate::sema::typed::{InstanceId, Target, Typed, WrapperId};
 use crate::span::{SourceMap, Span};
 use crate::syntax::ast::{BaseType, Rel};
 
@@ -31,17 +33,23 @@ type Res<T> = Result<T, RuntimeError>;
 
 /// Per function: each parameter's shape class, and whether its type is plain.
 struct Signature {
-    classes: Vec<ShapeClass>,
+    classes: Vec<Shape>,
     plain: bool,
 }
 
 pub(super) struct Interp<'p> {
     program: &'p Program,
+    /// The typed, specialised program; without it calls dispatch on the fly.
+    typed: Option<&'p Typed>,
     sources: &'p SourceMap,
     options: RunOptions,
     out: &'p mut dyn FnMut(&[u8]),
     /// (call site, callee) of active calls, innermost last.
     stack: Vec<(Span, FunId)>,
+    /// The instance each active call runs (parallel to `stack`).
+    instances: Vec<Option<InstanceId>>,
+    /// Calls the typed program had no target for (should stay 0; tests check it).
+    pub(super) untyped_fallbacks: usize,
     signatures: HashMap<FunId, Rc<Signature>>,
     cache: HashMap<DispatchKey, FunId>,
     purity: Vec<bool>,
@@ -51,6 +59,7 @@ pub(super) struct Interp<'p> {
 impl<'p> Interp<'p> {
     pub(super) fn new(
         program: &'p Program,
+        typed: Option<&'p Typed>,
         sources: &'p SourceMap,
         options: RunOptions,
         out: &'p mut dyn FnMut(&[u8]),
@@ -58,6 +67,9 @@ impl<'p> Interp<'p> {
         let purity = program.functions.iter().map(|f| f.pure).collect();
         Interp {
             program,
+            typed,
+            instances: Vec::new(),
+            untyped_fallbacks: 0,
             sources,
             options,
             out,
@@ -117,8 +129,8 @@ impl<'p> Interp<'p> {
             return s.clone();
         }
         let f = self.program.function(id);
-        let classes: Vec<ShapeClass> = f.params.iter().map(|p| ShapeClass::of(&p.ty.shape)).collect();
-        let plain = f.params.iter().all(|p| ShapeClass::spec_is_plain(&p.ty.shape)) && f.conditions.is_empty();
+        let classes: Vec<Shape> = f.params.iter().map(|p| Shape::of_spec(&p.ty.shape)).collect();
+        let plain = f.params.iter().all(|p| spec_is_plain(&p.ty.shape)) && f.conditions.is_empty();
         let s = Rc::new(Signature { classes, plain });
         self.signatures.insert(id, s.clone());
         s
@@ -129,8 +141,91 @@ impl<'p> Interp<'p> {
     /// Calls the most specific instance of `callee` that applies to `args`
     /// (`None` marks an argument not evaluated because no instance reads it).
     pub(super) fn call(&mut self, callee: &Callee, args: Vec<Option<Value>>, span: Span) -> Res<Vec<Value>> {
+        if let (Some(typed), Some(Some(current))) = (self.typed, self.instances.last()) {
+            match typed.instance(*current).calls.get(&callee.site) {
+                Some(Target::Instance(i)) => return self.invoke_instance(*i, args, span, true),
+                Some(Target::Wrapper(w)) => {
+                    let i = self.wrapper_dispatch(*w, &args, span)?;
+                    return self.invoke_instance(i, args, span, false);
+                }
+                None => self.untyped_fallbacks += 1,
+            }
+        }
         let id = self.select(callee, &args, span)?;
-        self.invoke(id, args, span)
+        self.invoke(id, None, args, span)
+    }
+
+    /// Calls the entry wrapper of a typed program.
+    pub(super) fn call_entry(&mut self, w: WrapperId, args: Vec<Option<Value>>, span: Span) -> Res<Vec<Value>> {
+        let i = self.wrapper_dispatch(w, &args, span)?;
+        self.invoke_instance(i, args, span, false)
+    }
+
+    /// The most specific instance of the wrapper that admits the arguments.
+    fn wrapper_dispatch(&mut self, w: WrapperId, args: &[Option<Value>], span: Span) -> Res<InstanceId> {
+        let typed = self.typed.expect("typed program");
+        let wrapper = typed.wrapper(w);
+        let admitting: Vec<InstanceId> = wrapper
+            .instances
+            .iter()
+            .copied()
+            .filter(|i| {
+                let inst = typed.instance(*i);
+                inst.params.len() == args.len()
+                    && inst.params.iter().zip(args).all(|(p, a)| a.as_ref().is_none_or(|v| p.admits(v)))
+            })
+            .collect();
+        // Minimal elements: no other admitting instance is strictly more specific.
+        let minimal: Vec<InstanceId> = admitting
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let pi = &typed.instance(i).params;
+                !admitting.iter().any(|&j| {
+                    let pj = &typed.instance(j).params;
+                    j != i && pj.iter().zip(pi).all(|(x, y)| x.subset_of(y)) && !pi.iter().zip(pj).all(|(x, y)| x.subset_of(y))
+                })
+            })
+            .collect();
+        match minimal.first() {
+            Some(i) => {
+                let distinct: std::collections::HashSet<FunId> = minimal.iter().map(|i| typed.instance(*i).fun).collect();
+                if distinct.len() > 1 {
+                    let list: Vec<String> = distinct.iter().map(|f| self.program.function(*f).signature()).collect();
+                    return Err(self.error(
+                        codes::AMBIGUOUS_OVERLOAD,
+                        format!("call of `{}` is ambiguous: {} all apply", wrapper.name, list.join(", ")),
+                        span,
+                    ));
+                }
+                Ok(*i)
+            }
+            None => {
+                let callee = Callee { name: wrapper.name.clone(), candidates: wrapper.candidates.clone(), site: SiteId(u32::MAX) };
+                Err(self.no_instance(&callee, args, span))
+            }
+        }
+    }
+
+    /// Runs an instance; `static_call` says the binding was made at compile time, so
+    /// an argument outside its parameter types is a compiler bug.
+    fn invoke_instance(&mut self, i: InstanceId, args: Vec<Option<Value>>, span: Span, static_call: bool) -> Res<Vec<Value>> {
+        let typed = self.typed.expect("typed program");
+        let inst = typed.instance(i);
+        if static_call {
+            for (p, a) in inst.params.iter().zip(&args) {
+                if let Some(v) = a {
+                    if !p.admits(v) {
+                        return Err(self.error(
+                            codes::INTERNAL_ERROR,
+                            format!("a {} reached instance `{}`, which was compiled for {p}", describe_value(v), inst.symbol),
+                            span,
+                        ));
+                    }
+                }
+            }
+        }
+        self.invoke(inst.fun, Some(i), args, span)
     }
 
     fn select(&mut self, callee: &Callee, args: &[Option<Value>], span: Span) -> Res<FunId> {
@@ -206,7 +301,13 @@ impl<'p> Interp<'p> {
         err
     }
 
-    pub(super) fn invoke(&mut self, id: FunId, args: Vec<Option<Value>>, span: Span) -> Res<Vec<Value>> {
+    pub(super) fn invoke(
+        &mut self,
+        id: FunId,
+        instance: Option<InstanceId>,
+        args: Vec<Option<Value>>,
+        span: Span,
+    ) -> Res<Vec<Value>> {
         let f: &'p Function = self.program.function(id);
         if self.stack.len() >= self.options.max_call_depth {
             // Blame the user function that recursed: the one called most often on the stack.
@@ -246,8 +347,10 @@ impl<'p> Interp<'p> {
             return Ok(Vec::new());
         }
         self.stack.push((span, id));
+        self.instances.push(instance);
         let result = self.invoke_body(f, id, args, span);
         self.stack.pop();
+        self.instances.pop();
         result
     }
 
@@ -619,8 +722,16 @@ impl<'p> Interp<'p> {
 
     fn with_loop(&mut self, frame: &mut Frame, w: &hir::With) -> Res<Vec<Value>> {
         let mut states = Vec::with_capacity(w.ops.len());
-        for op in &w.ops {
-            states.push(self.op_state(frame, op, w.cell_hint)?);
+        let recorded: Option<Vec<Option<crate::sema::ty::Ty>>> = match (self.typed, self.instances.last()) {
+            (Some(typed), Some(Some(i))) => typed.instance(*i).withs.get(&w.id).cloned(),
+            _ => None,
+        };
+        for (k, op) in w.ops.iter().enumerate() {
+            let mut st = self.op_state(frame, op, w.cell_hint)?;
+            if let (OpState::Gen { cell, .. }, Some(r)) = (&mut st, &recorded) {
+                *cell = Some(r.get(k).cloned().flatten());
+            }
+            states.push(st);
         }
         // The frame shape dot bounds refer to: the first operator that has one.
         let frame_shape: Option<Vec<usize>> = states.iter().find_map(|s| s.frame_shape());
@@ -776,7 +887,7 @@ impl<'p> Interp<'p> {
                     Some(d) => Some(self.eval(frame, d)?),
                     None => None,
                 };
-                OpState::Gen { shape, default, result: None, hint, span: *span }
+                OpState::Gen { shape, default, result: None, hint, cell: None, span: *span }
             }
             WithOp::Modarray { array, .. } => {
                 let a = self.eval(frame, array)?;
@@ -887,15 +998,25 @@ impl<'p> Interp<'p> {
 
     fn finish(&mut self, st: OpState, span: Span) -> Res<Value> {
         match st {
-            OpState::Gen { shape, default, result, hint, span: op_span } => {
+            OpState::Gen { shape, default, result, hint, cell, span: op_span } => {
                 let cells = match result {
                     Some(c) => c,
                     None => {
-                        // Nothing was computed: fill with the default, or the zero of
-                        // the cell type when it can be told from the source.
-                        let proto = match default {
-                            Some(d) => d,
-                            None => Value::Scalar(Scalar::zero(hint.unwrap_or(BaseType::Int))),
+                        // Nothing was computed: fill with the default, or zeros of the
+                        // statically known cell type (seed 003 §4.3.2 case 4).
+                        let proto = match (default, cell) {
+                            (Some(d), _) => d,
+                            (None, Some(Some(ty))) => match (ty.elem, ty.shape.extents()) {
+                                (Elem::Base(b), Some(ext)) => {
+                                    let n = ext.iter().product::<usize>();
+                                    let elems = Elems::filled(Scalar::zero(b), n)
+                                        .map_err(|e| self.op_error(super::ops::too_large(e), op_span))?;
+                                    Value::from_parts(ext, elems)
+                                }
+                                _ => return Err(self.unknown_result_shape(span)),
+                            },
+                            (None, Some(None)) => return Err(self.unknown_result_shape(span)),
+                            (None, None) => Value::Scalar(Scalar::zero(hint.unwrap_or(BaseType::Int))),
                         };
                         self.alloc_cells(&shape, &proto, op_span)?
                     }
@@ -911,6 +1032,16 @@ impl<'p> Interp<'p> {
                 Ok(acc)
             }
         }
+    }
+
+    fn unknown_result_shape(&self, span: Span) -> RuntimeError {
+        let mut e = self.error(
+            codes::UNKNOWN_RESULT_SHAPE,
+            "the shape of this with-loop's result is unknown: no element was computed, and the shape of the elements is only known when they are",
+            span,
+        );
+        e.notes.push("give the genarray a default element, or make the element shape independent of the index".to_string());
+        e
     }
 
     fn generator(&mut self, frame: &mut Frame, part: &hir::WithPart, frame_shape: Option<&[usize]>) -> Res<Gen> {
@@ -1053,7 +1184,15 @@ struct Cells {
 }
 
 enum OpState {
-    Gen { shape: Vec<usize>, default: Option<Value>, result: Option<Cells>, hint: Option<BaseType>, span: Span },
+    Gen {
+        shape: Vec<usize>,
+        default: Option<Value>,
+        result: Option<Cells>,
+        hint: Option<BaseType>,
+        /// The cell type inference recorded (`Some(None)`: statically unknown).
+        cell: Option<Option<crate::sema::ty::Ty>>,
+        span: Span,
+    },
     Mod { array: Value, result: Option<Cells> },
     Fold { acc: Value, target: FoldTarget, partial: Vec<Value>, fixpoint: Option<Value>, done: bool, span: Span },
 }

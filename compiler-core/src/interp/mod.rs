@@ -15,6 +15,7 @@ pub mod value;
 
 use crate::diagnostics::{Code, Diagnostic};
 use crate::sema::hir::Program;
+use crate::sema::typed::Typed;
 use crate::span::{SourceMap, Span};
 pub use value::Value;
 
@@ -72,18 +73,30 @@ pub enum EntryError {
     Runtime(RuntimeError),
 }
 
+/// What a run produced.
+#[derive(Debug)]
+pub struct Run {
+    pub result: Result<Vec<Value>, EntryError>,
+    /// Calls the typed program had no static target for (dispatched on the fly).
+    /// Always 0 when inference is right; tests check it.
+    pub untyped_fallbacks: usize,
+}
+
 /// Calls user function `entry` with `args`; program output goes to `out`.
+/// With a typed program, calls follow its instances and wrappers; without one,
+/// every call dispatches on its arguments' types at run time.
 pub fn run(
     program: &Program,
+    typed: Option<&Typed>,
     sources: &SourceMap,
     entry: &str,
     args: Vec<Value>,
     options: RunOptions,
     out: &mut dyn FnMut(&[u8]),
-) -> Result<Vec<Value>, EntryError> {
+) -> Run {
     let candidates = program.user_functions(entry);
     let Some(first) = candidates.first() else {
-        return Err(EntryError::Unknown(entry.to_string()));
+        return Run { result: Err(EntryError::Unknown(entry.to_string())), untyped_fallbacks: 0 };
     };
     let span = program.function(*first).name_span;
     let callee = crate::sema::hir::Callee {
@@ -92,9 +105,30 @@ pub fn run(
         site: crate::sema::hir::SiteId(u32::MAX),
     };
     let limit = options.max_elements;
-    let mut interp = eval::Interp::new(program, sources, options, out);
-    let args = args.into_iter().map(Some).collect();
-    value::with_element_limit(limit, || interp.call(&callee, args, span)).map_err(EntryError::Runtime)
+    let mut interp = eval::Interp::new(program, typed, sources, options, out);
+    let args: Vec<Option<Value>> = args.into_iter().map(Some).collect();
+    let entry_wrapper = typed.and_then(|t| t.entries.get(entry).copied());
+    let result = value::with_element_limit(limit, || match entry_wrapper {
+        Some(w) => interp.call_entry(w, args, span),
+        None => interp.call(&callee, args, span),
+    })
+    .map_err(EntryError::Runtime);
+    Run { result, untyped_fallbacks: interp.untyped_fallbacks }
+}
+
+/// Evaluates a primitive without effects on known arguments (constant folding at
+/// compile time uses exactly the run-time semantics). `None` for primitives with
+/// effects; `Some(Err)` when the operation would fail at run time.
+pub fn fold_prim(prim: &crate::sema::hir::Prim, args: Vec<Value>) -> Option<Result<Value, ops::OpError>> {
+    use crate::sema::hir::Prim;
+    Some(match prim {
+        Prim::Bin(op) => ops::elementwise_binop(*op, &args[0], &args[1]),
+        Prim::Un(op) => ops::elementwise_unop(*op, &args[0]),
+        Prim::Conv(to) => ops::elementwise_convert(&args[0], *to),
+        Prim::Math(f) => ops::elementwise_math(*f, &args),
+        p if p.has_effect() || matches!(p, Prim::Error) => return None,
+        p => prims::structural(p, args),
+    })
 }
 
 /// `[a, b, …]` of constants (for command-line arguments).

@@ -289,7 +289,7 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
             out.extend_range(&src, from as usize, count as usize);
             Ok(Value::from_parts(vec![count as usize], out))
         }
-        Prim::Hide => Ok(args.into_iter().nth(1).expect("two arguments")),
+        Prim::Hide(_) => Ok(args.into_iter().nth(1).expect("two arguments")),
         Prim::Vect2Offset => {
             let shp = int_vector(&args[0], "the shape")?;
             let iv = int_vector(&args[1], "the index")?;

@@ -27,6 +27,10 @@ pub struct LocalId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SiteId(pub u32);
 
+/// Identifies a with-loop (types of its cells are recorded per instance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WithId(pub u32);
+
 /// Element type of a resolved type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
@@ -230,6 +234,7 @@ pub enum ExprKind {
 /// A with-loop: partitions of an index space, one value per operator each.
 #[derive(Clone, Debug)]
 pub struct With {
+    pub id: WithId,
     pub parts: Vec<WithPart>,
     pub ops: Vec<WithOp>,
     pub span: Span,
@@ -298,6 +303,14 @@ impl WithOp {
     }
 }
 
+/// What a `_hide…_` primitive makes the compiler forget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hidden {
+    Value,
+    Shape,
+    Dim,
+}
+
 /// One axis of a selection with free axes (`a[[., i, ...]]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DotKind {
@@ -336,8 +349,9 @@ pub enum Prim {
     Take,
     /// `_drop_SxV_(n, v)`
     Drop,
-    /// `_hideValue_SxA_`, `_hideShape_SxA_`, `_hideDim_SxA_`: identity at run time.
-    Hide,
+    /// `_hideValue_SxA_`, `_hideShape_SxA_`, `_hideDim_SxA_`: identity at run time;
+    /// statically they forget the value, the shape, or the rank.
+    Hide(Hidden),
     /// `_vect2offset_(shp, iv)`: row-major offset of the index `iv` in shape `shp`.
     Vect2Offset,
     /// `_idx_sel_(off, a)`: the element at row-major offset `off`.
@@ -471,6 +485,7 @@ pub struct Program {
     /// User-visible overload sets by name (entry points are looked up here).
     pub user_names: std::collections::HashMap<Name, Vec<FunId>>,
     pub n_sites: u32,
+    pub n_withs: u32,
 }
 
 impl Program {

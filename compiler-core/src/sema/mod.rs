@@ -14,6 +14,9 @@
 pub mod analysis;
 pub mod hir;
 mod resolve;
+pub mod infer;
+pub mod ty;
+pub mod typed;
 pub mod types;
 
 use std::collections::{HashMap, HashSet};
@@ -92,6 +95,7 @@ struct State<'a> {
     /// Functions whose bodies still need resolving.
     queue: Vec<FunId>,
     n_sites: u32,
+    n_withs: u32,
     /// Modules that define a name, for "add `use Array: all;`" hints.
     providers: HashMap<Name, Vec<&'static str>>,
 }
@@ -108,6 +112,7 @@ impl<'a> State<'a> {
             user_names: HashMap::new(),
             queue: Vec::new(),
             n_sites: 0,
+            n_withs: 0,
             providers: HashMap::new(),
         }
     }
@@ -337,7 +342,12 @@ impl<'a> State<'a> {
     }
 
     fn finish(self) -> Program {
-        Program { functions: self.functions, user_names: self.user_names, n_sites: self.n_sites }
+        Program { functions: self.functions, user_names: self.user_names, n_sites: self.n_sites, n_withs: self.n_withs }
+    }
+
+    fn new_with(&mut self) -> hir::WithId {
+        self.n_withs += 1;
+        hir::WithId(self.n_withs - 1)
     }
 
     fn new_site(&mut self) -> hir::SiteId {
@@ -368,7 +378,7 @@ impl<'a> State<'a> {
 /// Comparable at every parameter (same base type, one shape class inside the other),
 /// strictly more specific at one position and strictly less at another.
 fn crossing_pair(a: &Function, b: &Function) -> bool {
-    use crate::interp::dispatch::ShapeClass;
+    use ty::Shape;
     if a.intrinsic.is_some() || b.intrinsic.is_some() || a.params.len() != b.params.len() {
         return false;
     }
@@ -377,7 +387,7 @@ fn crossing_pair(a: &Function, b: &Function) -> bool {
         if p.ty.elem != q.ty.elem {
             return false;
         }
-        let (x, y) = (ShapeClass::of(&p.ty.shape), ShapeClass::of(&q.ty.shape));
+        let (x, y) = (Shape::of_spec(&p.ty.shape), Shape::of_spec(&q.ty.shape));
         match (x.subset_of(&y), y.subset_of(&x)) {
             (true, true) => {}
             (true, false) => a_finer = true,

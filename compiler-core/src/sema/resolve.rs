@@ -777,7 +777,7 @@ impl Ctx<'_, '_> {
                 _ => None,
             })
             .or_else(|| w.parts.iter().find_map(|p| p.results.first().and_then(literal_base)));
-        let with = hir::With { parts, ops, span: w.span, cell_hint, first_match: false };
+        let with = hir::With { id: self.state.new_with(), parts, ops, span: w.span, cell_hint, first_match: false };
         hir::Expr { kind: ExprKind::With(Box::new(with)), span: w.span }
     }
 
@@ -1010,6 +1010,7 @@ impl Ctx<'_, '_> {
         }
         let ops = (0..n_results).map(|_| hir::WithOp::Genarray { shape: frame.clone(), default: None, span }).collect();
         let with = hir::With {
+            id: self.state.new_with(),
             parts,
             ops,
             span,
@@ -1228,7 +1229,9 @@ pub fn prim_by_name(name: &str) -> Option<(Prim, usize)> {
         "cat_VxV" => Some((Prim::Cat, 2)),
         "take_SxV" => Some((Prim::Take, 2)),
         "drop_SxV" => Some((Prim::Drop, 2)),
-        "hideValue_SxA" | "hideShape_SxA" | "hideDim_SxA" => Some((Prim::Hide, 2)),
+        "hideValue_SxA" => Some((Prim::Hide(hir::Hidden::Value), 2)),
+        "hideShape_SxA" => Some((Prim::Hide(hir::Hidden::Shape), 2)),
+        "hideDim_SxA" => Some((Prim::Hide(hir::Hidden::Dim), 2)),
         "vect2offset" => Some((Prim::Vect2Offset, 2)),
         "idx_sel" => Some((Prim::IdxSel, 2)),
         "idx_modarray_AxSxS" => Some((Prim::IdxModarray, 3)),

@@ -1,0 +1,1325 @@
+//! Type and shape inference with specialisation (seed 003 ch. 3–4, seed 000).
+//!
+//! Abstract interpretation over the HIR, one *instance* (function × parameter types)
+//! at a time, starting from every user function at its declared types and from the
+//! shape hints. At each call the argument types decide:
+//!
+//! * if one candidate certainly applies and is certainly the most specific, the
+//!   call is bound to an instance of it specialised to the argument types (subject
+//!   to a cap per function, after which the declared-type instance is used);
+//! * otherwise the call goes through a *wrapper* that picks the most specific
+//!   instance at run time, and every candidate that might apply is specialised to
+//!   what it might receive (Kreye's generic relevance).
+//!
+//! Known values (AKV) flow through primitives (constant folding with the run-time
+//! semantics) and through `inline` functions (their bodies are re-interpreted with
+//! the known arguments), so `shape(A) - 1` of an AKS `A` is a known vector and
+//! `genarray(shape(A) - 1, …)` has a known shape.
+//!
+//! Errors that are certain whenever the code runs — no instance for the argument
+//! types, element-wise operations on arrays of different known shapes, an index
+//! longer than the array's rank, a condition that is not `bool` — are reported at
+//! compile time; everything else stays a run-time check.
+//!
+//! Limits: loops and recursion are typed to a fixed point with widening (recursive
+//! calls of an instance being inferred use its declared result types); values are
+//! not tracked through with-loops.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use super::hir::{self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Hidden, Prim, Program, Stmt, WithOp};
+use super::ty::{Info, Shape, Ty};
+use super::typed::{Instance, InstanceId, Reason, Remark, Target, Typed, Wrapper, WrapperId};
+use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
+use crate::interp::dispatch::{Bindings, match_pattern};
+use crate::interp::value::Value;
+use crate::span::{SourceMap, Span};
+use crate::syntax::ast::{BaseType, Inline, Name, Rel};
+
+/// A shape hint: parameter `param` of entry function `function` has type `ty`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hint {
+    pub function: Name,
+    pub param: Name,
+    pub ty: Ty,
+    /// Where the hint was written (a command-line argument), for errors.
+    pub span: Option<Span>,
+}
+
+#[derive(Clone, Debug)]
+pub struct InferOptions {
+    /// Specialisations per function beyond its declared types (sac2c's -maxspec).
+    pub max_specialisations: usize,
+    pub hints: Vec<Hint>,
+}
+
+impl Default for InferOptions {
+    fn default() -> Self {
+        InferOptions { max_specialisations: 20, hints: Vec::new() }
+    }
+}
+
+/// Infers types for every user function and the hinted instances.
+pub fn infer(program: &Program, sources: &SourceMap, options: &InferOptions, diags: &mut Diagnostics) -> Typed {
+    let mut engine = Engine {
+        p: program,
+        sources,
+        options,
+        typed: Typed::default(),
+        index: HashMap::new(),
+        in_progress: HashSet::new(),
+        specs: HashMap::new(),
+        wrapper_index: HashMap::new(),
+        diags,
+        capped: HashSet::new(),
+        inline_stack: Vec::new(),
+        blame: Vec::new(),
+        reported: HashSet::new(),
+    };
+    engine.run();
+    engine.finish()
+}
+
+struct Engine<'a> {
+    p: &'a Program,
+    sources: &'a SourceMap,
+    options: &'a InferOptions,
+    typed: Typed,
+    index: HashMap<(FunId, Vec<Ty>), InstanceId>,
+    in_progress: HashSet<InstanceId>,
+    specs: HashMap<FunId, usize>,
+    wrapper_index: HashMap<(Vec<FunId>, Vec<Option<Elem>>), WrapperId>,
+    diags: &'a mut Diagnostics,
+    capped: HashSet<FunId>,
+    /// Functions whose bodies are being re-interpreted for known values.
+    inline_stack: Vec<FunId>,
+    /// User-code spans to blame for errors found in library code.
+    blame: Vec<Span>,
+    reported: HashSet<(Span, String)>,
+}
+
+/// The abstract state of one function body being interpreted.
+struct Walk {
+    env: Vec<Option<Info>>,
+    returns: Vec<Vec<Option<Info>>>,
+    /// The instance whose tables this walk fills (`None` for value re-interpretation).
+    record: Option<InstanceId>,
+}
+
+fn declared(ty: &hir::Type) -> Ty {
+    Ty::new(ty.elem, Shape::of_spec(&ty.shape))
+}
+
+fn int_scalar() -> Info {
+    Info::of_type(Ty::new(Elem::Base(BaseType::Int), Shape::scalar()))
+}
+
+fn bool_scalar() -> Info {
+    Info::of_type(Ty::new(Elem::Base(BaseType::Bool), Shape::scalar()))
+}
+
+fn int_vector(len: Option<usize>) -> Info {
+    Info::of_type(Ty::new(Elem::Base(BaseType::Int), match len {
+        Some(n) => Shape::known(&[n]),
+        None => Shape::rank(1),
+    }))
+}
+
+/// The length of a vector-typed value, if known.
+fn vector_len(i: &Info) -> Option<usize> {
+    match &i.ty.shape {
+        Shape::Fixed(d) if d.len() == 1 => d[0],
+        _ => None,
+    }
+}
+
+fn join_opt(a: &Option<Info>, b: &Option<Info>) -> Option<Info> {
+    match (a, b) {
+        (Some(x), Some(y)) if x.ty.elem == y.ty.elem => Some(x.join(y)),
+        (Some(_), Some(_)) => None,
+        (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+        (None, None) => None,
+    }
+}
+
+/// Shorthand for building an instance symbol: `Det__i_3_3`.
+fn mangle(name: &str, params: &[Ty]) -> String {
+    let base = match name {
+        "+" => "op_add".to_string(),
+        "-" => "op_sub".to_string(),
+        "*" => "op_mul".to_string(),
+        "/" => "op_div".to_string(),
+        "%" => "op_mod".to_string(),
+        "==" => "op_eq".to_string(),
+        "!=" => "op_ne".to_string(),
+        "<" => "op_lt".to_string(),
+        "<=" => "op_le".to_string(),
+        ">" => "op_gt".to_string(),
+        ">=" => "op_ge".to_string(),
+        "++" => "op_plusplus".to_string(),
+        "--" => "op_minusminus".to_string(),
+        "!" => "op_not".to_string(),
+        "~" => "op_bitnot".to_string(),
+        "&" => "op_and".to_string(),
+        "|" => "op_or".to_string(),
+        "^" => "op_xor".to_string(),
+        "<<" => "op_shl".to_string(),
+        ">>" => "op_shr".to_string(),
+        other => other.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(),
+    };
+    let mut s = base;
+    for p in params {
+        s.push_str("__");
+        s.push_str(match p.elem {
+            Elem::Base(b) => match b {
+                BaseType::Bool => "b",
+                BaseType::Char => "c",
+                BaseType::Byte => "by",
+                BaseType::Short => "s",
+                BaseType::Int => "i",
+                BaseType::Long => "l",
+                BaseType::LongLong => "ll",
+                BaseType::UByte => "ub",
+                BaseType::UShort => "us",
+                BaseType::UInt => "ui",
+                BaseType::ULong => "ul",
+                BaseType::ULongLong => "ull",
+                BaseType::Float => "f",
+                BaseType::Double => "d",
+            },
+            Elem::String => "str",
+        });
+        match &p.shape {
+            Shape::Fixed(d) => {
+                for e in d {
+                    s.push('_');
+                    match e {
+                        Some(k) => s.push_str(&k.to_string()),
+                        None => s.push('X'),
+                    }
+                }
+            }
+            Shape::AtLeast(0) => s.push_str("_S"),
+            Shape::AtLeast(n) => s.push_str(&format!("_P{n}")),
+        }
+    }
+    s
+}
+
+impl<'a> Engine<'a> {
+    fn run(&mut self) {
+        // Every user function at its declared types; an entry wrapper per name.
+        let mut names: Vec<Name> = self.p.user_names.keys().cloned().collect();
+        names.sort();
+        for name in &names {
+            let user = self.p.user_functions(name);
+            if user.is_empty() {
+                continue;
+            }
+            for &f in &user {
+                let params = self.p.function(f).params.iter().map(|p| declared(&p.ty)).collect();
+                self.instance(f, params, Reason::Declared);
+            }
+            let w = self.wrapper(&user.into(), &[], name.clone());
+            self.typed.entries.insert(name.clone(), w);
+        }
+        for hint in self.options.hints.clone() {
+            self.apply_hint(&hint);
+        }
+    }
+
+    fn apply_hint(&mut self, hint: &Hint) {
+        let defs = self.p.user_functions(&hint.function);
+        let error = |engine: &mut Engine, msg: String| {
+            let mut d = Diagnostic::error(codes::HINT_MISMATCH, msg);
+            if let Some(s) = hint.span {
+                d = d.at(s, "");
+            }
+            engine.diags.push(d);
+        };
+        if defs.is_empty() {
+            error(self, format!("the shape hint names `{}`, which the program does not define", hint.function));
+            return;
+        }
+        // Definitions with that parameter whose declared type admits the hint.
+        let mut best: Option<(FunId, Vec<Ty>)> = None;
+        for f in defs {
+            let fun = self.p.function(f);
+            let Some(k) = fun.params.iter().position(|p| p.name == hint.param) else { continue };
+            let mut params: Vec<Ty> = fun.params.iter().map(|p| declared(&p.ty)).collect();
+            if !hint.ty.subset_of(&params[k]) {
+                continue;
+            }
+            params[k] = hint.ty.clone();
+            let better = match &best {
+                None => true,
+                Some((b, _)) => {
+                    let bp = &self.p.function(*b).params;
+                    fun.params.iter().zip(bp).all(|(x, y)| declared(&x.ty).subset_of(&declared(&y.ty)))
+                }
+            };
+            if better {
+                best = Some((f, params));
+            }
+        }
+        match best {
+            Some((f, params)) => {
+                let id = self.instance(f, params, Reason::Hint);
+                if let Some(inst) = self.typed.instances.get_mut(id.0 as usize) {
+                    inst.reason = Reason::Hint;
+                }
+            }
+            None => error(
+                self,
+                format!("no definition of `{}` has a parameter `{}` that admits {}", hint.function, hint.param, hint.ty),
+            ),
+        }
+    }
+
+    fn finish(mut self) -> Typed {
+        // Wrappers dispatch to every instance of their candidates, most specific first.
+        for w in 0..self.typed.wrappers.len() {
+            let candidates = self.typed.wrappers[w].candidates.clone();
+            let mut members: Vec<InstanceId> = (0..self.typed.instances.len() as u32)
+                .map(InstanceId)
+                .filter(|i| candidates.contains(&self.typed.instances[i.0 as usize].fun))
+                .collect();
+            members.sort_by(|a, b| {
+                let (x, y) = (&self.typed.instances[a.0 as usize], &self.typed.instances[b.0 as usize]);
+                let xs = x.params.iter().zip(&y.params).all(|(p, q)| p.subset_of(q));
+                let ys = y.params.iter().zip(&x.params).all(|(p, q)| p.subset_of(q));
+                match (xs, ys) {
+                    (true, false) => std::cmp::Ordering::Less,
+                    (false, true) => std::cmp::Ordering::Greater,
+                    _ => a.cmp(b),
+                }
+            });
+            self.typed.wrappers[w].instances = members;
+        }
+        // Instances reachable from the entries.
+        let mut seen = HashSet::new();
+        let mut stack: Vec<InstanceId> = Vec::new();
+        for w in self.typed.entries.values() {
+            stack.extend(self.typed.wrappers[w.0 as usize].instances.iter().copied());
+        }
+        while let Some(i) = stack.pop() {
+            if !seen.insert(i) {
+                continue;
+            }
+            for t in self.typed.instances[i.0 as usize].calls.values() {
+                match t {
+                    Target::Instance(j) => stack.push(*j),
+                    Target::Wrapper(w) => stack.extend(self.typed.wrappers[w.0 as usize].instances.iter().copied()),
+                }
+            }
+        }
+        let mut reachable: Vec<InstanceId> = seen.into_iter().collect();
+        reachable.sort();
+        self.typed.reachable = reachable;
+        self.typed
+    }
+
+    // ------------------------------------------------------------ instances
+
+    /// The instance of `fun` at `params`, inferred on first request.
+    fn instance(&mut self, fun: FunId, params: Vec<Ty>, reason: Reason) -> InstanceId {
+        let f = self.p.function(fun);
+        let declared_params: Vec<Ty> = f.params.iter().map(|p| declared(&p.ty)).collect();
+        let mut params = params;
+        if f.intrinsic.is_some() {
+            params = Vec::new();
+        }
+        let key = (fun, params.clone());
+        if let Some(id) = self.index.get(&key) {
+            return *id;
+        }
+        let specialised = f.intrinsic.is_none() && params != declared_params;
+        if specialised {
+            let n = self.specs.entry(fun).or_default();
+            if *n >= self.options.max_specialisations {
+                if self.capped.insert(fun) {
+                    let span = match &reason {
+                        Reason::CallSite(s) => Some(*s),
+                        _ => None,
+                    };
+                    self.typed.remarks.push(Remark {
+                        message: format!(
+                            "`{}` reached its limit of {} specialisations; further calls use the instance for its declared types",
+                            f.name, self.options.max_specialisations
+                        ),
+                        span,
+                    });
+                }
+                return self.instance(fun, declared_params, reason);
+            }
+            *n += 1;
+        }
+        let id = InstanceId(self.typed.instances.len() as u32);
+        let results = f.results.iter().map(declared).collect();
+        let symbol = mangle(&f.name, &params);
+        self.typed.instances.push(Instance {
+            fun,
+            params,
+            results,
+            locals: vec![None; f.locals.len()],
+            calls: HashMap::new(),
+            withs: HashMap::new(),
+            reason,
+            symbol,
+            specialised,
+        });
+        self.index.insert(key, id);
+        if f.intrinsic.is_none() {
+            self.infer_instance(id);
+        }
+        id
+    }
+
+    fn infer_instance(&mut self, id: InstanceId) {
+        let inst = &self.typed.instances[id.0 as usize];
+        let f = self.p.function(inst.fun);
+        let params = inst.params.clone();
+        let mut walk = Walk { env: vec![None; f.locals.len()], returns: Vec::new(), record: Some(id) };
+        for (p, ty) in f.params.iter().zip(&params) {
+            walk.env[p.local.0 as usize] = Some(Info::of_type(ty.clone()));
+        }
+        self.bind_pattern_locals(f, &params, &mut walk);
+        self.in_progress.insert(id);
+        for c in &f.conditions {
+            self.expr(&mut walk, c);
+        }
+        self.stmts(&mut walk, &f.body);
+        self.in_progress.remove(&id);
+        // Results: what the returns yield, within the declared types.
+        let declared_results: Vec<Ty> = f.results.iter().map(declared).collect();
+        let mut results = declared_results.clone();
+        if !walk.returns.is_empty() && f.intrinsic.is_none() {
+            for (k, d) in declared_results.iter().enumerate() {
+                let mut joined: Option<Info> = None;
+                let mut all = true;
+                for r in &walk.returns {
+                    match r.get(k) {
+                        Some(Some(i)) => joined = join_opt(&joined, &Some(i.clone())),
+                        _ => all = false,
+                    }
+                }
+                if let (true, Some(j)) = (all, joined) {
+                    if j.ty.elem != d.elem {
+                        let msg = format!("`{}` returns {} but is declared to return {}", f.name, j.ty, d);
+                        self.report(codes::TYPE_MISMATCH, msg, f.name_span);
+                    } else if let Some(m) = j.ty.shape.meet(&d.shape) {
+                        results[k] = Ty::new(d.elem, m);
+                    } else {
+                        let msg = format!("`{}` returns {} but is declared to return {}", f.name, j.ty, d);
+                        self.report(codes::STATIC_SHAPE_ERROR, msg, f.name_span);
+                        // Point at the call that asked for this specialisation.
+                        if let (Some(call), Some(last)) = (self.blame.last().copied(), self.diags_last_mut()) {
+                            if call != f.name_span {
+                                last.secondary.push(crate::diagnostics::Label { span: call, message: "specialised for this call".into() });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.typed.instances[id.0 as usize].results = results;
+    }
+
+    /// Pattern variables: known values where the parameter shapes are known.
+    fn bind_pattern_locals(&self, f: &hir::Function, params: &[Ty], walk: &mut Walk) {
+        let mut env = Bindings::new();
+        for (p, ty) in f.params.iter().zip(params) {
+            if let Some(extents) = ty.shape.extents() {
+                match_pattern(&p.ty.shape, &extents, &mut env);
+            }
+        }
+        for (name, local) in &f.pattern_locals {
+            let is_vector = f.params.iter().any(|p| {
+                matches!(&p.ty.shape, crate::syntax::ast::ShapeSpec::Dims(d) if d.iter().any(|x| matches!(x, crate::syntax::ast::DimPattern::Vector { name: Some(n), .. } if n == name)))
+            });
+            let info = match env.get(name) {
+                Some(b) => Info::of_value(b.to_value()),
+                None if is_vector => int_vector(None),
+                None => int_scalar(),
+            };
+            walk.env[local.0 as usize] = Some(info);
+        }
+    }
+
+    fn wrapper(&mut self, candidates: &Rc<[FunId]>, elems: &[Option<Elem>], name: Name) -> WrapperId {
+        let key = (candidates.to_vec(), elems.to_vec());
+        if let Some(w) = self.wrapper_index.get(&key) {
+            return *w;
+        }
+        // Every candidate that might apply needs an instance for its declared types.
+        for &c in candidates.iter() {
+            let f = self.p.function(c);
+            let ok = f.intrinsic.is_some()
+                || (f.params.len() == elems.len() || elems.is_empty())
+                    && f.params.iter().zip(elems).all(|(p, e)| e.is_none_or(|e| e == p.ty.elem));
+            if ok {
+                let params = f.params.iter().map(|p| declared(&p.ty)).collect();
+                self.instance(c, params, Reason::Wrapper);
+            }
+        }
+        let id = WrapperId(self.typed.wrappers.len() as u32);
+        let suffix: String = elems
+            .iter()
+            .map(|e| match e {
+                Some(Elem::Base(b)) => format!("_{}", b.name()),
+                Some(Elem::String) => "_str".to_string(),
+                None => String::new(),
+            })
+            .collect();
+        let symbol = format!("{}__wrapper{suffix}", mangle(&name, &[]));
+        self.typed.wrappers.push(Wrapper { name, candidates: candidates.clone(), instances: Vec::new(), symbol });
+        self.wrapper_index.insert(key, id);
+        id
+    }
+
+    // ------------------------------------------------------------ diagnostics
+
+    fn diags_last_mut(&mut self) -> Option<&mut Diagnostic> {
+        self.diags.last_mut()
+    }
+
+    fn report(&mut self, code: crate::diagnostics::Code, message: String, span: Span) {
+        // Errors inside library code are the user's call's fault.
+        let span = if self.sources.is_library(span) { self.blame.last().copied().unwrap_or(span) } else { span };
+        if !self.reported.insert((span, message.clone())) {
+            return;
+        }
+        let mut d = Diagnostic::error(code, message).at(span, "");
+        if code == codes::STATIC_SHAPE_ERROR || code == codes::TYPE_MISMATCH {
+            d = d.with_note("found at compile time: this fails whenever it runs");
+        }
+        self.diags.push(d);
+    }
+
+    // ------------------------------------------------------------ statements
+
+    fn record_local(&mut self, walk: &Walk, local: hir::LocalId, info: &Option<Info>) {
+        if let (Some(id), Some(i)) = (walk.record, info) {
+            let slot = &mut self.typed.instances[id.0 as usize].locals[local.0 as usize];
+            *slot = Some(match slot.take() {
+                Some(t) if t.elem == i.ty.elem => Ty::new(t.elem, t.shape.join(&i.ty.shape)),
+                _ => i.ty.clone(),
+            });
+        }
+    }
+
+    fn assign(&mut self, walk: &mut Walk, fun: &hir::Function, local: hir::LocalId, info: Option<Info>, span: Span) {
+        let mut info = info;
+        if let (Some(i), Some(decl)) = (&info, &fun.locals[local.0 as usize].declared) {
+            let d = declared(decl);
+            let name = &fun.locals[local.0 as usize].name;
+            if i.ty.elem != d.elem {
+                self.report(codes::TYPE_MISMATCH, format!("`{name}` is declared {d} but is assigned {}", i.ty), span);
+            } else {
+                match i.ty.shape.meet(&d.shape) {
+                    Some(m) => info = Some(Info { ty: Ty::new(d.elem, m), value: i.value.clone() }),
+                    None => self.report(codes::STATIC_SHAPE_ERROR, format!("`{name}` is declared {d} but is assigned {}", i.ty), span),
+                }
+            }
+        }
+        self.record_local(walk, local, &info);
+        walk.env[local.0 as usize] = info;
+    }
+
+    fn stmts(&mut self, walk: &mut Walk, stmts: &'a [Stmt]) {
+        for s in stmts {
+            self.stmt(walk, s);
+        }
+    }
+
+    /// A placeholder function for walks without an instance (value re-interpretation
+    /// assigns without declared-type checks).
+    fn no_decls(&self, walk: &Walk) -> Option<&'a hir::Function> {
+        walk.record.map(|id| self.p.function(self.typed.instances[id.0 as usize].fun))
+    }
+
+    fn stmt(&mut self, walk: &mut Walk, s: &'a Stmt) {
+        match s {
+            Stmt::Assign { targets, value, span, .. } => {
+                let infos = if targets.len() == 1 { vec![self.expr(walk, value)] } else { self.expr_multi(walk, value) };
+                for (k, t) in targets.iter().enumerate() {
+                    let info = infos.get(k).cloned().flatten();
+                    match self.no_decls(walk) {
+                        Some(f) => self.assign(walk, f, *t, info, *span),
+                        None => walk.env[t.0 as usize] = info,
+                    }
+                }
+            }
+            Stmt::If { cond, then_body, else_body, .. } => {
+                let c = self.expr(walk, cond);
+                self.check_bool(&c, cond.span, "an `if` condition");
+                match c.as_ref().and_then(|c| c.value.clone()) {
+                    Some(Value::Scalar(crate::interp::value::Scalar::Bool(true))) => self.stmts(walk, then_body),
+                    Some(Value::Scalar(crate::interp::value::Scalar::Bool(false))) => self.stmts(walk, else_body),
+                    _ => {
+                        let before = walk.env.clone();
+                        self.stmts(walk, then_body);
+                        let after_then = std::mem::replace(&mut walk.env, before);
+                        self.stmts(walk, else_body);
+                        for (e, t) in walk.env.iter_mut().zip(after_then) {
+                            *e = join_opt(e, &t);
+                        }
+                    }
+                }
+            }
+            Stmt::While { cond, body, .. } => {
+                let c = self.expr(walk, cond);
+                self.check_bool(&c, cond.span, "a loop condition");
+                if matches!(c.as_ref().and_then(|c| c.value.clone()), Some(Value::Scalar(crate::interp::value::Scalar::Bool(false)))) {
+                    return;
+                }
+                self.fixpoint(walk, |engine, walk| {
+                    engine.stmts(walk, body);
+                    let c = engine.expr(walk, cond);
+                    engine.check_bool(&c, cond.span, "a loop condition");
+                });
+            }
+            Stmt::DoWhile { body, cond, .. } => {
+                self.fixpoint(walk, |engine, walk| {
+                    engine.stmts(walk, body);
+                    let c = engine.expr(walk, cond);
+                    engine.check_bool(&c, cond.span, "a loop condition");
+                });
+            }
+            Stmt::Return { values, .. } => {
+                let infos = if values.len() == 1 {
+                    self.expr_multi(walk, &values[0])
+                } else {
+                    values.iter().map(|v| self.expr(walk, v)).collect()
+                };
+                walk.returns.push(infos);
+            }
+            Stmt::Eval { expr, .. } => {
+                self.expr_multi(walk, expr);
+            }
+        }
+    }
+
+    /// Runs `body` until the environment stops changing (joining each round's end
+    /// state into the loop-head state; the lattice has finite height).
+    fn fixpoint(&mut self, walk: &mut Walk, mut body: impl FnMut(&mut Self, &mut Walk)) {
+        for _ in 0..64 {
+            let head = walk.env.clone();
+            body(self, walk);
+            let mut changed = false;
+            for (e, h) in walk.env.iter_mut().zip(&head) {
+                let j = join_opt(h, e);
+                if j != *h {
+                    changed = true;
+                }
+                *e = j;
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    fn check_bool(&mut self, c: &Option<Info>, span: Span, what: &str) {
+        if let Some(c) = c {
+            let ok = c.ty.elem == Elem::Base(BaseType::Bool) && c.ty.shape.overlaps(&Shape::scalar());
+            if !ok {
+                self.report(codes::TYPE_MISMATCH, format!("{what} must be a bool scalar, not {}", c.ty), span);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    fn expr(&mut self, walk: &mut Walk, e: &'a Expr) -> Option<Info> {
+        match &e.kind {
+            ExprKind::Call { .. } | ExprKind::With(_) => {
+                let mut v = self.expr_multi(walk, e);
+                if v.len() == 1 { v.pop().flatten() } else { None }
+            }
+            ExprKind::Const(v) => Some(Info::of_value(v.clone())),
+            ExprKind::Local(l) => walk.env.get(l.0 as usize).cloned().flatten(),
+            ExprKind::Prim { prim, args } => {
+                let infos: Vec<Option<Info>> = args.iter().map(|a| self.expr(walk, a)).collect();
+                self.prim(prim, &infos, e.span)
+            }
+            ExprKind::And(a, b) | ExprKind::Or(a, b) => {
+                let x = self.expr(walk, a);
+                self.check_bool(&x, a.span, "an operand of `&&`/`||`");
+                let y = self.expr(walk, b);
+                self.check_bool(&y, b.span, "an operand of `&&`/`||`");
+                let is_and = matches!(e.kind, ExprKind::And(..));
+                let value = match (x.and_then(|i| i.value), y.and_then(|i| i.value)) {
+                    (Some(Value::Scalar(crate::interp::value::Scalar::Bool(p))), Some(Value::Scalar(crate::interp::value::Scalar::Bool(q)))) => {
+                        Some(Value::Scalar(crate::interp::value::Scalar::Bool(if is_and { p && q } else { p || q })))
+                    }
+                    _ => None,
+                };
+                Some(Info { ty: bool_scalar().ty, value })
+            }
+            ExprKind::Cond { cond, then_expr, else_expr } => {
+                let c = self.expr(walk, cond);
+                self.check_bool(&c, cond.span, "the condition of `?:`");
+                match c.and_then(|c| c.value) {
+                    Some(Value::Scalar(crate::interp::value::Scalar::Bool(true))) => self.expr(walk, then_expr),
+                    Some(Value::Scalar(crate::interp::value::Scalar::Bool(false))) => self.expr(walk, else_expr),
+                    _ => {
+                        let a = self.expr(walk, then_expr);
+                        let b = self.expr(walk, else_expr);
+                        if let (Some(x), Some(y)) = (&a, &b) {
+                            if x.ty.elem != y.ty.elem {
+                                let msg = format!("the branches of `?:` have types {} and {}", x.ty, y.ty);
+                                self.report(codes::TYPE_MISMATCH, msg, e.span);
+                                return None;
+                            }
+                        }
+                        join_opt(&a, &b)
+                    }
+                }
+            }
+            ExprKind::Array(elems) => {
+                let infos: Vec<Option<Info>> = elems.iter().map(|x| self.expr(walk, x)).collect();
+                self.array(&infos, e.span)
+            }
+            ExprKind::Cast { ty, expr } => {
+                let inner = self.expr(walk, expr);
+                let target = declared(ty);
+                let inner = inner?;
+                match inner.ty.shape.meet(&target.shape) {
+                    Some(m) => {
+                        let value = match (&inner.value, ty.elem) {
+                            (Some(v), Elem::Base(b)) if Some(b) != v.base() => crate::interp::ops::elementwise_convert(v, b).ok(),
+                            (v, _) => v.clone(),
+                        };
+                        Some(Info { ty: Ty::new(target.elem, m), value })
+                    }
+                    None => {
+                        self.report(codes::STATIC_SHAPE_ERROR, format!("cannot cast {} to {}", inner.ty, target), e.span);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    fn expr_multi(&mut self, walk: &mut Walk, e: &'a Expr) -> Vec<Option<Info>> {
+        match &e.kind {
+            ExprKind::Call { callee, args } => {
+                let infos: Vec<Option<Info>> = args.iter().map(|a| self.expr(walk, a)).collect();
+                self.call(walk, callee, &infos, e.span)
+            }
+            ExprKind::With(w) => self.with_loop(walk, w),
+            _ => vec![self.expr(walk, e)],
+        }
+    }
+
+    fn array(&mut self, infos: &[Option<Info>], span: Span) -> Option<Info> {
+        let n = infos.len();
+        if n == 0 {
+            return Some(Info::of_value(Value::int_vector(&[])));
+        }
+        let mut elem = None;
+        let mut cell: Option<Shape> = None;
+        for i in infos.iter().flatten() {
+            match elem {
+                None => elem = Some(i.ty.elem),
+                Some(e) if e != i.ty.elem => {
+                    self.report(codes::TYPE_MISMATCH, format!("array elements of different types: {e} and {}", i.ty.elem), span);
+                    return None;
+                }
+                _ => {}
+            }
+            cell = match cell {
+                None => Some(i.ty.shape.clone()),
+                Some(c) => match c.meet(&i.ty.shape) {
+                    Some(m) => Some(m),
+                    None => {
+                        self.report(
+                            codes::STATIC_SHAPE_ERROR,
+                            format!("array elements of different shapes: {} and {}", c, i.ty.shape),
+                            span,
+                        );
+                        return None;
+                    }
+                },
+            };
+        }
+        let (elem, cell) = (elem?, cell?);
+        if infos.iter().all(|i| i.as_ref().is_some_and(|i| i.value.is_some())) {
+            let vals: Vec<Value> = infos.iter().map(|i| i.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
+            if let Ok(v) = crate::interp::stack_values(vals) {
+                return Some(Info::of_value(v));
+            }
+        }
+        Some(Info::of_type(Ty::new(elem, Shape::known(&[n]).concat(&cell))))
+    }
+
+    // ------------------------------------------------------------ calls
+
+    fn call(&mut self, walk: &mut Walk, callee: &Callee, args: &[Option<Info>], span: Span) -> Vec<Option<Info>> {
+        let first = self.p.function(callee.candidates[0]);
+        if first.intrinsic.is_some() {
+            let id = self.instance(callee.candidates[0], Vec::new(), Reason::Declared);
+            self.record_call(walk, callee, Target::Instance(id));
+            return Vec::new();
+        }
+        let n_results = first.results.len();
+        let arg_tys: Option<Vec<Ty>> = args.iter().map(|a| a.as_ref().map(|i| i.ty.clone())).collect();
+        let Some(arg_tys) = arg_tys else {
+            // Unknown arguments (after an error): dispatch at run time.
+            let elems: Vec<Option<Elem>> = args.iter().map(|a| a.as_ref().map(|i| i.ty.elem)).collect();
+            let w = self.wrapper(&callee.candidates, &elems, callee.name.clone());
+            self.record_call(walk, callee, Target::Wrapper(w));
+            return vec![None; n_results];
+        };
+        let possible: Vec<FunId> = callee
+            .candidates
+            .iter()
+            .copied()
+            .filter(|&c| {
+                let f = self.p.function(c);
+                f.params.iter().zip(&arg_tys).all(|(p, a)| p.ty.elem == a.elem && declared(&p.ty).shape.overlaps(&a.shape))
+            })
+            .collect();
+        if possible.is_empty() {
+            let args_text: Vec<String> = arg_tys.iter().map(|t| t.to_string()).collect();
+            let mut d = Diagnostic::error(
+                codes::NO_INSTANCE,
+                format!("no instance of `{}` accepts ({})", callee.name, args_text.join(", ")),
+            );
+            let at = if self.sources.is_library(span) { self.blame.last().copied().unwrap_or(span) } else { span };
+            d = d.at(at, "");
+            let mut shown = 0;
+            for c in callee.candidates.iter() {
+                let f = self.p.function(*c);
+                if shown == 5 {
+                    d = d.with_note(format!("… and {} more", callee.candidates.len() - 5));
+                    break;
+                }
+                d = d.with_note(format!("candidate: {}", f.signature()));
+                shown += 1;
+            }
+            let both_scalar_numbers = arg_tys.len() == 2 && arg_tys.iter().all(|t| matches!(t.elem, Elem::Base(b) if b.is_numeric()));
+            if both_scalar_numbers && arg_tys[0].elem != arg_tys[1].elem {
+                d = d.with_hint("SaC has no implicit conversions: convert one side, e.g. with `tod(…)` or `toi(…)`");
+            }
+            if self.reported.insert((at, d.message.clone())) {
+                self.diags.push(d);
+            }
+            return vec![None; n_results];
+        }
+        // A candidate that surely applies and is surely the most specific.
+        let sure = possible.iter().copied().find(|&k| {
+            let pk: Vec<Ty> = self.p.function(k).params.iter().map(|p| declared(&p.ty)).collect();
+            let applies = arg_tys.iter().zip(&pk).all(|(a, p)| a.subset_of(p));
+            applies
+                && possible.iter().all(|&l| {
+                    l == k || {
+                        let pl: Vec<Ty> = self.p.function(l).params.iter().map(|p| declared(&p.ty)).collect();
+                        pk.iter().zip(&pl).all(|(x, y)| x.subset_of(y))
+                    }
+                })
+        });
+        let blame_pushed = !self.sources.is_library(span);
+        if blame_pushed {
+            self.blame.push(span);
+        }
+        let result = match sure {
+            Some(k) => {
+                let id = self.instance(k, arg_tys.clone(), Reason::CallSite(span));
+                self.record_call(walk, callee, Target::Instance(id));
+                let results: Vec<Option<Info>> =
+                    self.typed.instances[id.0 as usize].results.iter().map(|t| Some(Info::of_type(t.clone()))).collect();
+                // Known argument values may give known results through inline functions.
+                match self.reinterpret(k, args) {
+                    Some(refined) => refined
+                        .into_iter()
+                        .zip(results)
+                        .map(|(r, d)| match (r, d) {
+                            (Some(r), Some(d)) if r.ty.elem == d.ty.elem => {
+                                Some(Info { ty: Ty::new(d.ty.elem, r.ty.shape.meet(&d.ty.shape).unwrap_or(d.ty.shape.clone())), value: r.value })
+                            }
+                            (_, d) => d,
+                        })
+                        .collect(),
+                    None => results,
+                }
+            }
+            None => {
+                let elems: Vec<Option<Elem>> = arg_tys.iter().map(|t| Some(t.elem)).collect();
+                let w = self.wrapper(&callee.candidates, &elems, callee.name.clone());
+                self.record_call(walk, callee, Target::Wrapper(w));
+                // What each possible candidate would return for what it might receive.
+                let mut joined: Vec<Option<Info>> = vec![None; n_results];
+                let mut first_round = true;
+                for &l in &possible {
+                    let f = self.p.function(l);
+                    let params: Vec<Ty> = f
+                        .params
+                        .iter()
+                        .zip(&arg_tys)
+                        .map(|(p, a)| {
+                            let d = declared(&p.ty);
+                            Ty::new(d.elem, a.shape.meet(&d.shape).unwrap_or(d.shape))
+                        })
+                        .collect();
+                    let id = self.instance(l, params, Reason::Wrapper);
+                    let res = self.typed.instances[id.0 as usize].results.clone();
+                    for (k, r) in res.into_iter().enumerate() {
+                        if k < joined.len() {
+                            let r = Some(Info::of_type(r));
+                            joined[k] = if first_round { r } else { join_opt(&joined[k], &r) };
+                        }
+                    }
+                    first_round = false;
+                }
+                joined
+            }
+        };
+        if blame_pushed {
+            self.blame.pop();
+        }
+        result
+    }
+
+    fn record_call(&mut self, walk: &Walk, callee: &Callee, target: Target) {
+        if let Some(id) = walk.record {
+            self.typed.instances[id.0 as usize].calls.insert(callee.site, target);
+        }
+    }
+
+    /// Re-interprets an `inline` function's body with known argument values, for
+    /// known result values. `None` when no argument has a known value, or the
+    /// function is not inline, or is already being re-interpreted.
+    fn reinterpret(&mut self, fun: FunId, args: &[Option<Info>]) -> Option<Vec<Option<Info>>> {
+        let f = self.p.function(fun);
+        // Worth it when a value is known, or (for short functions such as `shape`)
+        // when a shape is: the result may then be a known value.
+        let has_value = args.iter().any(|a| a.as_ref().is_some_and(|i| i.value.is_some()));
+        let has_shape = args.iter().any(|a| a.as_ref().is_some_and(|i| i.ty.shape.non_scalar() && i.ty.shape.extents().is_some()));
+        if f.inline != Inline::Inline || !(has_value || (has_shape && f.body.len() <= 3)) {
+            return None;
+        }
+        if self.inline_stack.len() >= 8 || self.inline_stack.contains(&fun) || !f.conditions.is_empty() {
+            return None;
+        }
+        self.inline_stack.push(fun);
+        let mut walk = Walk { env: vec![None; f.locals.len()], returns: Vec::new(), record: None };
+        for (p, a) in f.params.iter().zip(args) {
+            walk.env[p.local.0 as usize] = a.clone();
+        }
+        let params: Vec<Ty> = args.iter().map(|a| a.as_ref().map(|i| i.ty.clone()).unwrap_or(Ty::new(Elem::Base(BaseType::Int), Shape::AtLeast(0)))).collect();
+        self.bind_pattern_locals(f, &params, &mut walk);
+        self.stmts(&mut walk, &f.body);
+        self.inline_stack.pop();
+        let n = f.results.len();
+        let mut out: Vec<Option<Info>> = vec![None; n];
+        for (round, r) in walk.returns.iter().enumerate() {
+            for k in 0..n {
+                let v = r.get(k).cloned().flatten();
+                out[k] = if round == 0 { v } else if v.is_none() { None } else { join_opt(&out[k], &v) };
+            }
+        }
+        Some(out)
+    }
+
+    // ------------------------------------------------------------ primitives
+
+    fn prim(&mut self, prim: &Prim, args: &[Option<Info>], span: Span) -> Option<Info> {
+        // Constant folding with the run-time semantics (but `_hide…_` exists to
+        // stop the compiler from knowing).
+        if !matches!(prim, Prim::Hide(_)) && args.iter().all(|a| a.as_ref().is_some_and(|i| i.value.is_some())) {
+            let vals: Vec<Value> = args.iter().map(|a| a.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
+            if let Some(Ok(v)) = crate::interp::fold_prim(prim, vals) {
+                return Some(Info::of_value(v));
+            }
+        }
+        let a = |k: usize| args.get(k).cloned().flatten();
+        match prim {
+            Prim::Bin(op) => {
+                let (x, y) = (a(0)?, a(1)?);
+                if x.ty.elem != y.ty.elem {
+                    self.report(codes::TYPE_MISMATCH, format!("`{}` on {} and {}", op.symbol(), x.ty, y.ty), span);
+                    return None;
+                }
+                let elem = match x.ty.elem {
+                    Elem::Base(b) => {
+                        if !op.accepts(b) {
+                            self.report(codes::TYPE_MISMATCH, format!("`{}` is not defined on {b}", op.symbol()), span);
+                            return None;
+                        }
+                        Elem::Base(op.result_base(b))
+                    }
+                    Elem::String => return None,
+                };
+                let shape = self.elementwise_shape(&x.ty.shape, &y.ty.shape, op.symbol(), span)?;
+                Some(Info::of_type(Ty::new(elem, shape)))
+            }
+            Prim::Un(op) => {
+                let x = a(0)?;
+                if let Elem::Base(b) = x.ty.elem {
+                    if !op.accepts(b) {
+                        self.report(codes::TYPE_MISMATCH, format!("`{}` is not defined on {b}", op.symbol()), span);
+                        return None;
+                    }
+                }
+                Some(x.without_value())
+            }
+            Prim::Conv(to) => Some(Info::of_type(Ty::new(Elem::Base(*to), a(0)?.ty.shape))),
+            Prim::Math(f) => {
+                let x = a(0)?;
+                let mut shape = x.ty.shape.clone();
+                if let Some(y) = a(1) {
+                    if y.ty.elem != x.ty.elem {
+                        self.report(codes::TYPE_MISMATCH, format!("`{f:?}` on {} and {}", x.ty, y.ty), span);
+                        return None;
+                    }
+                    shape = self.elementwise_shape(&x.ty.shape, &y.ty.shape, "math", span)?;
+                }
+                let elem = match f {
+                    hir::MathFn::IsNan | hir::MathFn::IsInf => Elem::Base(BaseType::Bool),
+                    _ => x.ty.elem,
+                };
+                Some(Info::of_type(Ty::new(elem, shape)))
+            }
+            Prim::Dim => {
+                let x = a(0)?;
+                Some(match x.ty.shape.rank_if_known() {
+                    Some(r) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(r as i64))),
+                    None => int_scalar(),
+                })
+            }
+            Prim::Shape => {
+                let x = a(0)?;
+                Some(match x.ty.shape.extents() {
+                    Some(e) => Info::of_value(Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>())),
+                    None => int_vector(x.ty.shape.rank_if_known()),
+                })
+            }
+            Prim::Size => {
+                let x = a(0)?;
+                Some(match x.ty.shape.extents() {
+                    Some(e) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(e.iter().product::<usize>() as i64))),
+                    None => int_scalar(),
+                })
+            }
+            Prim::Sel => {
+                let (iv, arr) = (a(0)?, a(1)?);
+                let k = if iv.ty.shape.is_scalar() { Some(1) } else { vector_len(&iv) };
+                match (k, arr.ty.shape.rank_if_known()) {
+                    (Some(k), Some(r)) if k > r => {
+                        self.report(
+                            codes::STATIC_SHAPE_ERROR,
+                            format!("an index of length {k} selects from an array of rank {r} ({})", arr.ty),
+                            span,
+                        );
+                        None
+                    }
+                    (Some(k), _) => Some(Info::of_type(Ty::new(arr.ty.elem, arr.ty.shape.drop_axes(k)))),
+                    (None, _) => Some(Info::of_type(Ty::new(arr.ty.elem, Shape::AtLeast(0)))),
+                }
+            }
+            Prim::Modarray | Prim::IdxModarray => Some(a(0)?.without_value()),
+            Prim::Reshape => {
+                let (shp, x) = (a(0)?, a(1)?);
+                let shape = match (&shp.value, vector_len(&shp)) {
+                    (Some(v), _) => match v.as_int_vec() {
+                        Some(e) if e.iter().all(|&d| d >= 0) => {
+                            let e: Vec<usize> = e.iter().map(|&d| d as usize).collect();
+                            if let Some(src) = x.ty.shape.extents() {
+                                if src.iter().product::<usize>() != e.iter().product::<usize>() {
+                                    self.report(
+                                        codes::STATIC_SHAPE_ERROR,
+                                        format!("cannot reshape {} elements (shape {}) to shape {}", src.iter().product::<usize>(), x.ty.shape, Shape::known(&e)),
+                                        span,
+                                    );
+                                    return None;
+                                }
+                            }
+                            Shape::known(&e)
+                        }
+                        _ => Shape::AtLeast(0),
+                    },
+                    (None, Some(n)) => Shape::rank(n),
+                    (None, None) => Shape::AtLeast(0),
+                };
+                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
+            }
+            Prim::Genarray => {
+                let (shp, v) = (a(0)?, a(1)?);
+                let frame = match (&shp.value, vector_len(&shp)) {
+                    (Some(val), _) => match val.as_int_vec() {
+                        Some(e) if e.iter().all(|&d| d >= 0) => Shape::known(&e.iter().map(|&d| d as usize).collect::<Vec<_>>()),
+                        _ => Shape::AtLeast(0),
+                    },
+                    (None, Some(n)) => Shape::rank(n),
+                    (None, None) => Shape::AtLeast(0),
+                };
+                Some(Info::of_type(Ty::new(v.ty.elem, frame.concat(&v.ty.shape))))
+            }
+            Prim::Cat => {
+                let (x, y) = (a(0)?, a(1)?);
+                let shape = match (&x.ty.shape, &y.ty.shape) {
+                    (Shape::Fixed(p), Shape::Fixed(q)) if p.len() == q.len() && !p.is_empty() => {
+                        let first = match (p[0], q[0]) {
+                            (Some(m), Some(n)) => Some(m + n),
+                            _ => None,
+                        };
+                        let rest = Shape::Fixed(p[1..].to_vec()).meet(&Shape::Fixed(q[1..].to_vec()));
+                        match rest {
+                            Some(Shape::Fixed(r)) => Shape::Fixed(std::iter::once(first).chain(r).collect()),
+                            _ => {
+                                self.report(codes::STATIC_SHAPE_ERROR, format!("cannot concatenate {} and {}", x.ty, y.ty), span);
+                                return None;
+                            }
+                        }
+                    }
+                    _ => Shape::AtLeast(1),
+                };
+                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
+            }
+            Prim::Take | Prim::Drop => Some(Info::of_type(Ty::new(a(1)?.ty.elem, Shape::rank(1)))),
+            Prim::Hide(kind) => {
+                let x = a(1)?;
+                let shape = match kind {
+                    Hidden::Value => x.ty.shape.clone(),
+                    Hidden::Shape => match x.ty.shape.rank_if_known() {
+                        Some(r) => Shape::rank(r),
+                        None => x.ty.shape.clone(),
+                    },
+                    Hidden::Dim => Shape::AtLeast(0),
+                };
+                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
+            }
+            Prim::DotSelect(kinds) => {
+                let x = a(0)?;
+                let fixed = kinds.iter().filter(|k| **k == hir::DotKind::Index).count();
+                let shape = match x.ty.shape.rank_if_known() {
+                    Some(r) if r >= fixed => Shape::rank(r - fixed),
+                    _ => Shape::AtLeast(0),
+                };
+                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
+            }
+            Prim::FrameArrange(_) => {
+                let x = a(0)?;
+                let shape = match x.ty.shape.rank_if_known() {
+                    Some(r) => Shape::rank(r),
+                    None => Shape::AtLeast(0),
+                };
+                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
+            }
+            Prim::MinVectors | Prim::MaxVectors => Some(int_vector(a(0).and_then(|i| vector_len(&i)))),
+            Prim::Vect2Offset => Some(int_scalar()),
+            Prim::IdxSel => Some(Info::of_type(Ty::new(a(1)?.ty.elem, Shape::scalar()))),
+            Prim::All => Some(bool_scalar()),
+            Prim::PrintScalar | Prim::PrintArray | Prim::Show | Prim::Puts => Some(int_scalar()),
+            Prim::Error => None,
+        }
+    }
+
+    /// The shape of an element-wise operation with scalar extension.
+    fn elementwise_shape(&mut self, x: &Shape, y: &Shape, op: &str, span: Span) -> Option<Shape> {
+        if x.is_scalar() {
+            return Some(y.clone());
+        }
+        if y.is_scalar() {
+            return Some(x.clone());
+        }
+        if x.non_scalar() && y.non_scalar() {
+            return match x.meet(y) {
+                Some(m) => Some(m),
+                None => {
+                    self.report(codes::STATIC_SHAPE_ERROR, format!("`{op}` on arrays of shapes {x} and {y}"), span);
+                    None
+                }
+            };
+        }
+        // One side may be a scalar: the result has the other's shape (or both).
+        Some(if x.non_scalar() {
+            x.clone()
+        } else if y.non_scalar() {
+            y.clone()
+        } else {
+            x.join(y)
+        })
+    }
+
+    // ------------------------------------------------------------ with-loops
+
+    fn with_loop(&mut self, walk: &mut Walk, w: &'a hir::With) -> Vec<Option<Info>> {
+        // Operators first (they are evaluated before the partitions).
+        enum Op {
+            Gen { frame: Shape, default: Option<Info> },
+            Mod { array: Option<Info> },
+            Fold { neutral: Option<Info> },
+        }
+        let mut ops = Vec::new();
+        for op in &w.ops {
+            ops.push(match op {
+                WithOp::Genarray { shape, default, .. } => {
+                    let s = self.expr(walk, shape);
+                    let frame = match &s {
+                        Some(Info { value: Some(v), .. }) => match v.as_int_vec() {
+                            Some(e) if e.iter().all(|&d| d >= 0) && v.rank() == 1 => {
+                                Shape::known(&e.iter().map(|&d| d as usize).collect::<Vec<_>>())
+                            }
+                            _ => Shape::AtLeast(0),
+                        },
+                        Some(i) => match vector_len(i) {
+                            Some(n) => Shape::rank(n),
+                            None => Shape::AtLeast(0),
+                        },
+                        None => Shape::AtLeast(0),
+                    };
+                    let default = default.as_ref().and_then(|d| self.expr(walk, d));
+                    Op::Gen { frame, default }
+                }
+                WithOp::Modarray { array, .. } => Op::Mod { array: self.expr(walk, array) },
+                WithOp::Fold { neutral, fun, .. } | WithOp::FoldFix { neutral, fun, .. } => {
+                    for p in &fun.partial {
+                        self.expr(walk, p);
+                    }
+                    if let WithOp::FoldFix { fixpoint, .. } = op {
+                        self.expr(walk, fixpoint);
+                    }
+                    Op::Fold { neutral: self.expr(walk, neutral) }
+                }
+            });
+        }
+        let frame_rank = ops.iter().find_map(|o| match o {
+            Op::Gen { frame, .. } => frame.rank_if_known(),
+            Op::Mod { array } => array.as_ref().and_then(|a| a.ty.shape.rank_if_known()),
+            Op::Fold { .. } => None,
+        });
+        let mut cells: Vec<Option<Info>> = vec![None; ops.len()];
+        let mut any_part_ran = vec![false; ops.len()];
+        for part in &w.parts {
+            let mut bound_lens = Vec::new();
+            let mut empty = false;
+            let mut lo: Option<Vec<i64>> = None;
+            let mut hi: Option<Vec<i64>> = None;
+            for (b, is_lower) in [(part.lower.as_ref().map(|l| &l.0), true), (Some(&part.upper.1), false)] {
+                if let Some(Bound::Expr(e)) = b {
+                    let i = self.expr(walk, e);
+                    if let Some(i) = &i {
+                        bound_lens.push(vector_len(i));
+                        if let Some(v) = i.value.as_ref().and_then(|v| v.as_int_vec()) {
+                            if is_lower { lo = Some(v) } else { hi = Some(v) }
+                        }
+                    }
+                }
+            }
+            for e in part.step.iter().chain(&part.width) {
+                if let Some(i) = self.expr(walk, e) {
+                    bound_lens.push(vector_len(&i));
+                }
+            }
+            // A generator that is statically empty never runs its body.
+            if let (Some(l), Some(h)) = (&lo, &hi) {
+                let lo_adj: Vec<i64> = l.iter().map(|&x| if matches!(part.lower, Some((_, Rel::Lt))) { x + 1 } else { x }).collect();
+                let hi_incl: Vec<i64> = h.iter().map(|&x| if part.upper.0 == Rel::Lt { x - 1 } else { x }).collect();
+                empty = lo_adj.iter().zip(&hi_incl).any(|(a, b)| a > b);
+            }
+            let n = part
+                .index_scalars
+                .as_ref()
+                .map(|s| s.len())
+                .or_else(|| bound_lens.iter().flatten().next().copied())
+                .or(frame_rank);
+            if let Some(v) = part.index_vector {
+                let info = Some(int_vector(n));
+                self.record_local(walk, v, &info);
+                walk.env[v.0 as usize] = info;
+            }
+            if let Some(ss) = &part.index_scalars {
+                for s in ss {
+                    let info = Some(int_scalar());
+                    self.record_local(walk, *s, &info);
+                    walk.env[s.0 as usize] = info;
+                }
+            }
+            if empty {
+                continue;
+            }
+            self.stmts(walk, &part.body);
+            let results: Vec<Option<Info>> = if part.results.len() == 1 && ops.len() > 1 {
+                self.expr_multi(walk, &part.results[0])
+            } else {
+                part.results.iter().map(|r| self.expr(walk, r)).collect()
+            };
+            for (k, r) in results.into_iter().enumerate().take(ops.len()) {
+                let r = r.map(|i| i.without_value());
+                if let (Some(prev), Some(new)) = (&cells[k], &r) {
+                    if prev.ty.elem != new.ty.elem {
+                        self.report(codes::TYPE_MISMATCH, format!("with-loop partitions yield {} and {}", prev.ty, new.ty), part.span);
+                    }
+                }
+                cells[k] = if any_part_ran[k] { join_opt(&cells[k], &r) } else { r };
+                any_part_ran[k] = true;
+            }
+        }
+        // Results.
+        let mut out = Vec::with_capacity(ops.len());
+        let mut recorded = Vec::with_capacity(ops.len());
+        for (k, (op, cell)) in ops.into_iter().zip(cells).enumerate() {
+            match op {
+                Op::Gen { frame, default } => {
+                    let cell = match (&cell, &default) {
+                        (Some(c), Some(d)) if c.ty.elem == d.ty.elem => Some(c.join(&d.without_value())),
+                        (Some(c), Some(d)) => {
+                            self.report(codes::TYPE_MISMATCH, format!("with-loop cells are {} but the default is {}", c.ty, d.ty), w.span);
+                            None
+                        }
+                        (None, Some(d)) => Some(d.without_value()),
+                        (c, None) => c.clone(),
+                    };
+                    // Cells of unknown shape (nothing ran) may be scalars of the hinted type.
+                    let cell_ty = cell.as_ref().map(|c| c.ty.clone());
+                    recorded.push(cell_ty.clone());
+                    let elem = cell_ty.as_ref().map(|c| c.elem).or(w.cell_hint.map(Elem::Base));
+                    out.push(elem.map(|e| {
+                        let cs = cell_ty.map(|c| c.shape).unwrap_or(Shape::AtLeast(0));
+                        Info::of_type(Ty::new(e, frame.concat(&cs)))
+                    }));
+                }
+                Op::Mod { array } => {
+                    recorded.push(cell.as_ref().map(|c| c.ty.clone()));
+                    if let (Some(a), Some(c)) = (&array, &cell) {
+                        if a.ty.elem != c.ty.elem {
+                            self.report(codes::TYPE_MISMATCH, format!("a modarray of {} gets cells of {}", a.ty, c.ty), w.span);
+                        }
+                    }
+                    out.push(array.map(|a| a.without_value()));
+                }
+                Op::Fold { neutral } => {
+                    recorded.push(cell.as_ref().map(|c| c.ty.clone()));
+                    let mut acc = neutral.map(|n| n.without_value());
+                    if let (WithOp::Fold { fun, .. } | WithOp::FoldFix { fun, .. }, Some(cell)) = (&w.ops[k], &cell) {
+                        // Fold to a fixed point of the accumulator's type.
+                        for _ in 0..4 {
+                            let mut args: Vec<Option<Info>> = fun.partial.iter().map(|p| self.expr(walk, p)).collect();
+                            args.push(acc.clone());
+                            args.push(Some(cell.clone()));
+                            let r = match &fun.target {
+                                FoldTarget::Call(callee) => self.call(walk, callee, &args, fun.span).into_iter().next().flatten(),
+                                FoldTarget::Prim(p) => self.prim(p, &args, fun.span),
+                            };
+                            let next = join_opt(&acc, &r.map(|i| i.without_value()));
+                            if next == acc {
+                                break;
+                            }
+                            acc = next;
+                        }
+                    }
+                    out.push(acc);
+                }
+            }
+        }
+        if let Some(id) = walk.record {
+            self.typed.instances[id.0 as usize].withs.insert(w.id, recorded);
+        }
+        out
+    }
+}
+
