@@ -145,7 +145,7 @@ fn exercise(text: &str) {
         return;
     }
     let options = RunOptions { max_call_depth: 200, max_steps: Some(200_000), max_elements: 1 << 20 };
-    let _ = interp::run(&fe.program, &fe.sources, "main", Vec::new(), options, &mut |_| {});
+    let _ = interp::run(&fe.program, Some(&fe.typed), &fe.sources, "main", Vec::new(), options, &mut |_| {});
 }
 
 #[test]
