@@ -8,6 +8,10 @@
 //! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags)
 //! // entry: det                           (optional: function to run, default main)
 //! // args: [[1,2],[3,4]] ; 5              (optional: --arg values, `;`-separated)
+//! // shapes: f.a=int[3,3] ; f.b=int[.]     (optional: shape hints, `;`-separated)
+//! // maxspec: 4                            (optional: specialisations per function)
+//! // instances:                            (the user instances `withloop check
+//! // | f(int[3,3]) -> int  [f__i_3_3]  shape hint     --instances` lists)
 //! // output:                              (stdout of `withloop run`, line by line)
 //! // | 18
 //! // error: E0203 @ 7:5 "before it is assigned"   (compile error; repeat for several)
@@ -39,7 +43,11 @@ fn main() {
             if !text.lines().any(|l| l.trim() == "// ==") {
                 return None; // a support file (e.g. included by tests)
             }
-            let name = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().trim_end_matches(".sac").to_string();
+            // Paths relative to tests/ (the working directory of `cargo test`), so
+            // diagnostics and listings do not depend on where the checkout is.
+            let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            let name = relative.to_string_lossy().trim_end_matches(".sac").to_string();
+            let path = if std::env::current_dir().is_ok_and(|d| d == root) { relative } else { path };
             Some(Trial::test(name, move || run_test(&path, &text)))
         })
         .collect();
@@ -66,6 +74,9 @@ struct Expect {
     args: Vec<String>,
     flags: Vec<String>,
     output: Option<String>,
+    shapes: Vec<String>,
+    maxspec: Option<usize>,
+    instances: Option<String>,
     errors: Vec<ErrSpec>,
     runtime_error: Option<ErrSpec>,
     warnings: Option<Vec<ErrSpec>>,
@@ -120,6 +131,9 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
     let mut e = Expect::default();
     let mut in_block = false;
     let mut output: Option<Vec<String>> = None;
+    let mut instances: Option<Vec<String>> = None;
+    // Which block `|` lines belong to.
+    let mut in_instances = false;
     for line in text.lines() {
         let t = line.trim_start();
         let Some(body) = t.strip_prefix("//") else { break };
@@ -128,7 +142,8 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             continue;
         }
         if let Some(rest) = body.strip_prefix(" |").or_else(|| body.strip_prefix("|")) {
-            let out = output.as_mut().ok_or("`|` line outside `output:`")?;
+            let block = if in_instances { instances.as_mut() } else { output.as_mut() };
+            let out = block.ok_or("`|` line outside `output:` or `instances:`")?;
             out.push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
             continue;
         }
@@ -143,12 +158,19 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             "args" => e.args = value.split(';').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
             "flags" => e.flags = value.split_whitespace().map(str::to_string).collect(),
             "output" => {
+                in_instances = false;
                 if !value.is_empty() {
                     output = Some(vec![value.to_string()]);
                 } else {
                     output = Some(Vec::new());
                 }
             }
+            "instances" => {
+                in_instances = true;
+                instances = Some(Vec::new());
+            }
+            "shapes" => e.shapes = value.split(';').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+            "maxspec" => e.maxspec = Some(value.parse().map_err(|_| "maxspec must be a number")?),
             "error" => e.errors.push(parse_err_spec(value)?),
             "runtime-error" => e.runtime_error = Some(parse_err_spec(value)?),
             "warning" => e.warnings.get_or_insert_with(Vec::new).push(parse_err_spec(value)?),
@@ -159,6 +181,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
         return Err("no `// ==` block".into());
     }
     e.output = output.map(|lines| lines.iter().map(|l| format!("{l}\n")).collect());
+    e.instances = instances.map(|lines| lines.iter().map(|l| format!("{l}\n")).collect());
     Ok(e)
 }
 
@@ -221,6 +244,18 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     }
     inv.entry = expect.entry.clone();
     inv.args = expect.args.clone();
+    inv.frontend.shape_hints = expect.shapes.clone();
+    inv.frontend.max_specialisations = expect.maxspec;
+
+    if let Some(want) = &expect.instances {
+        let mut listing = inv.clone();
+        listing.list_instances = true;
+        let report = check(&listing);
+        let got = String::from_utf8_lossy(&report.stdout).to_string();
+        if *want != got {
+            return Err(format!("instances differ\n{}--- stderr ---\n{}", diff(want, &got), report.stderr).into());
+        }
+    }
 
     if !expect.errors.is_empty() {
         let report = check(&inv);
@@ -269,8 +304,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         if *want != stdout {
             return Err(format!("output differs\n{}", diff(want, &stdout)).into());
         }
-    } else if expect.runtime_error.is_none() {
-        return Err("the test states no `output:` (or errors) to check".into());
+    } else if expect.runtime_error.is_none() && expect.instances.is_none() {
+        return Err("the test states no `output:` (or errors, or instances) to check".into());
     }
     check_warnings(&expect, &report)
 }

@@ -136,7 +136,13 @@ pub fn parse_hint(sources: &mut SourceMap, text: &str) -> Result<Hint, Box<Diagn
 /// check --instances` and the report.
 pub fn instances_text(program: &Program, typed: &Typed, sources: &SourceMap, all: bool) -> String {
     let mut out = String::new();
-    for &id in &typed.reachable {
+    // By definition (source order), the declared-type instance first.
+    let mut order: Vec<_> = typed.reachable.clone();
+    order.sort_by_key(|id| {
+        let inst = typed.instance(*id);
+        (inst.fun, inst.specialised, *id)
+    });
+    for &id in &order {
         let inst = typed.instance(id);
         let f = program.function(inst.fun);
         if f.is_library() && !all {
@@ -154,7 +160,9 @@ pub fn instances_text(program: &Program, typed: &Typed, sources: &SourceMap, all
         out.push_str(&format!("{}({}) -> {}  [{}]  {}\n", f.name, params.join(", "), results, inst.symbol, why));
     }
     for r in &typed.remarks {
-        out.push_str(&format!("remark: {}\n", r.message));
+        if all || !program.function(r.fun).is_library() {
+            out.push_str(&format!("remark: {}\n", r.message));
+        }
     }
     out
 }

@@ -335,6 +335,8 @@ impl<'a> Engine<'a> {
             return *id;
         }
         let specialised = f.intrinsic.is_none() && params != declared_params;
+        // An instance at the declared types exists because the definition does.
+        let reason = if specialised || reason == Reason::Hint { reason } else { Reason::Declared };
         if specialised {
             let n = self.specs.entry(fun).or_default();
             if *n >= self.options.max_specialisations {
@@ -344,6 +346,7 @@ impl<'a> Engine<'a> {
                         _ => None,
                     };
                     self.typed.remarks.push(Remark {
+                        fun,
                         message: format!(
                             "`{}` reached its limit of {} specialisations; further calls use the instance for its declared types",
                             f.name, self.options.max_specialisations

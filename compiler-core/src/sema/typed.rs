@@ -73,6 +73,8 @@ pub struct Wrapper {
 /// A remark about typing and specialisation, for the optimisation report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remark {
+    /// The function the remark is about.
+    pub fun: FunId,
     pub message: String,
     pub span: Option<Span>,
 }
