@@ -4,8 +4,8 @@
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
 use crate::interp::value::{Scalar, Value};
 use crate::library;
-use crate::sema::infer::{self, Hint, InferOptions};
 use crate::sema::hir::Elem;
+use crate::sema::infer::{self, Hint, InferOptions};
 use crate::sema::ty::{Shape, Ty};
 use crate::sema::typed::{Reason, Typed};
 use crate::sema::{self, ResolveOptions, hir::Program};
@@ -100,7 +100,8 @@ pub fn parse_hint(sources: &mut SourceMap, text: &str) -> Result<Hint, Box<Diagn
         )
     };
     let (target, ty_text) = text.split_once('=').ok_or_else(|| bad("no `=`"))?;
-    let (function, param) = target.trim().rsplit_once('.').ok_or_else(|| bad("no `.` between function and parameter"))?;
+    let (function, param) =
+        target.trim().rsplit_once('.').ok_or_else(|| bad("no `.` between function and parameter"))?;
     if function.is_empty() || param.is_empty() {
         return Err(bad("empty function or parameter name"));
     }

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::dispatch::{Bindings, match_pattern, matches, spec_is_plain};
-use crate::sema::ty::Shape;
 use super::format;
 use super::ops::{OpError, elementwise_binop, elementwise_convert, elementwise_unop};
 use super::prims;
@@ -16,6 +15,7 @@ use crate::sema::hir::{
     self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Function, Intrinsic, Prim, Program, SiteId, Stmt,
     Type, WithOp,
 };
+use crate::sema::ty::Shape;
 use crate::sema::typed::{InstanceId, Target, Typed, WrapperId};
 use crate::span::{SourceMap, Span};
 use crate::syntax::ast::{BaseType, Rel};
@@ -183,13 +183,16 @@ impl<'p> Interp<'p> {
                 let pi = &typed.instance(i).params;
                 !admitting.iter().any(|&j| {
                     let pj = &typed.instance(j).params;
-                    j != i && pj.iter().zip(pi).all(|(x, y)| x.subset_of(y)) && !pi.iter().zip(pj).all(|(x, y)| x.subset_of(y))
+                    j != i
+                        && pj.iter().zip(pi).all(|(x, y)| x.subset_of(y))
+                        && !pi.iter().zip(pj).all(|(x, y)| x.subset_of(y))
                 })
             })
             .collect();
         match minimal.first() {
             Some(i) => {
-                let distinct: std::collections::HashSet<FunId> = minimal.iter().map(|i| typed.instance(*i).fun).collect();
+                let distinct: std::collections::HashSet<FunId> =
+                    minimal.iter().map(|i| typed.instance(*i).fun).collect();
                 if distinct.len() > 1 {
                     let list: Vec<String> = distinct.iter().map(|f| self.program.function(*f).signature()).collect();
                     return Err(self.error(
@@ -201,7 +204,11 @@ impl<'p> Interp<'p> {
                 Ok(*i)
             }
             None => {
-                let callee = Callee { name: wrapper.name.clone(), candidates: wrapper.candidates.clone(), site: SiteId(u32::MAX) };
+                let callee = Callee {
+                    name: wrapper.name.clone(),
+                    candidates: wrapper.candidates.clone(),
+                    site: SiteId(u32::MAX),
+                };
                 Err(self.no_instance(&callee, args, span))
             }
         }
@@ -209,7 +216,13 @@ impl<'p> Interp<'p> {
 
     /// Runs an instance; `static_call` says the binding was made at compile time, so
     /// an argument outside its parameter types is a compiler bug.
-    fn invoke_instance(&mut self, i: InstanceId, args: Vec<Option<Value>>, span: Span, static_call: bool) -> Res<Vec<Value>> {
+    fn invoke_instance(
+        &mut self,
+        i: InstanceId,
+        args: Vec<Option<Value>>,
+        span: Span,
+        static_call: bool,
+    ) -> Res<Vec<Value>> {
         let typed = self.typed.expect("typed program");
         let inst = typed.instance(i);
         if static_call {
@@ -218,7 +231,11 @@ impl<'p> Interp<'p> {
                     if !p.admits(v) {
                         return Err(self.error(
                             codes::INTERNAL_ERROR,
-                            format!("a {} reached instance `{}`, which was compiled for {p}", describe_value(v), inst.symbol),
+                            format!(
+                                "a {} reached instance `{}`, which was compiled for {p}",
+                                describe_value(v),
+                                inst.symbol
+                            ),
                             span,
                         ));
                     }
@@ -1040,7 +1057,9 @@ impl<'p> Interp<'p> {
             "the shape of this with-loop's result is unknown: no element was computed, and the shape of the elements is only known when they are",
             span,
         );
-        e.notes.push("give the genarray a default element, or make the element shape independent of the index".to_string());
+        e.notes.push(
+            "give the genarray a default element, or make the element shape independent of the index".to_string(),
+        );
         e
     }
 
@@ -1193,8 +1212,18 @@ enum OpState {
         cell: Option<Option<crate::sema::ty::Ty>>,
         span: Span,
     },
-    Mod { array: Value, result: Option<Cells> },
-    Fold { acc: Value, target: FoldTarget, partial: Vec<Value>, fixpoint: Option<Value>, done: bool, span: Span },
+    Mod {
+        array: Value,
+        result: Option<Cells>,
+    },
+    Fold {
+        acc: Value,
+        target: FoldTarget,
+        partial: Vec<Value>,
+        fixpoint: Option<Value>,
+        done: bool,
+        span: Span,
+    },
 }
 
 impl OpState {

@@ -120,10 +120,13 @@ fn bool_scalar() -> Info {
 }
 
 fn int_vector(len: Option<usize>) -> Info {
-    Info::of_type(Ty::new(Elem::Base(BaseType::Int), match len {
-        Some(n) => Shape::known(&[n]),
-        None => Shape::rank(1),
-    }))
+    Info::of_type(Ty::new(
+        Elem::Base(BaseType::Int),
+        match len {
+            Some(n) => Shape::known(&[n]),
+            None => Shape::rank(1),
+        },
+    ))
 }
 
 /// The length of a vector-typed value, if known.
@@ -272,7 +275,10 @@ impl<'a> Engine<'a> {
             }
             None => error(
                 self,
-                format!("no definition of `{}` has a parameter `{}` that admits {}", hint.function, hint.param, hint.ty),
+                format!(
+                    "no definition of `{}` has a parameter `{}` that admits {}",
+                    hint.function, hint.param, hint.ty
+                ),
             ),
         }
     }
@@ -419,7 +425,10 @@ impl<'a> Engine<'a> {
                         // Point at the call that asked for this specialisation.
                         if let (Some(call), Some(last)) = (self.blame.last().copied(), self.diags_last_mut()) {
                             if call != f.name_span {
-                                last.secondary.push(crate::diagnostics::Label { span: call, message: "specialised for this call".into() });
+                                last.secondary.push(crate::diagnostics::Label {
+                                    span: call,
+                                    message: "specialised for this call".into(),
+                                });
                             }
                         }
                     }
@@ -522,7 +531,11 @@ impl<'a> Engine<'a> {
             } else {
                 match i.ty.shape.meet(&d.shape) {
                     Some(m) => info = Some(Info { ty: Ty::new(d.elem, m), value: i.value.clone() }),
-                    None => self.report(codes::STATIC_SHAPE_ERROR, format!("`{name}` is declared {d} but is assigned {}", i.ty), span),
+                    None => self.report(
+                        codes::STATIC_SHAPE_ERROR,
+                        format!("`{name}` is declared {d} but is assigned {}", i.ty),
+                        span,
+                    ),
                 }
             }
         }
@@ -545,7 +558,8 @@ impl<'a> Engine<'a> {
     fn stmt(&mut self, walk: &mut Walk, s: &'a Stmt) {
         match s {
             Stmt::Assign { targets, value, span, .. } => {
-                let infos = if targets.len() == 1 { vec![self.expr(walk, value)] } else { self.expr_multi(walk, value) };
+                let infos =
+                    if targets.len() == 1 { vec![self.expr(walk, value)] } else { self.expr_multi(walk, value) };
                 for (k, t) in targets.iter().enumerate() {
                     let info = infos.get(k).cloned().flatten();
                     match self.no_decls(walk) {
@@ -574,7 +588,10 @@ impl<'a> Engine<'a> {
             Stmt::While { cond, body, .. } => {
                 let c = self.expr(walk, cond);
                 self.check_bool(&c, cond.span, "a loop condition");
-                if matches!(c.as_ref().and_then(|c| c.value.clone()), Some(Value::Scalar(crate::interp::value::Scalar::Bool(false)))) {
+                if matches!(
+                    c.as_ref().and_then(|c| c.value.clone()),
+                    Some(Value::Scalar(crate::interp::value::Scalar::Bool(false)))
+                ) {
                     return;
                 }
                 self.fixpoint(walk, |engine, walk| {
@@ -654,9 +671,10 @@ impl<'a> Engine<'a> {
                 self.check_bool(&y, b.span, "an operand of `&&`/`||`");
                 let is_and = matches!(e.kind, ExprKind::And(..));
                 let value = match (x.and_then(|i| i.value), y.and_then(|i| i.value)) {
-                    (Some(Value::Scalar(crate::interp::value::Scalar::Bool(p))), Some(Value::Scalar(crate::interp::value::Scalar::Bool(q)))) => {
-                        Some(Value::Scalar(crate::interp::value::Scalar::Bool(if is_and { p && q } else { p || q })))
-                    }
+                    (
+                        Some(Value::Scalar(crate::interp::value::Scalar::Bool(p))),
+                        Some(Value::Scalar(crate::interp::value::Scalar::Bool(q))),
+                    ) => Some(Value::Scalar(crate::interp::value::Scalar::Bool(if is_and { p && q } else { p || q }))),
                     _ => None,
                 };
                 Some(Info { ty: bool_scalar().ty, value })
@@ -692,13 +710,19 @@ impl<'a> Engine<'a> {
                 match inner.ty.shape.meet(&target.shape) {
                     Some(m) => {
                         let value = match (&inner.value, ty.elem) {
-                            (Some(v), Elem::Base(b)) if Some(b) != v.base() => crate::interp::ops::elementwise_convert(v, b).ok(),
+                            (Some(v), Elem::Base(b)) if Some(b) != v.base() => {
+                                crate::interp::ops::elementwise_convert(v, b).ok()
+                            }
                             (v, _) => v.clone(),
                         };
                         Some(Info { ty: Ty::new(target.elem, m), value })
                     }
                     None => {
-                        self.report(codes::STATIC_SHAPE_ERROR, format!("cannot cast {} to {}", inner.ty, target), e.span);
+                        self.report(
+                            codes::STATIC_SHAPE_ERROR,
+                            format!("cannot cast {} to {}", inner.ty, target),
+                            e.span,
+                        );
                         None
                     }
                 }
@@ -728,7 +752,11 @@ impl<'a> Engine<'a> {
             match elem {
                 None => elem = Some(i.ty.elem),
                 Some(e) if e != i.ty.elem => {
-                    self.report(codes::TYPE_MISMATCH, format!("array elements of different types: {e} and {}", i.ty.elem), span);
+                    self.report(
+                        codes::TYPE_MISMATCH,
+                        format!("array elements of different types: {e} and {}", i.ty.elem),
+                        span,
+                    );
                     return None;
                 }
                 _ => {}
@@ -750,7 +778,8 @@ impl<'a> Engine<'a> {
         }
         let (elem, cell) = (elem?, cell?);
         if infos.iter().all(|i| i.as_ref().is_some_and(|i| i.value.is_some())) {
-            let vals: Vec<Value> = infos.iter().map(|i| i.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
+            let vals: Vec<Value> =
+                infos.iter().map(|i| i.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
             if let Ok(v) = crate::interp::stack_values(vals) {
                 return Some(Info::of_value(v));
             }
@@ -782,7 +811,10 @@ impl<'a> Engine<'a> {
             .copied()
             .filter(|&c| {
                 let f = self.p.function(c);
-                f.params.iter().zip(&arg_tys).all(|(p, a)| p.ty.elem == a.elem && declared(&p.ty).shape.overlaps(&a.shape))
+                f.params
+                    .iter()
+                    .zip(&arg_tys)
+                    .all(|(p, a)| p.ty.elem == a.elem && declared(&p.ty).shape.overlaps(&a.shape))
             })
             .collect();
         if possible.is_empty() {
@@ -803,7 +835,8 @@ impl<'a> Engine<'a> {
                 d = d.with_note(format!("candidate: {}", f.signature()));
                 shown += 1;
             }
-            let both_scalar_numbers = arg_tys.len() == 2 && arg_tys.iter().all(|t| matches!(t.elem, Elem::Base(b) if b.is_numeric()));
+            let both_scalar_numbers =
+                arg_tys.len() == 2 && arg_tys.iter().all(|t| matches!(t.elem, Elem::Base(b) if b.is_numeric()));
             if both_scalar_numbers && arg_tys[0].elem != arg_tys[1].elem {
                 d = d.with_hint("SaC has no implicit conversions: convert one side, e.g. with `tod(…)` or `toi(…)`");
             }
@@ -832,17 +865,21 @@ impl<'a> Engine<'a> {
             Some(k) => {
                 let id = self.instance(k, arg_tys.clone(), Reason::CallSite(span));
                 self.record_call(walk, callee, Target::Instance(id));
-                let results: Vec<Option<Info>> =
-                    self.typed.instances[id.0 as usize].results.iter().map(|t| Some(Info::of_type(t.clone()))).collect();
+                let results: Vec<Option<Info>> = self.typed.instances[id.0 as usize]
+                    .results
+                    .iter()
+                    .map(|t| Some(Info::of_type(t.clone())))
+                    .collect();
                 // Known argument values may give known results through inline functions.
                 match self.reinterpret(k, args) {
                     Some(refined) => refined
                         .into_iter()
                         .zip(results)
                         .map(|(r, d)| match (r, d) {
-                            (Some(r), Some(d)) if r.ty.elem == d.ty.elem => {
-                                Some(Info { ty: Ty::new(d.ty.elem, r.ty.shape.meet(&d.ty.shape).unwrap_or(d.ty.shape.clone())), value: r.value })
-                            }
+                            (Some(r), Some(d)) if r.ty.elem == d.ty.elem => Some(Info {
+                                ty: Ty::new(d.ty.elem, r.ty.shape.meet(&d.ty.shape).unwrap_or(d.ty.shape.clone())),
+                                value: r.value,
+                            }),
                             (_, d) => d,
                         })
                         .collect(),
@@ -900,7 +937,8 @@ impl<'a> Engine<'a> {
         // Worth it when a value is known, or (for short functions such as `shape`)
         // when a shape is: the result may then be a known value.
         let has_value = args.iter().any(|a| a.as_ref().is_some_and(|i| i.value.is_some()));
-        let has_shape = args.iter().any(|a| a.as_ref().is_some_and(|i| i.ty.shape.non_scalar() && i.ty.shape.extents().is_some()));
+        let has_shape =
+            args.iter().any(|a| a.as_ref().is_some_and(|i| i.ty.shape.non_scalar() && i.ty.shape.extents().is_some()));
         if f.inline != Inline::Inline || !(has_value || (has_shape && f.body.len() <= 3)) {
             return None;
         }
@@ -912,7 +950,10 @@ impl<'a> Engine<'a> {
         for (p, a) in f.params.iter().zip(args) {
             walk.env[p.local.0 as usize] = a.clone();
         }
-        let params: Vec<Ty> = args.iter().map(|a| a.as_ref().map(|i| i.ty.clone()).unwrap_or(Ty::new(Elem::Base(BaseType::Int), Shape::AtLeast(0)))).collect();
+        let params: Vec<Ty> = args
+            .iter()
+            .map(|a| a.as_ref().map(|i| i.ty.clone()).unwrap_or(Ty::new(Elem::Base(BaseType::Int), Shape::AtLeast(0))))
+            .collect();
         self.bind_pattern_locals(f, &params, &mut walk);
         self.stmts(&mut walk, &f.body);
         self.inline_stack.pop();
@@ -921,7 +962,13 @@ impl<'a> Engine<'a> {
         for (round, r) in walk.returns.iter().enumerate() {
             for k in 0..n {
                 let v = r.get(k).cloned().flatten();
-                out[k] = if round == 0 { v } else if v.is_none() { None } else { join_opt(&out[k], &v) };
+                out[k] = if round == 0 {
+                    v
+                } else if v.is_none() {
+                    None
+                } else {
+                    join_opt(&out[k], &v)
+                };
             }
         }
         Some(out)
@@ -933,7 +980,8 @@ impl<'a> Engine<'a> {
         // Constant folding with the run-time semantics (but `_hide…_` exists to
         // stop the compiler from knowing).
         if !matches!(prim, Prim::Hide(_)) && args.iter().all(|a| a.as_ref().is_some_and(|i| i.value.is_some())) {
-            let vals: Vec<Value> = args.iter().map(|a| a.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
+            let vals: Vec<Value> =
+                args.iter().map(|a| a.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
             if let Some(Ok(v)) = crate::interp::fold_prim(prim, vals) {
                 return Some(Info::of_value(v));
             }
@@ -1003,7 +1051,9 @@ impl<'a> Engine<'a> {
             Prim::Size => {
                 let x = a(0)?;
                 Some(match x.ty.shape.extents() {
-                    Some(e) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(e.iter().product::<usize>() as i64))),
+                    Some(e) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(
+                        e.iter().product::<usize>() as i64,
+                    ))),
                     None => int_scalar(),
                 })
             }
@@ -1034,7 +1084,12 @@ impl<'a> Engine<'a> {
                                 if src.iter().product::<usize>() != e.iter().product::<usize>() {
                                     self.report(
                                         codes::STATIC_SHAPE_ERROR,
-                                        format!("cannot reshape {} elements (shape {}) to shape {}", src.iter().product::<usize>(), x.ty.shape, Shape::known(&e)),
+                                        format!(
+                                            "cannot reshape {} elements (shape {}) to shape {}",
+                                            src.iter().product::<usize>(),
+                                            x.ty.shape,
+                                            Shape::known(&e)
+                                        ),
                                         span,
                                     );
                                     return None;
@@ -1053,7 +1108,9 @@ impl<'a> Engine<'a> {
                 let (shp, v) = (a(0)?, a(1)?);
                 let frame = match (&shp.value, vector_len(&shp)) {
                     (Some(val), _) => match val.as_int_vec() {
-                        Some(e) if e.iter().all(|&d| d >= 0) => Shape::known(&e.iter().map(|&d| d as usize).collect::<Vec<_>>()),
+                        Some(e) if e.iter().all(|&d| d >= 0) => {
+                            Shape::known(&e.iter().map(|&d| d as usize).collect::<Vec<_>>())
+                        }
                         _ => Shape::AtLeast(0),
                     },
                     (None, Some(n)) => Shape::rank(n),
@@ -1073,7 +1130,11 @@ impl<'a> Engine<'a> {
                         match rest {
                             Some(Shape::Fixed(r)) => Shape::Fixed(std::iter::once(first).chain(r).collect()),
                             _ => {
-                                self.report(codes::STATIC_SHAPE_ERROR, format!("cannot concatenate {} and {}", x.ty, y.ty), span);
+                                self.report(
+                                    codes::STATIC_SHAPE_ERROR,
+                                    format!("cannot concatenate {} and {}", x.ty, y.ty),
+                                    span,
+                                );
                                 return None;
                             }
                         }
@@ -1220,7 +1281,8 @@ impl<'a> Engine<'a> {
             }
             // A generator that is statically empty never runs its body.
             if let (Some(l), Some(h)) = (&lo, &hi) {
-                let lo_adj: Vec<i64> = l.iter().map(|&x| if matches!(part.lower, Some((_, Rel::Lt))) { x + 1 } else { x }).collect();
+                let lo_adj: Vec<i64> =
+                    l.iter().map(|&x| if matches!(part.lower, Some((_, Rel::Lt))) { x + 1 } else { x }).collect();
                 let hi_incl: Vec<i64> = h.iter().map(|&x| if part.upper.0 == Rel::Lt { x - 1 } else { x }).collect();
                 empty = lo_adj.iter().zip(&hi_incl).any(|(a, b)| a > b);
             }
@@ -1255,7 +1317,11 @@ impl<'a> Engine<'a> {
                 let r = r.map(|i| i.without_value());
                 if let (Some(prev), Some(new)) = (&cells[k], &r) {
                     if prev.ty.elem != new.ty.elem {
-                        self.report(codes::TYPE_MISMATCH, format!("with-loop partitions yield {} and {}", prev.ty, new.ty), part.span);
+                        self.report(
+                            codes::TYPE_MISMATCH,
+                            format!("with-loop partitions yield {} and {}", prev.ty, new.ty),
+                            part.span,
+                        );
                     }
                 }
                 cells[k] = if any_part_ran[k] { join_opt(&cells[k], &r) } else { r };
@@ -1271,7 +1337,11 @@ impl<'a> Engine<'a> {
                     let cell = match (&cell, &default) {
                         (Some(c), Some(d)) if c.ty.elem == d.ty.elem => Some(c.join(&d.without_value())),
                         (Some(c), Some(d)) => {
-                            self.report(codes::TYPE_MISMATCH, format!("with-loop cells are {} but the default is {}", c.ty, d.ty), w.span);
+                            self.report(
+                                codes::TYPE_MISMATCH,
+                                format!("with-loop cells are {} but the default is {}", c.ty, d.ty),
+                                w.span,
+                            );
                             None
                         }
                         (None, Some(d)) => Some(d.without_value()),
@@ -1290,7 +1360,11 @@ impl<'a> Engine<'a> {
                     recorded.push(cell.as_ref().map(|c| c.ty.clone()));
                     if let (Some(a), Some(c)) = (&array, &cell) {
                         if a.ty.elem != c.ty.elem {
-                            self.report(codes::TYPE_MISMATCH, format!("a modarray of {} gets cells of {}", a.ty, c.ty), w.span);
+                            self.report(
+                                codes::TYPE_MISMATCH,
+                                format!("a modarray of {} gets cells of {}", a.ty, c.ty),
+                                w.span,
+                            );
                         }
                     }
                     out.push(array.map(|a| a.without_value()));
@@ -1305,7 +1379,9 @@ impl<'a> Engine<'a> {
                             args.push(acc.clone());
                             args.push(Some(cell.clone()));
                             let r = match &fun.target {
-                                FoldTarget::Call(callee) => self.call(walk, callee, &args, fun.span).into_iter().next().flatten(),
+                                FoldTarget::Call(callee) => {
+                                    self.call(walk, callee, &args, fun.span).into_iter().next().flatten()
+                                }
                                 FoldTarget::Prim(p) => self.prim(p, &args, fun.span),
                             };
                             let next = join_opt(&acc, &r.map(|i| i.without_value()));
@@ -1325,4 +1401,3 @@ impl<'a> Engine<'a> {
         out
     }
 }
-

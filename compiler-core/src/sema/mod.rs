@@ -13,8 +13,8 @@
 
 pub mod analysis;
 pub mod hir;
-mod resolve;
 pub mod infer;
+mod resolve;
 pub mod ty;
 pub mod typed;
 pub mod types;

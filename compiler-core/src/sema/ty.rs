@@ -139,7 +139,9 @@ impl Shape {
     pub fn contains(&self, shape: &[usize]) -> bool {
         match self {
             Shape::AtLeast(m) => shape.len() >= *m,
-            Shape::Fixed(dims) => dims.len() == shape.len() && dims.iter().zip(shape).all(|(d, s)| d.is_none_or(|d| d == *s)),
+            Shape::Fixed(dims) => {
+                dims.len() == shape.len() && dims.iter().zip(shape).all(|(d, s)| d.is_none_or(|d| d == *s))
+            }
         }
     }
 
@@ -149,7 +151,9 @@ impl Shape {
             (Shape::AtLeast(a), Shape::AtLeast(b)) => a >= b,
             (Shape::Fixed(a), Shape::AtLeast(b)) => a.len() >= *b,
             (Shape::AtLeast(_), Shape::Fixed(_)) => false,
-            (Shape::Fixed(a), Shape::Fixed(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| y.is_none() || x == y),
+            (Shape::Fixed(a), Shape::Fixed(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| y.is_none() || x == y)
+            }
         }
     }
 
@@ -320,6 +324,9 @@ mod tests {
         assert!(!Shape::scalar().subset_of(&Shape::AtLeast(1)));
         assert_eq!(Shape::rank(2).meet(&Shape::known(&[3, 4])), Some(Shape::known(&[3, 4])));
         assert_eq!(Shape::known(&[3]).meet(&Shape::known(&[4])), None);
-        assert_eq!(Shape::Fixed(vec![Some(3), None]).meet(&Shape::Fixed(vec![None, Some(4)])), Some(Shape::known(&[3, 4])));
+        assert_eq!(
+            Shape::Fixed(vec![Some(3), None]).meet(&Shape::Fixed(vec![None, Some(4)])),
+            Some(Shape::known(&[3, 4]))
+        );
     }
 }
