@@ -367,7 +367,7 @@ impl Gen {
             _ => {
                 // Overloaded on rank: a scalar instance and a generic one.
                 let _ = &scalar;
-                format!("return x;")
+                "return x;".to_string()
             }
         };
         writeln!(self.helpers, "{result} {name}({param} x)\n{{\n  {body}\n}}\n").ok();

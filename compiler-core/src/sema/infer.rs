@@ -825,15 +825,13 @@ impl<'a> Engine<'a> {
             );
             let at = if self.sources.is_library(span) { self.blame.last().copied().unwrap_or(span) } else { span };
             d = d.at(at, "");
-            let mut shown = 0;
-            for c in callee.candidates.iter() {
+            for (shown, c) in callee.candidates.iter().enumerate() {
                 let f = self.p.function(*c);
                 if shown == 5 {
                     d = d.with_note(format!("… and {} more", callee.candidates.len() - 5));
                     break;
                 }
                 d = d.with_note(format!("candidate: {}", f.signature()));
-                shown += 1;
             }
             let both_scalar_numbers =
                 arg_tys.len() == 2 && arg_tys.iter().all(|t| matches!(t.elem, Elem::Base(b) if b.is_numeric()));
@@ -960,15 +958,9 @@ impl<'a> Engine<'a> {
         let n = f.results.len();
         let mut out: Vec<Option<Info>> = vec![None; n];
         for (round, r) in walk.returns.iter().enumerate() {
-            for k in 0..n {
+            for (k, slot) in out.iter_mut().enumerate() {
                 let v = r.get(k).cloned().flatten();
-                out[k] = if round == 0 {
-                    v
-                } else if v.is_none() {
-                    None
-                } else {
-                    join_opt(&out[k], &v)
-                };
+                *slot = if round == 0 || v.is_none() { v } else { join_opt(slot, &v) };
             }
         }
         Some(out)
