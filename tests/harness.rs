@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use compiler_core::diagnostics::Severity;
 use libtest_mimic::{Arguments, Failed, Trial};
-use withloop_cli::{Invocation, Located, Report, check, run};
+use withloop_cli::{Engine, Invocation, Located, Report, check, run};
 
 fn main() {
     let args = Arguments::from_args();
@@ -270,6 +270,10 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
+    // The same program through the IR must behave identically.
+    let mut through_ir = inv.clone();
+    through_ir.engine = Engine::Ir;
+    same_behaviour("the unoptimised IR", &report, &run(&through_ir))?;
     if report.untyped_fallbacks > 0 {
         return Err(format!(
             "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",
@@ -308,6 +312,32 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         return Err("the test states no `output:` (or errors, or instances) to check".into());
     }
     check_warnings(&expect, &report)
+}
+
+/// Compares a run through another engine with the reference run: output, exit
+/// code, and the run-time error's code and location.
+fn same_behaviour(what: &str, reference: &Report, other: &Report) -> Result<(), Failed> {
+    let error_of = |r: &Report| {
+        r.diagnostics
+            .iter()
+            .filter(|d| d.diagnostic.severity == Severity::Error)
+            .map(|d| format!("{} @ {}:{}", d.diagnostic.code.id, d.line, d.column))
+            .next_back()
+    };
+    let (want, got) = (String::from_utf8_lossy(&reference.stdout), String::from_utf8_lossy(&other.stdout));
+    if want != got || reference.exit_code != other.exit_code || error_of(reference) != error_of(other) {
+        return Err(format!(
+            "{what} behaves differently from the reference interpreter\n{}exit code {} vs {}\nerror {:?} vs {:?}\n--- stderr ---\n{}",
+            diff(&want, &got),
+            reference.exit_code,
+            other.exit_code,
+            error_of(reference),
+            error_of(other),
+            other.stderr
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn check_warnings(expect: &Expect, report: &Report) -> Result<(), Failed> {

@@ -7,6 +7,7 @@ use compiler_core::diagnostics::render::{render, render_short};
 use compiler_core::diagnostics::{Diagnostic, Severity};
 use compiler_core::driver::{self, FrontendOptions};
 use compiler_core::interp::{self, EntryError, RunOptions, Value, format};
+use compiler_core::ir;
 use compiler_core::span::SourceMap;
 use compiler_core::syntax::cpp::SourceLoader;
 
@@ -59,6 +60,18 @@ pub struct Invocation {
     pub list_library_instances: bool,
     /// Run without the typed program (every call dispatched at run time).
     pub untyped: bool,
+    /// What runs the program.
+    pub engine: Engine,
+}
+
+/// What `withloop run` runs a program with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// The reference interpreter over the resolved program.
+    #[default]
+    Reference,
+    /// The IR interpreter over the lowered program, before optimisation.
+    Ir,
 }
 
 /// A diagnostic with where it points, for tests and tooling.
@@ -167,13 +180,35 @@ fn run_here(inv: &Invocation) -> Report {
     }
     let entry = inv.entry.clone().unwrap_or_else(|| "main".to_string());
     let mut stdout = Vec::new();
-    let typed = if inv.untyped { None } else { Some(&fe.typed) };
-    let run = interp::run(&fe.program, typed, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
-        stdout.extend_from_slice(b)
-    });
+    let result = match inv.engine {
+        Engine::Reference => {
+            let typed = if inv.untyped { None } else { Some(&fe.typed) };
+            let run =
+                interp::run(&fe.program, typed, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
+                    stdout.extend_from_slice(b)
+                });
+            report.untyped_fallbacks = run.untyped_fallbacks;
+            run.result
+        }
+        Engine::Ir => {
+            let module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+            if let Err(problems) = ir::verify::verify(&module) {
+                report
+                    .stderr
+                    .push_str(&format!("error[B0001]: the lowered IR is malformed:\n  {}\n", problems.join("\n  ")));
+                report.exit_code = EXIT_RUNTIME_ERROR;
+                return report;
+            }
+            match ir::interp::run(&module, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
+                stdout.extend_from_slice(b)
+            }) {
+                None => Err(EntryError::Unknown(entry.clone())),
+                Some(r) => r.map_err(EntryError::Runtime),
+            }
+        }
+    };
     report.stdout = stdout;
-    report.untyped_fallbacks = run.untyped_fallbacks;
-    match run.result {
+    match result {
         Ok(values) => report.stdout.extend_from_slice(value_lines(&values).as_bytes()),
         Err(EntryError::Unknown(name)) => {
             let mut msg = format!("error: `{}` defines no function `{name}` to run\n", inv.file.display());
@@ -197,6 +232,33 @@ fn run_here(inv: &Invocation) -> Report {
             report.diagnostics.push(locate(&fe.sources, &d));
             report.exit_code = EXIT_RUNTIME_ERROR;
         }
+    }
+    report
+}
+
+/// What `withloop compile` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Emit {
+    /// The IR text after all passes.
+    #[default]
+    Ir,
+}
+
+/// `withloop compile FILE`: compiles and prints what `emit` asks for.
+pub fn compile(inv: &Invocation, emit: Emit) -> Report {
+    let mut report = Report::default();
+    let Some(text) = read(inv, &mut report) else { return report };
+    let fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
+    add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
+    if fe.has_errors() {
+        let errors = fe.diagnostics.iter().filter(|d| d.is_error()).count();
+        report.stderr.push_str(&format!("error: could not compile `{}` ({errors} error(s))\n", inv.file.display()));
+        report.exit_code = EXIT_COMPILE_ERROR;
+        return report;
+    }
+    let module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    match emit {
+        Emit::Ir => report.stdout.extend_from_slice(ir::print::module_text(&module).as_bytes()),
     }
     report
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use compiler_core::driver::FrontendOptions;
-use withloop_cli::{Invocation, check, run};
+use withloop_cli::{Emit, Engine, Invocation, check, compile, run};
 
 #[derive(Parser, Debug)]
 #[command(name = "withloop", version, about = "Compile and run shape-generic array programs written in SaC")]
@@ -44,9 +44,20 @@ enum Command {
         /// Use the reference interpreter (the only engine until native code generation lands).
         #[arg(long)]
         interp: bool,
+        /// Run the lowered IR in the IR interpreter instead.
+        #[arg(long)]
+        ir: bool,
         /// Ignore the inferred types and dispatch every call at run time.
         #[arg(long)]
         untyped: bool,
+    },
+    /// Compile a program and print the optimised IR (more outputs to come).
+    Compile {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// What to print: `ir`.
+        #[arg(long, default_value = "ir")]
+        emit: String,
     },
 }
 
@@ -99,8 +110,22 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Run { source, entry, args, interp: _, untyped } => {
+        Command::Compile { source, emit } => {
+            let inv = source.invocation();
+            let emit = match emit.as_str() {
+                "ir" => Emit::Ir,
+                other => {
+                    eprintln!("error: unknown --emit `{other}` (expected `ir`)");
+                    return ExitCode::from(64);
+                }
+            };
+            compile(&inv, emit)
+        }
+        Command::Run { source, entry, args, interp: _, ir, untyped } => {
             let mut inv = source.invocation();
+            if ir {
+                inv.engine = Engine::Ir;
+            }
             inv.entry = Some(entry);
             inv.args = args;
             inv.untyped = untyped;

@@ -13,6 +13,7 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod interp;
+pub mod ir;
 pub mod library;
 pub mod sema;
 pub mod span;

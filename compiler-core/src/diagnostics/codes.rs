@@ -76,6 +76,7 @@ codes! {
     TYPE_MISMATCH = "E0302", "type mismatch";
     STATIC_SHAPE_ERROR = "E0303", "shapes can never match";
     HINT_MISMATCH = "E0304", "shape hint does not fit the function";
+    MIXED_RESULT_TYPES = "E0305", "overloads chosen at run time return different element types";
 
     // Run-time errors (user errors found while running).
     INDEX_OUT_OF_BOUNDS = "R0001", "index out of bounds";

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use super::dispatch::{Bindings, match_pattern, matches, spec_is_plain};
 use super::format;
-use super::ops::{OpError, elementwise_binop, elementwise_convert, elementwise_unop};
+use super::ops::{OpError, elementwise_convert};
 use super::prims;
 use super::value::{Array, Elems, Scalar, Value, row_major_offset, shape_size};
 use super::{RunOptions, RuntimeError};
@@ -685,54 +685,7 @@ impl<'p> Interp<'p> {
     }
 
     fn prim(&mut self, prim: &Prim, args: Vec<Value>, span: Span) -> Res<Value> {
-        let r = match prim {
-            Prim::Bin(op) => elementwise_binop(*op, &args[0], &args[1]),
-            Prim::Un(op) => elementwise_unop(*op, &args[0]),
-            Prim::Conv(to) => elementwise_convert(&args[0], *to),
-            Prim::Math(f) => super::ops::elementwise_math(*f, &args),
-            Prim::PrintScalar | Prim::PrintArray => {
-                let bytes = match &args[0] {
-                    Value::Scalar(s) if *prim == Prim::PrintScalar => format::print_scalar(*s),
-                    Value::Str(s) => {
-                        let mut b = s.to_vec();
-                        b.push(b'\n');
-                        b
-                    }
-                    v => format::print_array(v),
-                };
-                (self.out)(&bytes);
-                return Ok(Value::Scalar(Scalar::int(0)));
-            }
-            Prim::Show => {
-                let text = match &args[0] {
-                    Value::Scalar(Scalar::Double(d)) => format::format_g(*d, 6, false, false),
-                    Value::Scalar(Scalar::Float(f)) => format::format_g(*f as f64, 6, false, false),
-                    Value::Scalar(Scalar::Bool(b)) => (*b as i32).to_string(),
-                    Value::Scalar(Scalar::Char(c)) => (*c as char).to_string(),
-                    other => format::value_literal(other),
-                };
-                (self.out)(format!("{text}\n").as_bytes());
-                return Ok(Value::Scalar(Scalar::int(0)));
-            }
-            Prim::Puts => {
-                let mut bytes = match &args[0] {
-                    Value::Str(s) => s.to_vec(),
-                    other => format::value_literal(other).into_bytes(),
-                };
-                bytes.push(b'\n');
-                (self.out)(&bytes);
-                return Ok(Value::Scalar(Scalar::int(0)));
-            }
-            Prim::Error => {
-                let msg = match &args[0] {
-                    Value::Str(s) => String::from_utf8_lossy(s).to_string(),
-                    other => format::value_literal(other),
-                };
-                return Err(self.error(codes::INVALID_ARGUMENT, msg, span));
-            }
-            other => prims::structural(other, args),
-        };
-        r.map_err(|err| self.op_error(err, span))
+        super::apply_prim(prim, args, self.out).map_err(|err| self.op_error(err, span))
     }
 
     // ------------------------------------------------------------ with-loops
@@ -752,7 +705,6 @@ impl<'p> Interp<'p> {
         }
         // The frame shape dot bounds refer to: the first operator that has one.
         let frame_shape: Option<Vec<usize>> = states.iter().find_map(|s| s.frame_shape());
-        let single = w.ops.len() == 1;
         let mut covered: Option<Vec<bool>> = None;
         if w.first_match && w.parts.len() > 1 {
             if let Some(fs) = &frame_shape {
@@ -763,27 +715,24 @@ impl<'p> Interp<'p> {
         }
         'parts: for part in &w.parts {
             let generator = self.generator(frame, part, frame_shape.as_deref())?;
-            // Generators must stay inside the result (for genarray and modarray).
-            if let Some(fs) = &frame_shape {
-                if generator.nonempty() {
-                    for d in 0..generator.lower.len() {
+            // Generators must stay inside every genarray and modarray result.
+            if generator.nonempty() {
+                for fs in states.iter().filter_map(|s| s.frame_shape()) {
+                    let outside = (0..generator.lower.len()).any(|d| {
                         let hi = generator.coords[d].last().copied().unwrap_or(0);
-                        if (generator.coords[d].first().is_some_and(|&lo| lo < 0)
-                            || fs.get(d).is_none_or(|&e| hi >= e as i64))
-                            && single
-                        {
-                            {
-                                return Err(self.error(
-                                    codes::BAD_GENERATOR_VALUE,
-                                    format!(
-                                        "generator covers index {} outside the result shape {}",
-                                        shape_text_i(&generator.corner_max()),
-                                        shape_text(fs)
-                                    ),
-                                    part.generator_span,
-                                ));
-                            }
-                        }
+                        generator.coords[d].first().is_some_and(|&lo| lo < 0)
+                            || fs.get(d).is_none_or(|&e| hi >= e as i64)
+                    });
+                    if outside {
+                        return Err(self.error(
+                            codes::BAD_GENERATOR_VALUE,
+                            format!(
+                                "generator covers index {} outside the result shape {}",
+                                shape_text_i(&generator.corner_max()),
+                                shape_text(&fs)
+                            ),
+                            part.generator_span,
+                        ));
                     }
                 }
             }
@@ -850,7 +799,7 @@ impl<'p> Interp<'p> {
                         }
                         for (k, (v, st)) in vs.into_iter().zip(states.iter_mut()).enumerate() {
                             if !st.done() {
-                                self.apply(st, &index, v, r.span, false, &w.ops[k])?;
+                                self.apply(st, &index, v, r.span, &w.ops[k])?;
                             }
                             all_done &= st.done();
                         }
@@ -860,7 +809,7 @@ impl<'p> Interp<'p> {
                                 continue;
                             }
                             let v = self.eval(frame, r)?;
-                            self.apply(st, &index, v, r.span, single, &w.ops[k])?;
+                            self.apply(st, &index, v, r.span, &w.ops[k])?;
                             all_done &= st.done();
                         }
                     }
@@ -931,14 +880,12 @@ impl<'p> Interp<'p> {
         })
     }
 
-    fn apply(&mut self, st: &mut OpState, index: &[i64], v: Value, span: Span, single: bool, op: &WithOp) -> Res<()> {
+    fn apply(&mut self, st: &mut OpState, index: &[i64], v: Value, span: Span, op: &WithOp) -> Res<()> {
         match st {
             OpState::Gen { shape, default, result, hint, .. } => {
                 let Some(offset) = row_major_offset(index, shape) else {
-                    if single {
-                        return Err(self.error(codes::INDEX_OUT_OF_BOUNDS, "with-loop index outside the result", span));
-                    }
-                    return Ok(());
+                    // Generators were checked against the result shape.
+                    return Err(self.error(codes::INTERNAL_ERROR, "with-loop index outside the result", span));
                 };
                 if result.is_none() {
                     let cell_proto = default.clone().unwrap_or_else(|| zero_like(&v));

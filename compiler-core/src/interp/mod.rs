@@ -10,7 +10,7 @@ pub mod dispatch;
 mod eval;
 pub mod format;
 pub mod ops;
-mod prims;
+pub(crate) mod prims;
 pub mod value;
 
 use crate::diagnostics::{Code, Diagnostic};
@@ -19,7 +19,7 @@ use crate::sema::typed::Typed;
 use crate::span::{SourceMap, Span};
 pub use value::Value;
 
-pub use eval::describe_value;
+pub use eval::{describe_value, shape_text};
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -129,6 +129,74 @@ pub fn fold_prim(prim: &crate::sema::hir::Prim, args: Vec<Value>) -> Option<Resu
         p if p.has_effect() || matches!(p, Prim::Error) => return None,
         p => prims::structural(p, args),
     })
+}
+
+/// Applies a primitive at run time; what printing primitives print goes to `out`.
+/// Shared by the HIR evaluator and the IR interpreter, so both have one semantics.
+pub fn apply_prim(
+    prim: &crate::sema::hir::Prim,
+    args: Vec<Value>,
+    out: &mut dyn FnMut(&[u8]),
+) -> Result<Value, ops::OpError> {
+    use crate::diagnostics as codes;
+    use crate::sema::hir::Prim;
+    use value::Scalar;
+    let printed = Ok(Value::Scalar(Scalar::int(0)));
+    match prim {
+        Prim::Bin(op) => ops::elementwise_binop(*op, &args[0], &args[1]),
+        Prim::Un(op) => ops::elementwise_unop(*op, &args[0]),
+        Prim::Conv(to) => ops::elementwise_convert(&args[0], *to),
+        Prim::Math(f) => ops::elementwise_math(*f, &args),
+        Prim::PrintScalar | Prim::PrintArray => {
+            let bytes = match &args[0] {
+                Value::Scalar(s) if *prim == Prim::PrintScalar => format::print_scalar(*s),
+                Value::Str(s) => {
+                    let mut b = s.to_vec();
+                    b.push(b'\n');
+                    b
+                }
+                v => format::print_array(v),
+            };
+            out(&bytes);
+            printed
+        }
+        Prim::Show => {
+            let text = match &args[0] {
+                Value::Scalar(Scalar::Double(d)) => format::format_g(*d, 6, false, false),
+                Value::Scalar(Scalar::Float(f)) => format::format_g(*f as f64, 6, false, false),
+                Value::Scalar(Scalar::Bool(b)) => (*b as i32).to_string(),
+                Value::Scalar(Scalar::Char(c)) => (*c as char).to_string(),
+                other => format::value_literal(other),
+            };
+            out(format!("{text}\n").as_bytes());
+            printed
+        }
+        Prim::Puts => {
+            let mut bytes = match &args[0] {
+                Value::Str(s) => s.to_vec(),
+                other => format::value_literal(other).into_bytes(),
+            };
+            bytes.push(b'\n');
+            out(&bytes);
+            printed
+        }
+        Prim::Printf => {
+            let Some(Value::Str(fmt)) = args.first() else {
+                return Err(ops::OpError::new(codes::RUNTIME_TYPE_MISMATCH, "`printf` needs a format string first"));
+            };
+            let bytes = format::printf(fmt, &args[1..]).map_err(|m| ops::OpError::new(codes::INVALID_ARGUMENT, m))?;
+            out(&bytes);
+            printed
+        }
+        Prim::Error => {
+            let msg = match &args[0] {
+                Value::Str(s) => String::from_utf8_lossy(s).to_string(),
+                other => format::value_literal(other),
+            };
+            Err(ops::OpError::new(codes::INVALID_ARGUMENT, msg))
+        }
+        other => prims::structural(other, args),
+    }
 }
 
 /// `[a, b, …]` of constants (for command-line arguments).

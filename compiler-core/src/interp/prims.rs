@@ -94,9 +94,8 @@ pub fn stack(vals: Vec<Value>) -> OpResult<Value> {
     Ok(Value::from_parts(shape, out))
 }
 
-/// The sub-array of `a` at the prefix index `index`.
-pub fn select(index: &[i64], a: &Value) -> OpResult<Value> {
-    let shape = a.shape();
+/// Whether `index` is a valid prefix index into an array of shape `shape`.
+pub fn check_index(index: &[i64], shape: &[usize]) -> OpResult<usize> {
     if index.len() > shape.len() {
         return Err(err(
             codes::INDEX_OUT_OF_BOUNDS,
@@ -107,12 +106,26 @@ pub fn select(index: &[i64], a: &Value) -> OpResult<Value> {
             ),
         ));
     }
-    let Some(offset) = row_major_offset(index, shape) else {
-        return Err(err(
+    row_major_offset(index, shape).ok_or_else(|| {
+        err(
             codes::INDEX_OUT_OF_BOUNDS,
             format!("index {} is out of bounds for shape {}", fmt_index(index), shape_text(shape)),
-        ));
-    };
+        )
+    })
+}
+
+/// An index argument: an int scalar (one component) or an int vector.
+pub fn index_value(v: &Value) -> OpResult<Vec<i64>> {
+    match v {
+        Value::Scalar(Scalar::Int(_, i)) => Ok(vec![*i]),
+        other => int_vector(other, "the index"),
+    }
+}
+
+/// The sub-array of `a` at the prefix index `index`.
+pub fn select(index: &[i64], a: &Value) -> OpResult<Value> {
+    let shape = a.shape();
+    let offset = check_index(index, shape)?;
     let cell_shape = shape[index.len()..].to_vec();
     let cell_len = shape_size(&cell_shape).unwrap_or(0);
     match a {
@@ -143,22 +156,7 @@ fn fmt_index(index: &[i64]) -> String {
 /// A copy of `a` with the sub-array at `index` replaced by `v`.
 pub fn modarray(a: &Value, index: &[i64], v: &Value) -> OpResult<Value> {
     let shape = a.shape().to_vec();
-    if index.len() > shape.len() {
-        return Err(err(
-            codes::INDEX_OUT_OF_BOUNDS,
-            format!(
-                "index {} has more components than the array of shape {} has axes",
-                fmt_index(index),
-                shape_text(&shape)
-            ),
-        ));
-    }
-    let Some(offset) = row_major_offset(index, &shape) else {
-        return Err(err(
-            codes::INDEX_OUT_OF_BOUNDS,
-            format!("index {} is out of bounds for shape {}", fmt_index(index), shape_text(&shape)),
-        ));
-    };
+    let offset = check_index(index, &shape)?;
     let cell_shape = &shape[index.len()..];
     if v.shape() != cell_shape {
         return Err(err(
@@ -219,20 +217,8 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
         Prim::Dim => Ok(Value::Scalar(Scalar::int(args[0].rank() as i64))),
         Prim::Shape => Ok(Value::int_vector(&args[0].shape().iter().map(|&d| d as i64).collect::<Vec<_>>())),
         Prim::Size => Ok(Value::Scalar(Scalar::int(args[0].len() as i64))),
-        Prim::Sel => {
-            let index = match &args[0] {
-                Value::Scalar(Scalar::Int(_, i)) => vec![*i],
-                other => int_vector(other, "the index")?,
-            };
-            select(&index, &args[1])
-        }
-        Prim::Modarray => {
-            let index = match &args[1] {
-                Value::Scalar(Scalar::Int(_, i)) => vec![*i],
-                other => int_vector(other, "the index")?,
-            };
-            modarray(&args[0], &index, &args[2])
-        }
+        Prim::Sel => select(&index_value(&args[0])?, &args[1]),
+        Prim::Modarray => modarray(&args[0], &index_value(&args[1])?, &args[2]),
         Prim::Reshape => reshape(&int_vector(&args[0], "the new shape")?, &args[1]),
         Prim::Genarray => {
             let shp = int_vector(&args[0], "the shape")?;

@@ -380,6 +380,9 @@ pub enum Prim {
     Puts,
     /// `_error_`: raises a run-time error with the given message (library checks).
     Error,
+    /// `printf(format, args…)`: C's formatted print (the IR's form of the
+    /// `printf` intrinsic; yields 0).
+    Printf,
     /// `_sqrt_S_`, `_pow_SxS_`, …: C math functions on `float`/`double`, element-wise.
     Math(MathFn),
 }
@@ -474,7 +477,7 @@ impl MathFn {
 impl Prim {
     /// Whether evaluating it can be observed other than through its result.
     pub fn has_effect(&self) -> bool {
-        matches!(self, Prim::PrintScalar | Prim::PrintArray | Prim::Show | Prim::Puts)
+        matches!(self, Prim::PrintScalar | Prim::PrintArray | Prim::Show | Prim::Puts | Prim::Printf)
     }
 }
 

@@ -28,7 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use super::hir::{self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Hidden, Prim, Program, Stmt, WithOp};
+use super::hir::{self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Prim, Program, Stmt, WithOp};
 use super::ty::{Info, Shape, Ty};
 use super::typed::{Instance, InstanceId, Reason, Remark, Target, Typed, Wrapper, WrapperId};
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
@@ -131,10 +131,7 @@ fn int_vector(len: Option<usize>) -> Info {
 
 /// The length of a vector-typed value, if known.
 fn vector_len(i: &Info) -> Option<usize> {
-    match &i.ty.shape {
-        Shape::Fixed(d) if d.len() == 1 => d[0],
-        _ => None,
-    }
+    super::prim_ty::vector_len(&i.ty)
 }
 
 fn join_opt(a: &Option<Info>, b: &Option<Info>) -> Option<Info> {
@@ -891,6 +888,7 @@ impl<'a> Engine<'a> {
                 // What each possible candidate would return for what it might receive.
                 let mut joined: Vec<Option<Info>> = vec![None; n_results];
                 let mut first_round = true;
+                let mut result_elems: Vec<(FunId, Vec<Elem>)> = Vec::new();
                 for &l in &possible {
                     let f = self.p.function(l);
                     let params: Vec<Ty> = f
@@ -904,6 +902,7 @@ impl<'a> Engine<'a> {
                         .collect();
                     let id = self.instance(l, params, Reason::Wrapper);
                     let res = self.typed.instances[id.0 as usize].results.clone();
+                    result_elems.push((l, res.iter().map(|t| t.elem).collect()));
                     for (k, r) in res.into_iter().enumerate() {
                         if k < joined.len() {
                             let r = Some(Info::of_type(r));
@@ -911,6 +910,26 @@ impl<'a> Engine<'a> {
                         }
                     }
                     first_round = false;
+                }
+                if let Some((a, b)) = result_elems.iter().zip(result_elems.iter().skip(1)).find(|(a, b)| a.1 != b.1) {
+                    let (fa, fb) = (self.p.function(a.0), self.p.function(b.0));
+                    let types = |e: &[Elem]| e.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+                    let message = format!(
+                        "this call of `{}` is dispatched at run time, but `{}` returns {} and `{}` returns {}",
+                        callee.name,
+                        fa.signature(),
+                        types(&a.1),
+                        fb.signature(),
+                        types(&b.1)
+                    );
+                    self.report(codes::MIXED_RESULT_TYPES, message, span);
+                    if let Some(d) = self.diags_last_mut() {
+                        if d.code == codes::MIXED_RESULT_TYPES {
+                            *d = d.clone().with_hint(
+                                "overloads that differ only in shape must return the same element types; or make the argument's rank known statically",
+                            );
+                        }
+                    }
                 }
                 joined
             }
@@ -978,227 +997,37 @@ impl<'a> Engine<'a> {
                 return Some(Info::of_value(v));
             }
         }
-        let a = |k: usize| args.get(k).cloned().flatten();
-        match prim {
-            Prim::Bin(op) => {
-                let (x, y) = (a(0)?, a(1)?);
-                if x.ty.elem != y.ty.elem {
-                    self.report(codes::TYPE_MISMATCH, format!("`{}` on {} and {}", op.symbol(), x.ty, y.ty), span);
-                    return None;
+        // `dim`, `shape` and `size` have known values when the shape is known.
+        let first = args.first().cloned().flatten();
+        match (prim, &first) {
+            (Prim::Dim, Some(x)) => {
+                if let Some(r) = x.ty.shape.rank_if_known() {
+                    return Some(Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(r as i64))));
                 }
-                let elem = match x.ty.elem {
-                    Elem::Base(b) => {
-                        if !op.accepts(b) {
-                            self.report(codes::TYPE_MISMATCH, format!("`{}` is not defined on {b}", op.symbol()), span);
-                            return None;
-                        }
-                        Elem::Base(op.result_base(b))
-                    }
-                    Elem::String => return None,
-                };
-                let shape = self.elementwise_shape(&x.ty.shape, &y.ty.shape, op.symbol(), span)?;
-                Some(Info::of_type(Ty::new(elem, shape)))
             }
-            Prim::Un(op) => {
-                let x = a(0)?;
-                if let Elem::Base(b) = x.ty.elem {
-                    if !op.accepts(b) {
-                        self.report(codes::TYPE_MISMATCH, format!("`{}` is not defined on {b}", op.symbol()), span);
-                        return None;
-                    }
+            (Prim::Shape, Some(x)) => {
+                if let Some(e) = x.ty.shape.extents() {
+                    return Some(Info::of_value(Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>())));
                 }
-                Some(x.without_value())
             }
-            Prim::Conv(to) => Some(Info::of_type(Ty::new(Elem::Base(*to), a(0)?.ty.shape))),
-            Prim::Math(f) => {
-                let x = a(0)?;
-                let mut shape = x.ty.shape.clone();
-                if let Some(y) = a(1) {
-                    if y.ty.elem != x.ty.elem {
-                        self.report(codes::TYPE_MISMATCH, format!("`{f:?}` on {} and {}", x.ty, y.ty), span);
-                        return None;
-                    }
-                    shape = self.elementwise_shape(&x.ty.shape, &y.ty.shape, "math", span)?;
-                }
-                let elem = match f {
-                    hir::MathFn::IsNan | hir::MathFn::IsInf => Elem::Base(BaseType::Bool),
-                    _ => x.ty.elem,
-                };
-                Some(Info::of_type(Ty::new(elem, shape)))
-            }
-            Prim::Dim => {
-                let x = a(0)?;
-                Some(match x.ty.shape.rank_if_known() {
-                    Some(r) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(r as i64))),
-                    None => int_scalar(),
-                })
-            }
-            Prim::Shape => {
-                let x = a(0)?;
-                Some(match x.ty.shape.extents() {
-                    Some(e) => Info::of_value(Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>())),
-                    None => int_vector(x.ty.shape.rank_if_known()),
-                })
-            }
-            Prim::Size => {
-                let x = a(0)?;
-                Some(match x.ty.shape.extents() {
-                    Some(e) => Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(
+            (Prim::Size, Some(x)) => {
+                if let Some(e) = x.ty.shape.extents() {
+                    return Some(Info::of_value(Value::Scalar(crate::interp::value::Scalar::int(
                         e.iter().product::<usize>() as i64,
-                    ))),
-                    None => int_scalar(),
-                })
-            }
-            Prim::Sel => {
-                let (iv, arr) = (a(0)?, a(1)?);
-                let k = if iv.ty.shape.is_scalar() { Some(1) } else { vector_len(&iv) };
-                match (k, arr.ty.shape.rank_if_known()) {
-                    (Some(k), Some(r)) if k > r => {
-                        self.report(
-                            codes::STATIC_SHAPE_ERROR,
-                            format!("an index of length {k} selects from an array of rank {r} ({})", arr.ty),
-                            span,
-                        );
-                        None
-                    }
-                    (Some(k), _) => Some(Info::of_type(Ty::new(arr.ty.elem, arr.ty.shape.drop_axes(k)))),
-                    (None, _) => Some(Info::of_type(Ty::new(arr.ty.elem, Shape::AtLeast(0)))),
+                    ))));
                 }
             }
-            Prim::Modarray | Prim::IdxModarray => Some(a(0)?.without_value()),
-            Prim::Reshape => {
-                let (shp, x) = (a(0)?, a(1)?);
-                let shape = match (&shp.value, vector_len(&shp)) {
-                    (Some(v), _) => match v.as_int_vec() {
-                        Some(e) if e.iter().all(|&d| d >= 0) => {
-                            let e: Vec<usize> = e.iter().map(|&d| d as usize).collect();
-                            if let Some(src) = x.ty.shape.extents() {
-                                if src.iter().product::<usize>() != e.iter().product::<usize>() {
-                                    self.report(
-                                        codes::STATIC_SHAPE_ERROR,
-                                        format!(
-                                            "cannot reshape {} elements (shape {}) to shape {}",
-                                            src.iter().product::<usize>(),
-                                            x.ty.shape,
-                                            Shape::known(&e)
-                                        ),
-                                        span,
-                                    );
-                                    return None;
-                                }
-                            }
-                            Shape::known(&e)
-                        }
-                        _ => Shape::AtLeast(0),
-                    },
-                    (None, Some(n)) => Shape::rank(n),
-                    (None, None) => Shape::AtLeast(0),
-                };
-                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
-            }
-            Prim::Genarray => {
-                let (shp, v) = (a(0)?, a(1)?);
-                let frame = match (&shp.value, vector_len(&shp)) {
-                    (Some(val), _) => match val.as_int_vec() {
-                        Some(e) if e.iter().all(|&d| d >= 0) => {
-                            Shape::known(&e.iter().map(|&d| d as usize).collect::<Vec<_>>())
-                        }
-                        _ => Shape::AtLeast(0),
-                    },
-                    (None, Some(n)) => Shape::rank(n),
-                    (None, None) => Shape::AtLeast(0),
-                };
-                Some(Info::of_type(Ty::new(v.ty.elem, frame.concat(&v.ty.shape))))
-            }
-            Prim::Cat => {
-                let (x, y) = (a(0)?, a(1)?);
-                let shape = match (&x.ty.shape, &y.ty.shape) {
-                    (Shape::Fixed(p), Shape::Fixed(q)) if p.len() == q.len() && !p.is_empty() => {
-                        let first = match (p[0], q[0]) {
-                            (Some(m), Some(n)) => Some(m + n),
-                            _ => None,
-                        };
-                        let rest = Shape::Fixed(p[1..].to_vec()).meet(&Shape::Fixed(q[1..].to_vec()));
-                        match rest {
-                            Some(Shape::Fixed(r)) => Shape::Fixed(std::iter::once(first).chain(r).collect()),
-                            _ => {
-                                self.report(
-                                    codes::STATIC_SHAPE_ERROR,
-                                    format!("cannot concatenate {} and {}", x.ty, y.ty),
-                                    span,
-                                );
-                                return None;
-                            }
-                        }
-                    }
-                    _ => Shape::AtLeast(1),
-                };
-                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
-            }
-            Prim::Take | Prim::Drop => Some(Info::of_type(Ty::new(a(1)?.ty.elem, Shape::rank(1)))),
-            Prim::Hide(kind) => {
-                let x = a(1)?;
-                let shape = match kind {
-                    Hidden::Value => x.ty.shape.clone(),
-                    Hidden::Shape => match x.ty.shape.rank_if_known() {
-                        Some(r) => Shape::rank(r),
-                        None => x.ty.shape.clone(),
-                    },
-                    Hidden::Dim => Shape::AtLeast(0),
-                };
-                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
-            }
-            Prim::DotSelect(kinds) => {
-                let x = a(0)?;
-                let fixed = kinds.iter().filter(|k| **k == hir::DotKind::Index).count();
-                let shape = match x.ty.shape.rank_if_known() {
-                    Some(r) if r >= fixed => Shape::rank(r - fixed),
-                    _ => Shape::AtLeast(0),
-                };
-                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
-            }
-            Prim::FrameArrange(_) => {
-                let x = a(0)?;
-                let shape = match x.ty.shape.rank_if_known() {
-                    Some(r) => Shape::rank(r),
-                    None => Shape::AtLeast(0),
-                };
-                Some(Info::of_type(Ty::new(x.ty.elem, shape)))
-            }
-            Prim::MinVectors | Prim::MaxVectors => Some(int_vector(a(0).and_then(|i| vector_len(&i)))),
-            Prim::Vect2Offset => Some(int_scalar()),
-            Prim::IdxSel => Some(Info::of_type(Ty::new(a(1)?.ty.elem, Shape::scalar()))),
-            Prim::All => Some(bool_scalar()),
-            Prim::PrintScalar | Prim::PrintArray | Prim::Show | Prim::Puts => Some(int_scalar()),
-            Prim::Error => None,
+            _ => {}
         }
-    }
-
-    /// The shape of an element-wise operation with scalar extension.
-    fn elementwise_shape(&mut self, x: &Shape, y: &Shape, op: &str, span: Span) -> Option<Shape> {
-        if x.is_scalar() {
-            return Some(y.clone());
+        let tys: Vec<Option<&Ty>> = args.iter().map(|a| a.as_ref().map(|i| &i.ty)).collect();
+        let vals: Vec<Option<&Value>> = args.iter().map(|a| a.as_ref().and_then(|i| i.value.as_ref())).collect();
+        match super::prim_ty::prim_type(prim, &tys, &vals) {
+            Ok(t) => t.map(Info::of_type),
+            Err(e) => {
+                self.report(e.code, e.message, span);
+                None
+            }
         }
-        if y.is_scalar() {
-            return Some(x.clone());
-        }
-        if x.non_scalar() && y.non_scalar() {
-            return match x.meet(y) {
-                Some(m) => Some(m),
-                None => {
-                    self.report(codes::STATIC_SHAPE_ERROR, format!("`{op}` on arrays of shapes {x} and {y}"), span);
-                    None
-                }
-            };
-        }
-        // One side may be a scalar: the result has the other's shape (or both).
-        Some(if x.non_scalar() {
-            x.clone()
-        } else if y.non_scalar() {
-            y.clone()
-        } else {
-            x.join(y)
-        })
     }
 
     // ------------------------------------------------------------ with-loops

@@ -14,6 +14,7 @@
 pub mod analysis;
 pub mod hir;
 pub mod infer;
+pub mod prim_ty;
 mod resolve;
 pub mod ty;
 pub mod typed;

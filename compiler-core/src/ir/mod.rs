@@ -1,0 +1,485 @@
+//! The optimising IR: one structured SSA form for SaC (and later L0).
+//!
+//! # Shape
+//!
+//! A [`Module`] holds [`Function`]s. A function has parameters, a body [`Block`]
+//! and result types. A block is a sequence of [`Stmt`]s followed by the values it
+//! *yields*: a function body yields its results, an `if` branch its values, a loop
+//! body its next loop-carried values, a with-loop part one value per operator.
+//! Each statement applies one [`Op`] and defines zero or more values.
+//!
+//! Every value is defined exactly once (SSA) and carries a static [`Ty`]
+//! (element type and shape class, see [`crate::sema::ty`]). Values live in one
+//! arena per function ([`ValueId`] indexes [`Function::values`]).
+//!
+//! # Scope and evaluation order
+//!
+//! A value is visible after its definition in its own block and in every block
+//! nested inside the rest of that block (lexical scoping, as in SaC). Statements
+//! run in order; an op's operands are evaluated before it. There is no
+//! unstructured control flow: `if` and loops are ops with nested blocks. Ops other
+//! than [`Op::Call`], [`Op::Check`] and effectful primitives (printing) are pure,
+//! so a statement whose values are unused may be dropped, and identical pure
+//! statements may be merged.
+//!
+//! # With-loops
+//!
+//! [`With`] is the generalised with-loop of seed 002 (`internal_with`): a list of
+//! [`Part`]s, each an index set given by a generator — the vectors `lower`
+//! (inclusive), `upper` (exclusive), `step` and `width`, all of the same length
+//! `n`; index `iv` is in the set iff `lower <= iv < upper` and
+//! `(iv - lower) mod step < width` component-wise — and a body block yielding one
+//! value per operator ([`WithOp`]) for that index. A part binds its index as a
+//! vector value (`index`) and/or its components as scalars (`scalars`), and may
+//! bind `offset`, the row-major offset of the index in the result's frame (seed
+//! 001's `idxwith`). Operators:
+//!
+//! * `genarray(shape, default)`: result of shape `shape ++ shape(cell)`; an index
+//!   covered by several parts takes the value of the *last* covering part (or the
+//!   *first*, when `first_match` is set: tensor comprehensions); uncovered indices
+//!   take `default` (or zero of the cell type when there is none).
+//! * `modarray(array)`: like genarray over `shape(array)`, uncovered indices keep
+//!   `array`'s elements.
+//! * `fold(f, neutral)`: combines the values of all covered indices, in index
+//!   order per part and parts in order, starting from `neutral`;
+//!   `foldfix(f, neutral, fix)` stops once the accumulator equals `fix`.
+//!
+//! With every part dense (step = width = 1) and the parts plus the complement
+//! known statically, a with-loop is exactly seed 002's partition of the index
+//! space; with-loop folding works on that form.
+//!
+//! # Checks
+//!
+//! [`Op::Check`] raises the run-time error it describes when its condition is
+//! false; primitives may assume what checks before them establish. Checks carry
+//! the code, message and source location of the error. Bounds-check elimination
+//! removes checks that generator bounds prove, and hoists loop-invariant ones.
+//!
+//! # Source locations
+//!
+//! Every statement has the span of the source it came from and a [`Blame`]: where
+//! its run-time errors are reported. Errors in library code are reported at the
+//! user's call that led there; errors of statements marked [`Blame::Caller`]
+//! (argument patterns, `where` conditions, dispatch wrappers) at the call of their
+//! function. Inlining keeps this: inlined library statements are blamed at the
+//! call they were inlined into.
+//!
+//! # Text form
+//!
+//! [`print`] writes a module as text and [`parse`] reads it back; printing the
+//! parsed text gives the same text (spans are not part of the text). [`verify`]
+//! checks the invariants listed in its module documentation.
+
+pub mod interp;
+pub mod lower;
+pub mod parse;
+pub mod print;
+pub mod verify;
+
+use crate::interp::value::Value;
+use crate::sema::hir::Prim;
+use crate::sema::ty::Ty;
+use crate::span::Span;
+use crate::syntax::ast::Name;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FuncId(pub u32);
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueData {
+    pub ty: Ty,
+    /// The source variable it came from, for readable IR and messages.
+    pub name: Option<Name>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// An instance of a source function.
+    Instance,
+    /// A dispatch wrapper: picks an instance on dim and shape.
+    Wrapper,
+}
+
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// Link name (`Det__i_3_3`).
+    pub name: String,
+    /// The function's name in the source (`Det`).
+    pub source_name: Name,
+    pub kind: FunctionKind,
+    pub params: Vec<ValueId>,
+    pub results: Vec<Ty>,
+    pub body: Block,
+    pub values: Vec<ValueData>,
+    /// Declared `inline` (library functions are).
+    pub inline: bool,
+    /// Comes from library code.
+    pub library: bool,
+    pub span: Span,
+}
+
+impl Function {
+    pub fn ty(&self, v: ValueId) -> &Ty {
+        &self.values[v.0 as usize].ty
+    }
+
+    pub fn new_value(&mut self, ty: Ty, name: Option<Name>) -> ValueId {
+        let id = ValueId(self.values.len() as u32);
+        self.values.push(ValueData { ty, name });
+        id
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub yields: Vec<ValueId>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub defs: Vec<ValueId>,
+    pub op: Op,
+    pub span: Span,
+    pub blame: Blame,
+}
+
+/// Where a statement's run-time errors (and remarks) are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// At the statement's own span (or, in library code, the user's call into it).
+    Here,
+    /// At this span: a statement inlined from library code or blamed on its caller.
+    At(Span),
+    /// At the call of the enclosing function.
+    Caller,
+}
+
+impl Stmt {
+    pub fn new(defs: Vec<ValueId>, op: Op, span: Span) -> Stmt {
+        Stmt { defs, op, span, blame: Blame::Here }
+    }
+
+    /// Where errors about this statement point; `None`: at the caller.
+    pub fn blame_span(&self) -> Option<Span> {
+        match self.blame {
+            Blame::Here => Some(self.span),
+            Blame::At(s) => Some(s),
+            Blame::Caller => None,
+        }
+    }
+}
+
+/// Function called by a with-loop fold.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FoldFn {
+    Prim(Prim),
+    Call(FuncId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum WithOp {
+    Genarray { shape: ValueId, default: Option<ValueId> },
+    Modarray { array: ValueId },
+    Fold { fun: FoldFn, partial: Vec<ValueId>, neutral: ValueId, fixpoint: Option<ValueId> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub lower: ValueId,
+    pub upper: ValueId,
+    pub step: Option<ValueId>,
+    pub width: Option<ValueId>,
+    /// The index vector, if the body uses it.
+    pub index: Option<ValueId>,
+    /// The index components, if the body uses them.
+    pub scalars: Option<Vec<ValueId>>,
+    /// Row-major offset of the index in the frame (index vector elimination).
+    pub offset: Option<ValueId>,
+    pub body: Block,
+    /// The generator's span (bad bounds are reported here).
+    pub span: Span,
+    /// Per operator, the span of the expression whose value the part yields
+    /// (cells of the wrong shape or type are reported here).
+    pub result_spans: Vec<Span>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct With {
+    pub parts: Vec<Part>,
+    pub ops: Vec<WithOp>,
+    /// Tensor comprehensions: the first covering part wins.
+    pub first_match: bool,
+    /// Cell types for genarray operators whose cells are never computed.
+    pub cells: Vec<Option<Ty>>,
+    /// Memory reuse: per operator, an argument whose buffer the result may take
+    /// over (it is dead afterwards and read only at the written index).
+    pub reuse: Vec<Option<ValueId>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Check {
+    /// Two arrays have the same shape (element-wise operations).
+    SameShape(ValueId, ValueId),
+    /// An index (vector, or scalar for one component) is inside an array.
+    InBounds { index: ValueId, array: ValueId },
+    /// A bool value is true.
+    Assert(ValueId),
+    /// A value has a type (declared variables, results, casts).
+    Conforms(ValueId, Ty),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckOp {
+    pub check: Check,
+    pub code: crate::diagnostics::Code,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Const(Value),
+    /// A primitive. `checked` is false when bounds-check elimination proved the
+    /// selection or update in bounds.
+    Prim {
+        prim: Prim,
+        args: Vec<ValueId>,
+        checked: bool,
+    },
+    Call {
+        func: FuncId,
+        args: Vec<ValueId>,
+    },
+    /// `[a, b, c]`: values of equal shape stacked along a new first axis.
+    Array(Vec<ValueId>),
+    If {
+        cond: ValueId,
+        then_block: Block,
+        else_block: Block,
+    },
+    /// A loop with carried values. `params` take `init` first, then what `body`
+    /// yields; `cond` (a block yielding one bool, seeing `params`) is tested before
+    /// each iteration (`while`) or after it (`do-while`). The statement defines the
+    /// final values of `params`.
+    Loop {
+        init: Vec<ValueId>,
+        params: Vec<ValueId>,
+        cond: Block,
+        body: Block,
+        test_first: bool,
+    },
+    With(Box<With>),
+    Check(CheckOp),
+    /// An unconditional run-time error (a wrapper finding no instance).
+    Fail {
+        code: crate::diagnostics::Code,
+        message: String,
+    },
+    /// Matches the arguments' shapes against a function's type patterns
+    /// (`int[n,n] a, int[n] b`), failing with R0014 when they disagree, and defines
+    /// the pattern variables (`vars`, int scalars or int vectors) in order.
+    Pattern {
+        args: Vec<ValueId>,
+        specs: Vec<crate::syntax::ast::ShapeSpec>,
+        vars: Vec<Name>,
+        function: String,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    pub functions: Vec<Function>,
+    /// Entry points: source name → the function to call (its wrapper).
+    pub entries: Vec<(Name, FuncId)>,
+}
+
+impl Module {
+    pub fn function(&self, f: FuncId) -> &Function {
+        &self.functions[f.0 as usize]
+    }
+
+    pub fn entry(&self, name: &str) -> Option<FuncId> {
+        self.entries.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
+    }
+}
+
+impl Block {
+    /// Calls `f` on every statement, nested ones included (pre-order).
+    pub fn walk(&self, f: &mut dyn FnMut(&Stmt)) {
+        for s in &self.stmts {
+            f(s);
+            s.op.walk_blocks(&mut |b| b.walk(f));
+        }
+    }
+}
+
+impl Op {
+    /// The values this op reads directly (not inside its nested blocks).
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            Op::Const(_) | Op::Fail { .. } => Vec::new(),
+            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.clone(),
+            Op::If { cond, .. } => vec![*cond],
+            Op::Loop { init, .. } => init.clone(),
+            Op::Pattern { args, .. } => args.clone(),
+            Op::Check(c) => match &c.check {
+                Check::SameShape(a, b) => vec![*a, *b],
+                Check::InBounds { index, array } => vec![*index, *array],
+                Check::Assert(v) | Check::Conforms(v, _) => vec![*v],
+            },
+            Op::With(w) => {
+                let mut v = Vec::new();
+                for op in &w.ops {
+                    match op {
+                        WithOp::Genarray { shape, default } => {
+                            v.push(*shape);
+                            v.extend(default);
+                        }
+                        WithOp::Modarray { array } => v.push(*array),
+                        WithOp::Fold { partial, neutral, fixpoint, .. } => {
+                            v.extend(partial);
+                            v.push(*neutral);
+                            v.extend(fixpoint);
+                        }
+                    }
+                }
+                for p in &w.parts {
+                    v.push(p.lower);
+                    v.push(p.upper);
+                    v.extend(p.step);
+                    v.extend(p.width);
+                }
+                v.extend(w.reuse.iter().flatten());
+                v
+            }
+        }
+    }
+
+    /// Rewrites the values this op reads directly.
+    pub fn map_operands(&mut self, f: &mut dyn FnMut(ValueId) -> ValueId) {
+        match self {
+            Op::Const(_) | Op::Fail { .. } => {}
+            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.iter_mut().for_each(|a| *a = f(*a)),
+            Op::If { cond, .. } => *cond = f(*cond),
+            Op::Loop { init, .. } => init.iter_mut().for_each(|a| *a = f(*a)),
+            Op::Pattern { args, .. } => args.iter_mut().for_each(|a| *a = f(*a)),
+            Op::Check(c) => match &mut c.check {
+                Check::SameShape(a, b) => {
+                    *a = f(*a);
+                    *b = f(*b);
+                }
+                Check::InBounds { index, array } => {
+                    *index = f(*index);
+                    *array = f(*array);
+                }
+                Check::Assert(v) | Check::Conforms(v, _) => *v = f(*v),
+            },
+            Op::With(w) => {
+                for op in &mut w.ops {
+                    match op {
+                        WithOp::Genarray { shape, default } => {
+                            *shape = f(*shape);
+                            if let Some(d) = default {
+                                *d = f(*d);
+                            }
+                        }
+                        WithOp::Modarray { array } => *array = f(*array),
+                        WithOp::Fold { partial, neutral, fixpoint, .. } => {
+                            partial.iter_mut().for_each(|a| *a = f(*a));
+                            *neutral = f(*neutral);
+                            if let Some(x) = fixpoint {
+                                *x = f(*x);
+                            }
+                        }
+                    }
+                }
+                for p in &mut w.parts {
+                    p.lower = f(p.lower);
+                    p.upper = f(p.upper);
+                    if let Some(s) = &mut p.step {
+                        *s = f(*s);
+                    }
+                    if let Some(x) = &mut p.width {
+                        *x = f(*x);
+                    }
+                }
+                for r in w.reuse.iter_mut().flatten() {
+                    *r = f(*r);
+                }
+            }
+        }
+    }
+
+    /// Calls `f` on each nested block.
+    pub fn walk_blocks(&self, f: &mut dyn FnMut(&Block)) {
+        match self {
+            Op::If { then_block, else_block, .. } => {
+                f(then_block);
+                f(else_block);
+            }
+            Op::Loop { cond, body, .. } => {
+                f(cond);
+                f(body);
+            }
+            Op::With(w) => w.parts.iter().for_each(|p| f(&p.body)),
+            _ => {}
+        }
+    }
+
+    pub fn walk_blocks_mut(&mut self, f: &mut dyn FnMut(&mut Block)) {
+        match self {
+            Op::If { then_block, else_block, .. } => {
+                f(then_block);
+                f(else_block);
+            }
+            Op::Loop { cond, body, .. } => {
+                f(cond);
+                f(body);
+            }
+            Op::With(w) => w.parts.iter_mut().for_each(|p| f(&mut p.body)),
+            _ => {}
+        }
+    }
+
+    /// Values bound by the op for its nested blocks (loop params, part indices).
+    pub fn bound_values(&self) -> Vec<ValueId> {
+        match self {
+            Op::Loop { params, .. } => params.clone(),
+            Op::With(w) => {
+                let mut v = Vec::new();
+                for p in &w.parts {
+                    v.extend(p.index);
+                    v.extend(p.scalars.iter().flatten());
+                    v.extend(p.offset);
+                }
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether removing the statement (when its values are unused) is safe.
+    pub fn is_pure(&self) -> bool {
+        match self {
+            Op::Call { .. } | Op::Check(_) | Op::Fail { .. } | Op::Pattern { .. } => false,
+            Op::Prim { prim, .. } => !prim.has_effect() && !matches!(prim, Prim::Error),
+            Op::If { then_block, else_block, .. } => block_pure(then_block) && block_pure(else_block),
+            Op::Loop { cond, body, .. } => block_pure(cond) && block_pure(body),
+            Op::With(w) => {
+                w.parts.iter().all(|p| block_pure(&p.body))
+                    && w.ops.iter().all(|o| !matches!(o, WithOp::Fold { fun: FoldFn::Call(_), .. }))
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Whether every statement in the block (recursively) is pure. Pure code may still
+/// fail (an out-of-bounds selection), but dead pure code need not run: SaC does
+/// not evaluate what is never used.
+pub fn block_pure(b: &Block) -> bool {
+    b.stmts.iter().all(|s| s.op.is_pure() || matches!(s.op, Op::Check(_)))
+}

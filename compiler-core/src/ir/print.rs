@@ -1,0 +1,397 @@
+//! The IR's text form.
+//!
+//! ```text
+//! fn Det__i_3_3(%0#A: int[3,3]) -> int  [instance Det]
+//! {
+//!   %1: int[2] = const [3, 3]
+//!   %2: int[2] = prim sub(%1, %3)
+//!   %4: int[3,3] = with {
+//!     part lower %5 upper %6 index %7#iv: int[2] {
+//!       %8: int = prim sel(%7, %0)
+//!       yield %8
+//!     }
+//!   } genarray(%9)
+//!   check in_bounds(%7, %0) R0001 "index out of bounds"
+//!   return %4
+//! }
+//! entry Det = Det__wrapper
+//! ```
+//!
+//! Types print exactly (`[+3]` is "at least 3 axes"), constants in SaC syntax
+//! (`inf`/`nan` for non-finite reals), primitives by the names of [`prim_name`].
+
+use std::fmt::Write;
+
+use super::*;
+use crate::interp::format::value_literal;
+use crate::interp::ops::{BinOp, UnOp};
+use crate::sema::hir::{DotKind, Elem, Hidden, MathFn};
+use crate::sema::ty::Shape;
+use crate::syntax::ast::BaseType;
+
+pub fn type_text(ty: &Ty) -> String {
+    let shape = match &ty.shape {
+        Shape::Fixed(d) if d.is_empty() => String::new(),
+        Shape::Fixed(d) => format!(
+            "[{}]",
+            d.iter().map(|e| e.map_or(".".to_string(), |e| e.to_string())).collect::<Vec<_>>().join(",")
+        ),
+        Shape::AtLeast(0) => "[*]".to_string(),
+        Shape::AtLeast(1) => "[+]".to_string(),
+        Shape::AtLeast(n) => format!("[+{n}]"),
+    };
+    format!("{}{shape}", ty.elem)
+}
+
+fn dot_code(kinds: &[DotKind]) -> String {
+    kinds
+        .iter()
+        .map(|k| match k {
+            DotKind::Index => 'i',
+            DotKind::Dot => 'd',
+            DotKind::Ellipsis => 'e',
+        })
+        .collect()
+}
+
+/// The text name of a primitive (bijective with [`super::parse::prim_from_name`]).
+pub fn prim_name(p: &Prim) -> String {
+    match p {
+        Prim::Bin(op) => match op {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Mod => "mod",
+            BinOp::AplMod => "aplmod",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            BinOp::Eq => "eq",
+            BinOp::Ne => "neq",
+            BinOp::Lt => "lt",
+            BinOp::Le => "le",
+            BinOp::Gt => "gt",
+            BinOp::Ge => "ge",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::BitAnd => "bitand",
+            BinOp::BitOr => "bitor",
+            BinOp::BitXor => "bitxor",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
+        }
+        .to_string(),
+        Prim::Un(op) => match op {
+            UnOp::Neg => "neg",
+            UnOp::Not => "not",
+            UnOp::BitNot => "bitnot",
+            UnOp::Abs => "abs",
+        }
+        .to_string(),
+        Prim::Conv(b) => format!("to_{}", b.name()),
+        Prim::Math(f) => format!("math_{}", format!("{f:?}").to_lowercase()),
+        Prim::Dim => "dim".into(),
+        Prim::Shape => "shape".into(),
+        Prim::Size => "size".into(),
+        Prim::Sel => "sel".into(),
+        Prim::Modarray => "modarray".into(),
+        Prim::Reshape => "reshape".into(),
+        Prim::Genarray => "genarray".into(),
+        Prim::Cat => "cat".into(),
+        Prim::Take => "take".into(),
+        Prim::Drop => "drop".into(),
+        Prim::Hide(h) => match h {
+            Hidden::Value => "hide_value",
+            Hidden::Shape => "hide_shape",
+            Hidden::Dim => "hide_dim",
+        }
+        .into(),
+        Prim::Vect2Offset => "vect2offset".into(),
+        Prim::IdxSel => "idx_sel".into(),
+        Prim::IdxModarray => "idx_modarray".into(),
+        Prim::All => "all".into(),
+        Prim::DotSelect(k) => format!("dotsel_{}", dot_code(k)),
+        Prim::FrameArrange(k) => format!("arrange_{}", dot_code(k)),
+        Prim::MinVectors => "min_vectors".into(),
+        Prim::MaxVectors => "max_vectors".into(),
+        Prim::PrintScalar => "print_scalar".into(),
+        Prim::PrintArray => "print_array".into(),
+        Prim::Show => "show".into(),
+        Prim::Puts => "puts".into(),
+        Prim::Printf => "printf".into(),
+        Prim::Error => "error".into(),
+    }
+}
+
+/// A shape pattern as written in SaC (`[n,.,d:shp]`), `[]` for a scalar.
+pub fn spec_text(spec: &crate::syntax::ast::ShapeSpec) -> String {
+    let ty = crate::sema::hir::Type { elem: Elem::Base(BaseType::Int), shape: spec.clone() };
+    let text = ty.to_string();
+    let shape = text.strip_prefix("int").unwrap_or("");
+    if shape.is_empty() { "[]".to_string() } else { shape.to_string() }
+}
+
+/// Every math function, for parsing names back.
+pub const MATH_FNS: &[MathFn] = &[
+    MathFn::Sqrt,
+    MathFn::Cbrt,
+    MathFn::Exp,
+    MathFn::Expm1,
+    MathFn::Log,
+    MathFn::Log10,
+    MathFn::Log2,
+    MathFn::Log1p,
+    MathFn::Sin,
+    MathFn::Cos,
+    MathFn::Tan,
+    MathFn::Asin,
+    MathFn::Acos,
+    MathFn::Atan,
+    MathFn::Sinh,
+    MathFn::Cosh,
+    MathFn::Tanh,
+    MathFn::Asinh,
+    MathFn::Acosh,
+    MathFn::Atanh,
+    MathFn::Floor,
+    MathFn::Ceil,
+    MathFn::Round,
+    MathFn::Trunc,
+    MathFn::Rint,
+    MathFn::Fabs,
+    MathFn::Pow,
+    MathFn::Atan2,
+    MathFn::Fmod,
+    MathFn::Hypot,
+    MathFn::Copysign,
+    MathFn::IsNan,
+    MathFn::IsInf,
+];
+
+pub fn const_text(v: &Value) -> String {
+    // Non-finite floats need a marker to read back as float, not double.
+    if let Value::Scalar(crate::interp::value::Scalar::Float(f)) = v {
+        if !f.is_finite() {
+            return format!("{}f", value_literal(&Value::Scalar(crate::interp::value::Scalar::Double(*f as f64))));
+        }
+    }
+    let _ = (Elem::Base(BaseType::Int), 0);
+    value_literal(v)
+}
+
+struct Printer<'a> {
+    module: &'a Module,
+    f: &'a Function,
+    out: String,
+}
+
+impl Printer<'_> {
+    fn v(&self, v: ValueId) -> String {
+        format!("%{}", v.0)
+    }
+
+    fn def(&self, v: ValueId) -> String {
+        let data = &self.f.values[v.0 as usize];
+        match &data.name {
+            Some(n) => format!("%{}#{}: {}", v.0, n, type_text(&data.ty)),
+            None => format!("%{}: {}", v.0, type_text(&data.ty)),
+        }
+    }
+
+    fn list(&self, vs: &[ValueId]) -> String {
+        vs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn indent(&mut self, depth: usize) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+    }
+
+    fn block(&mut self, b: &Block, depth: usize) {
+        for s in &b.stmts {
+            self.stmt(s, depth);
+        }
+        self.indent(depth);
+        if b.yields.is_empty() {
+            self.out.push_str("yield\n");
+        } else {
+            let y = self.list(&b.yields);
+            writeln!(self.out, "yield {y}").ok();
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, depth: usize) {
+        self.indent(depth);
+        if !s.defs.is_empty() {
+            let defs: Vec<String> = s.defs.iter().map(|d| self.def(*d)).collect();
+            write!(self.out, "{} = ", defs.join(", ")).ok();
+        }
+        match &s.op {
+            Op::Const(v) => writeln!(self.out, "const {}", const_text(v)).ok(),
+            Op::Prim { prim, args, checked } => {
+                let mark = if *checked { "" } else { " unchecked" };
+                writeln!(self.out, "prim {}({}){mark}", prim_name(prim), self.list(args)).ok()
+            }
+            Op::Call { func, args } => {
+                writeln!(self.out, "call {}({})", self.module.function(*func).name, self.list(args)).ok()
+            }
+            Op::Array(args) => writeln!(self.out, "array [{}]", self.list(args)).ok(),
+            Op::Pattern { args, specs, vars, function } => {
+                let specs: Vec<String> = specs.iter().map(spec_text).collect();
+                let vars: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
+                writeln!(
+                    self.out,
+                    "pattern {function} ({}) [{}] vars [{}]",
+                    self.list(args),
+                    specs.join("; "),
+                    vars.join(", ")
+                )
+                .ok()
+            }
+            Op::Fail { code, message } => writeln!(self.out, "fail {} {:?}", code.id, message).ok(),
+            Op::Check(c) => {
+                let what = match &c.check {
+                    Check::SameShape(a, b) => format!("same_shape({}, {})", self.v(*a), self.v(*b)),
+                    Check::InBounds { index, array } => format!("in_bounds({}, {})", self.v(*index), self.v(*array)),
+                    Check::Assert(v) => format!("assert({})", self.v(*v)),
+                    Check::Conforms(v, ty) => format!("conforms({}, {})", self.v(*v), type_text(ty)),
+                };
+                writeln!(self.out, "check {what} {} {:?}", c.code.id, c.message).ok()
+            }
+            Op::If { cond, then_block, else_block } => {
+                writeln!(self.out, "if {} {{", self.v(*cond)).ok();
+                self.block(then_block, depth + 1);
+                self.indent(depth);
+                self.out.push_str("} else {\n");
+                self.block(else_block, depth + 1);
+                self.indent(depth);
+                self.out.push_str("}\n");
+                None
+            }
+            Op::Loop { init, params, cond, body, test_first } => {
+                let params: Vec<String> = params.iter().map(|p| self.def(*p)).collect();
+                writeln!(
+                    self.out,
+                    "loop {} init({}) params({}) cond {{",
+                    if *test_first { "while" } else { "do" },
+                    self.list(init),
+                    params.join(", ")
+                )
+                .ok();
+                self.block(cond, depth + 1);
+                self.indent(depth);
+                self.out.push_str("} body {\n");
+                self.block(body, depth + 1);
+                self.indent(depth);
+                self.out.push_str("}\n");
+                None
+            }
+            Op::With(w) => {
+                writeln!(self.out, "with{} {{", if w.first_match { " first_match" } else { "" }).ok();
+                for p in &w.parts {
+                    self.indent(depth + 1);
+                    write!(self.out, "part lower {} upper {}", self.v(p.lower), self.v(p.upper)).ok();
+                    if let Some(s) = p.step {
+                        write!(self.out, " step {}", self.v(s)).ok();
+                    }
+                    if let Some(x) = p.width {
+                        write!(self.out, " width {}", self.v(x)).ok();
+                    }
+                    if let Some(i) = p.index {
+                        write!(self.out, " index {}", self.def(i)).ok();
+                    }
+                    if let Some(ss) = &p.scalars {
+                        let d: Vec<String> = ss.iter().map(|s| self.def(*s)).collect();
+                        write!(self.out, " scalars [{}]", d.join(", ")).ok();
+                    }
+                    if let Some(o) = p.offset {
+                        write!(self.out, " offset {}", self.def(o)).ok();
+                    }
+                    self.out.push_str(" {\n");
+                    self.block(&p.body, depth + 2);
+                    self.indent(depth + 1);
+                    self.out.push_str("}\n");
+                }
+                self.indent(depth);
+                let ops: Vec<String> = w
+                    .ops
+                    .iter()
+                    .enumerate()
+                    .map(|(k, op)| {
+                        let mut s = match op {
+                            WithOp::Genarray { shape, default } => match default {
+                                Some(d) => format!("genarray({}, {})", self.v(*shape), self.v(*d)),
+                                None => format!("genarray({})", self.v(*shape)),
+                            },
+                            WithOp::Modarray { array } => format!("modarray({})", self.v(*array)),
+                            WithOp::Fold { fun, partial, neutral, fixpoint } => {
+                                let f = match fun {
+                                    FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
+                                    FoldFn::Call(f) => format!("call {}", self.module.function(*f).name),
+                                };
+                                let partial = if partial.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(" partial({})", self.list(partial))
+                                };
+                                match fixpoint {
+                                    Some(x) => format!("foldfix({f}{partial}, {}, {})", self.v(*neutral), self.v(*x)),
+                                    None => format!("fold({f}{partial}, {})", self.v(*neutral)),
+                                }
+                            }
+                        };
+                        if let Some(Some(c)) = w.cells.get(k) {
+                            write!(s, " cell {}", type_text(c)).ok();
+                        }
+                        if let Some(Some(r)) = w.reuse.get(k) {
+                            write!(s, " reuse {}", self.v(*r)).ok();
+                        }
+                        s
+                    })
+                    .collect();
+                writeln!(self.out, "}} {}", ops.join(", ")).ok()
+            }
+        };
+    }
+}
+
+/// Writes one function.
+pub fn function_text(module: &Module, f: &Function) -> String {
+    let mut p = Printer { module, f, out: String::new() };
+    let params: Vec<String> = f.params.iter().map(|v| p.def(*v)).collect();
+    let results: Vec<String> = f.results.iter().map(type_text).collect();
+    let kind = match f.kind {
+        FunctionKind::Instance => "instance",
+        FunctionKind::Wrapper => "wrapper",
+    };
+    let mut attrs = vec![format!("{kind} {}", f.source_name)];
+    if f.inline {
+        attrs.push("inline".into());
+    }
+    if f.library {
+        attrs.push("library".into());
+    }
+    writeln!(p.out, "fn {}({}) -> ({})  [{}]\n{{", f.name, params.join(", "), results.join(", "), attrs.join(", "))
+        .ok();
+    for s in &f.body.stmts {
+        p.stmt(s, 1);
+    }
+    p.indent(1);
+    writeln!(p.out, "return {}", p.list(&f.body.yields)).ok();
+    p.out.push_str("}\n");
+    p.out
+}
+
+/// Writes a whole module.
+pub fn module_text(module: &Module) -> String {
+    let mut out = String::new();
+    for f in &module.functions {
+        out.push_str(&function_text(module, f));
+        out.push('\n');
+    }
+    for (name, f) in &module.entries {
+        writeln!(out, "entry {name} = {}", module.function(*f).name).ok();
+    }
+    out
+}

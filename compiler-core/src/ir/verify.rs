@@ -1,0 +1,215 @@
+//! The IR verifier: the contract every pass must keep. Checked after every pass in
+//! tests and debug builds; a failure names the pass and is a compiler bug.
+//!
+//! 1. Every value is defined exactly once (parameters, statement results, loop
+//!    parameters, with-loop part indices).
+//! 2. Every operand is in scope: defined earlier in the same block or in an
+//!    enclosing one (lexical scoping), or a parameter.
+//! 3. Counts agree: a function body yields its result count; `if` branches yield
+//!    as many values as the statement defines; a loop's `init`, `params`, body
+//!    yields and definitions have one length and its condition yields one value;
+//!    each with-loop part yields one value per operator; a call defines as many
+//!    values as its callee returns and passes as many as it takes; constants,
+//!    primitives, arrays and `hide` define one value; checks and failures none.
+//! 4. Element types flow: `if` branches, loop bodies and with-loop folds yield the
+//!    element types of what they define; conditions are `bool`.
+//! 5. Calls and entries name functions of the module.
+
+use std::collections::HashSet;
+
+use super::*;
+use crate::sema::hir::Elem;
+use crate::syntax::ast::BaseType;
+
+struct Verifier<'a> {
+    module: &'a Module,
+    f: &'a Function,
+    defined: HashSet<ValueId>,
+    scope: Vec<HashSet<ValueId>>,
+    errors: Vec<String>,
+}
+
+impl Verifier<'_> {
+    fn err(&mut self, msg: String) {
+        if self.errors.len() < 20 {
+            self.errors.push(format!("in `{}`: {msg}", self.f.name));
+        }
+    }
+
+    fn define(&mut self, v: ValueId) {
+        if v.0 as usize >= self.f.values.len() {
+            self.err(format!("%{} is outside the value table", v.0));
+            return;
+        }
+        if !self.defined.insert(v) {
+            self.err(format!("%{} is defined twice", v.0));
+        }
+        if let Some(top) = self.scope.last_mut() {
+            top.insert(v);
+        }
+    }
+
+    fn use_(&mut self, v: ValueId, what: &str) {
+        if !self.scope.iter().any(|s| s.contains(&v)) {
+            self.err(format!("{what} uses %{}, which is not in scope", v.0));
+        }
+    }
+
+    fn elem(&self, v: ValueId) -> Option<Elem> {
+        self.f.values.get(v.0 as usize).map(|d| d.ty.elem)
+    }
+
+    fn block(&mut self, b: &Block, expect: Option<usize>, what: &str) {
+        self.scope.push(HashSet::new());
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+        for y in &b.yields {
+            self.use_(*y, &format!("the yield of {what}"));
+        }
+        if let Some(n) = expect {
+            if b.yields.len() != n {
+                self.err(format!("{what} yields {} value(s), expected {n}", b.yields.len()));
+            }
+        }
+        self.scope.pop();
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        let name = format!("`{}`", op_name(&s.op));
+        for v in s.op.operands() {
+            self.use_(v, &name);
+        }
+        let n_defs = s.defs.len();
+        let expected = match &s.op {
+            Op::Const(_) | Op::Prim { .. } | Op::Array(_) => Some(1),
+            Op::Pattern { vars, .. } => Some(vars.len()),
+            Op::Check(_) | Op::Fail { .. } => Some(0),
+            Op::Call { func, args } => match self.module.functions.get(func.0 as usize) {
+                Some(callee) => {
+                    if callee.params.len() != args.len() {
+                        self.err(format!(
+                            "call of `{}` passes {} argument(s), it takes {}",
+                            callee.name,
+                            args.len(),
+                            callee.params.len()
+                        ));
+                    }
+                    Some(callee.results.len())
+                }
+                None => {
+                    self.err(format!("call of unknown function #{}", func.0));
+                    None
+                }
+            },
+            Op::If { .. } => None,
+            Op::Loop { init, params, .. } => {
+                if init.len() != params.len() {
+                    self.err(format!("loop has {} initial values for {} parameters", init.len(), params.len()));
+                }
+                Some(params.len())
+            }
+            Op::With(w) => Some(w.ops.len()),
+        };
+        if let Some(e) = expected {
+            if e != n_defs {
+                self.err(format!("{name} defines {n_defs} value(s), expected {e}"));
+            }
+        }
+        // Nested blocks and bound values.
+        match &s.op {
+            Op::If { cond, then_block, else_block } => {
+                if self.elem(*cond) != Some(Elem::Base(BaseType::Bool)) {
+                    self.err(format!("`if` condition %{} is not bool", cond.0));
+                }
+                self.block(then_block, Some(n_defs), "a then-branch");
+                self.block(else_block, Some(n_defs), "an else-branch");
+                for (k, d) in s.defs.iter().enumerate() {
+                    for b in [then_block, else_block] {
+                        if let Some(y) = b.yields.get(k) {
+                            if self.elem(*y) != self.elem(*d) {
+                                self.err(format!(
+                                    "an `if` branch yields %{} of another element type than %{}",
+                                    y.0, d.0
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Op::Loop { params, cond, body, init, .. } => {
+                self.scope.push(HashSet::new());
+                for p in params {
+                    self.define(*p);
+                }
+                for (i, p) in init.iter().zip(params) {
+                    if self.elem(*i) != self.elem(*p) {
+                        self.err(format!(
+                            "loop parameter %{} and its initial value %{} differ in element type",
+                            p.0, i.0
+                        ));
+                    }
+                }
+                self.block(cond, Some(1), "a loop condition");
+                if let Some(c) = cond.yields.first() {
+                    if self.elem(*c) != Some(Elem::Base(BaseType::Bool)) {
+                        self.err(format!("loop condition %{} is not bool", c.0));
+                    }
+                }
+                self.block(body, Some(params.len()), "a loop body");
+                self.scope.pop();
+            }
+            Op::With(w) => {
+                if w.cells.len() != w.ops.len() || w.reuse.len() != w.ops.len() {
+                    self.err("with-loop cell and reuse lists must have one entry per operator".into());
+                }
+                for p in &w.parts {
+                    self.scope.push(HashSet::new());
+                    for v in p.index.iter().chain(p.scalars.iter().flatten()).chain(p.offset.iter()) {
+                        self.define(*v);
+                    }
+                    self.block(&p.body, Some(w.ops.len()), "a with-loop part");
+                    self.scope.pop();
+                }
+            }
+            _ => {}
+        }
+        for d in &s.defs {
+            self.define(*d);
+        }
+    }
+}
+
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Const(_) => "const",
+        Op::Prim { .. } => "prim",
+        Op::Call { .. } => "call",
+        Op::Array(_) => "array",
+        Op::If { .. } => "if",
+        Op::Loop { .. } => "loop",
+        Op::With(_) => "with",
+        Op::Check(_) => "check",
+        Op::Fail { .. } => "fail",
+        Op::Pattern { .. } => "pattern",
+    }
+}
+
+/// Checks a whole module; returns every problem found.
+pub fn verify(module: &Module) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    for f in &module.functions {
+        let mut v = Verifier { module, f, defined: HashSet::new(), scope: vec![HashSet::new()], errors: Vec::new() };
+        for p in &f.params {
+            v.define(*p);
+        }
+        v.block(&f.body, Some(f.results.len()), "the function body");
+        errors.extend(v.errors);
+    }
+    for (name, f) in &module.entries {
+        if module.functions.get(f.0 as usize).is_none() {
+            errors.push(format!("entry `{name}` names no function"));
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
