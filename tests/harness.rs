@@ -27,6 +27,7 @@
 use std::path::{Path, PathBuf};
 
 use compiler_core::diagnostics::Severity;
+use compiler_core::ir;
 use libtest_mimic::{Arguments, Failed, Trial};
 use withloop_cli::{Engine, Invocation, Located, Report, check, run};
 
@@ -270,6 +271,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
+    ir_text_round_trips(&inv)?;
     // The same program through the IR must behave identically.
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
@@ -312,6 +314,21 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         return Err("the test states no `output:` (or errors, or instances) to check".into());
     }
     check_warnings(&expect, &report)
+}
+
+/// The lowered IR verifies, and its text form reads back to the same text.
+fn ir_text_round_trips(inv: &Invocation) -> Result<(), Failed> {
+    let Ok((fe, module)) = withloop_cli::lowered(inv) else { return Ok(()) };
+    ir::verify::verify(&module).map_err(|e| format!("the lowered IR is malformed:\n  {}", e.join("\n  ")))?;
+    let text = ir::print::module_text(&module);
+    let span = compiler_core::span::Span::new(fe.main_file, 0, 0);
+    let parsed = ir::parse::parse_module(&text, span).map_err(|e| format!("the IR text does not read back: {e}"))?;
+    let again = ir::print::module_text(&parsed);
+    if again != text {
+        return Err(format!("the IR text does not round-trip\n{}", diff(&text, &again)).into());
+    }
+    ir::verify::verify(&parsed).map_err(|e| format!("the IR read back is malformed:\n  {}", e.join("\n  ")))?;
+    Ok(())
 }
 
 /// Compares a run through another engine with the reference run: output, exit

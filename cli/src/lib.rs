@@ -244,19 +244,29 @@ pub enum Emit {
     Ir,
 }
 
-/// `withloop compile FILE`: compiles and prints what `emit` asks for.
-pub fn compile(inv: &Invocation, emit: Emit) -> Report {
+/// Front end and lowering: the program as IR, or the report of why not.
+pub fn lowered(inv: &Invocation) -> Result<(driver::Frontend, ir::Module), Report> {
     let mut report = Report::default();
-    let Some(text) = read(inv, &mut report) else { return report };
+    let Some(text) = read(inv, &mut report) else { return Err(report) };
     let fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
     add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
     if fe.has_errors() {
         let errors = fe.diagnostics.iter().filter(|d| d.is_error()).count();
         report.stderr.push_str(&format!("error: could not compile `{}` ({errors} error(s))\n", inv.file.display()));
         report.exit_code = EXIT_COMPILE_ERROR;
-        return report;
+        return Err(report);
     }
     let module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    Ok((fe, module))
+}
+
+/// `withloop compile FILE`: compiles and prints what `emit` asks for.
+pub fn compile(inv: &Invocation, emit: Emit) -> Report {
+    let (_fe, module) = match lowered(inv) {
+        Ok(x) => x,
+        Err(report) => return report,
+    };
+    let mut report = Report::default();
     match emit {
         Emit::Ir => report.stdout.extend_from_slice(ir::print::module_text(&module).as_bytes()),
     }

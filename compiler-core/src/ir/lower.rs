@@ -82,6 +82,17 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
     while let Some((w, sig, f)) = ml.pending_wrappers.pop() {
         ml.build_wrapper(w, &sig, f);
     }
+    // Link names must be unique (the text form refers to functions by name);
+    // different overloads can mangle alike (same types, different modules).
+    let mut seen = HashSet::new();
+    for f in &mut ml.module.functions {
+        let base = f.name.clone();
+        let mut k = 1;
+        while !seen.insert(f.name.clone()) {
+            k += 1;
+            f.name = format!("{base}__{k}");
+        }
+    }
     ml.module
 }
 

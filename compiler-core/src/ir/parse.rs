@@ -210,10 +210,8 @@ fn tokenize(line: &str) -> Vec<Tok> {
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
                 i += 1;
             }
-            if i < chars.len()
-                && chars[i] == '['
-                && BaseType::from_name(&chars[start..i].iter().collect::<String>()).is_some()
-            {
+            let word: String = chars[start..i].iter().collect();
+            if i < chars.len() && chars[i] == '[' && (word == "string" || BaseType::from_name(&word).is_some()) {
                 while i < chars.len() && chars[i] != ']' {
                     i += 1;
                 }
@@ -340,7 +338,11 @@ impl<'a> Parser<'a> {
             }
             "array" => Op::Array(self.vals(&toks)),
             "pattern" => {
-                let function = rest.split_whitespace().next().unwrap_or("").to_string();
+                let Some(Tok::Str(quoted)) = toks.first() else {
+                    return self.err("expected the function's signature in quotes");
+                };
+                let function = unquote(quoted);
+                let rest = &rest[quoted.len()..];
                 let args_text = rest.split_once('(').and_then(|x| x.1.split_once(')')).map(|x| x.0).unwrap_or("");
                 let args = self.vals(&tokenize(args_text));
                 let after_args = rest.split_once(')').map(|x| x.1).unwrap_or("");
@@ -459,11 +461,7 @@ impl<'a> Parser<'a> {
         });
         let msg = toks.iter().find_map(|t| if let Tok::Str(s) = t { Some(s.clone()) } else { None });
         match (code, msg) {
-            (Some(c), Some(m)) => {
-                let body = m.strip_prefix('"').and_then(|m| m.strip_suffix('"')).unwrap_or(&m);
-                let bytes = crate::syntax::lexer::unescape(body).unwrap_or_else(|_| body.as_bytes().to_vec());
-                Ok((c, String::from_utf8_lossy(&bytes).into_owned()))
-            }
+            (Some(c), Some(m)) => Ok((c, unquote(&m))),
             _ => self.err("expected an error code and a quoted message"),
         }
     }
@@ -538,8 +536,8 @@ impl<'a> Parser<'a> {
         let mut start = 0;
         for (i, c) in text.char_indices() {
             match c {
-                '(' => depth += 1,
-                ')' => depth -= 1,
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
                 ',' if depth == 0 => {
                     items.push(&text[start..i]);
                     start = i + 1;
@@ -606,6 +604,13 @@ impl<'a> Parser<'a> {
         }
         Ok((ops, cells, reuse))
     }
+}
+
+/// The text of a string written with `{:?}`.
+fn unquote(quoted: &str) -> String {
+    let body = quoted.strip_prefix('"').and_then(|m| m.strip_suffix('"')).unwrap_or(quoted);
+    let bytes = crate::syntax::lexer::unescape(body).unwrap_or_else(|_| body.as_bytes().to_vec());
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Parses a module's text; every statement gets `span`.

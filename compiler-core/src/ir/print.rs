@@ -242,7 +242,7 @@ impl Printer<'_> {
                 let vars: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
                 writeln!(
                     self.out,
-                    "pattern {function} ({}) [{}] vars [{}]",
+                    "pattern {function:?} ({}) [{}] vars [{}]",
                     self.list(args),
                     specs.join("; "),
                     vars.join(", ")
