@@ -27,7 +27,7 @@
 use std::path::{Path, PathBuf};
 
 use compiler_core::diagnostics::Severity;
-use compiler_core::ir;
+use compiler_core::{ir, opt};
 use libtest_mimic::{Arguments, Failed, Trial};
 use withloop_cli::{Engine, Invocation, Located, Report, check, run};
 
@@ -276,6 +276,9 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
     same_behaviour("the unoptimised IR", &report, &run(&through_ir))?;
+    let mut optimised = inv.clone();
+    optimised.engine = Engine::Optimised(opt::PipelineOptions { verify: true, ..Default::default() });
+    same_behaviour("the optimised IR", &report, &run(&optimised))?;
     if report.untyped_fallbacks > 0 {
         return Err(format!(
             "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",

@@ -7,9 +7,9 @@ use compiler_core::diagnostics::render::{render, render_short};
 use compiler_core::diagnostics::{Diagnostic, Severity};
 use compiler_core::driver::{self, FrontendOptions};
 use compiler_core::interp::{self, EntryError, RunOptions, Value, format};
-use compiler_core::ir;
 use compiler_core::span::SourceMap;
 use compiler_core::syntax::cpp::SourceLoader;
+use compiler_core::{ir, opt};
 
 /// `#include` from the file system: relative to the including file first, then
 /// the `-I` directories (only those for `<file>`).
@@ -65,13 +65,15 @@ pub struct Invocation {
 }
 
 /// What `withloop run` runs a program with.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub enum Engine {
     /// The reference interpreter over the resolved program.
     #[default]
     Reference,
     /// The IR interpreter over the lowered program, before optimisation.
     Ir,
+    /// The IR interpreter over the program after the optimisation pipeline.
+    Optimised(opt::PipelineOptions),
 }
 
 /// A diagnostic with where it points, for tests and tooling.
@@ -180,7 +182,7 @@ fn run_here(inv: &Invocation) -> Report {
     }
     let entry = inv.entry.clone().unwrap_or_else(|| "main".to_string());
     let mut stdout = Vec::new();
-    let result = match inv.engine {
+    let result = match &inv.engine {
         Engine::Reference => {
             let typed = if inv.untyped { None } else { Some(&fe.typed) };
             let run =
@@ -190,14 +192,25 @@ fn run_here(inv: &Invocation) -> Report {
             report.untyped_fallbacks = run.untyped_fallbacks;
             run.result
         }
-        Engine::Ir => {
-            let module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+        Engine::Ir | Engine::Optimised(_) => {
+            let mut module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
             if let Err(problems) = ir::verify::verify(&module) {
                 report
                     .stderr
                     .push_str(&format!("error[B0001]: the lowered IR is malformed:\n  {}\n", problems.join("\n  ")));
                 report.exit_code = EXIT_RUNTIME_ERROR;
                 return report;
+            }
+            if let Engine::Optimised(options) = &inv.engine {
+                if let Err(broken) = opt::optimise(&mut module, &fe.sources, options) {
+                    report.stderr.push_str(&format!(
+                        "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
+                        broken.pass,
+                        broken.problems.join("\n  ")
+                    ));
+                    report.exit_code = EXIT_RUNTIME_ERROR;
+                    return report;
+                }
             }
             match ir::interp::run(&module, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
                 stdout.extend_from_slice(b)
@@ -260,13 +273,40 @@ pub fn lowered(inv: &Invocation) -> Result<(driver::Frontend, ir::Module), Repor
     Ok((fe, module))
 }
 
+/// [`lowered`], then optimised with `options`.
+pub fn optimised(
+    inv: &Invocation,
+    options: &opt::PipelineOptions,
+) -> Result<(driver::Frontend, ir::Module, opt::Outcome), Report> {
+    let (fe, mut module) = lowered(inv)?;
+    match opt::optimise(&mut module, &fe.sources, options) {
+        Ok(outcome) => Ok((fe, module, outcome)),
+        Err(broken) => {
+            let mut report = Report::default();
+            report.stderr.push_str(&format!(
+                "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
+                broken.pass,
+                broken.problems.join("\n  ")
+            ));
+            report.exit_code = EXIT_RUNTIME_ERROR;
+            Err(report)
+        }
+    }
+}
+
 /// `withloop compile FILE`: compiles and prints what `emit` asks for.
-pub fn compile(inv: &Invocation, emit: Emit) -> Report {
-    let (_fe, module) = match lowered(inv) {
+pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> Report {
+    let (_fe, module, outcome) = match optimised(inv, options) {
         Ok(x) => x,
         Err(report) => return report,
     };
     let mut report = Report::default();
+    for (stage, round, text) in &outcome.dumps {
+        let pass = options.dump_after.as_deref().unwrap_or("");
+        report
+            .stdout
+            .extend_from_slice(format!("// IR after `{pass}` ({stage} stage, round {round})\n{text}\n").as_bytes());
+    }
     match emit {
         Emit::Ir => report.stdout.extend_from_slice(ir::print::module_text(&module).as_bytes()),
     }

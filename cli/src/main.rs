@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use compiler_core::driver::FrontendOptions;
+use compiler_core::opt;
 use withloop_cli::{Emit, Engine, Invocation, check, compile, run};
 
 #[derive(Parser, Debug)]
@@ -47,18 +48,70 @@ enum Command {
         /// Run the lowered IR in the IR interpreter instead.
         #[arg(long)]
         ir: bool,
+        /// Run the optimised IR in the IR interpreter instead.
+        #[arg(long)]
+        opt: bool,
+        #[command(flatten)]
+        passes: PassArgs,
         /// Ignore the inferred types and dispatch every call at run time.
         #[arg(long)]
         untyped: bool,
     },
-    /// Compile a program and print the optimised IR (more outputs to come).
+    /// Compile a program through the optimiser and print the result.
     Compile {
         #[command(flatten)]
         source: SourceArgs,
-        /// What to print: `ir`.
+        /// What to print: `ir` (the IR after all passes).
         #[arg(long, default_value = "ir")]
         emit: String,
+        #[command(flatten)]
+        passes: PassArgs,
     },
+}
+
+/// Which optimisation passes run (`--no-PASS` is short for `--disable PASS`).
+#[derive(Args, Debug)]
+struct PassArgs {
+    /// Switch a pass off (repeatable). Passes: see `withloop passes`.
+    #[arg(long = "disable", value_name = "PASS")]
+    disable: Vec<String>,
+    /// Run only these passes (comma-separated).
+    #[arg(long, value_name = "PASS,…", value_delimiter = ',')]
+    passes: Option<Vec<String>>,
+    /// Print the IR after every run of this pass.
+    #[arg(long, value_name = "PASS")]
+    dump_ir_after: Option<String>,
+    /// Run the IR verifier after every pass.
+    #[arg(long)]
+    verify_ir: bool,
+}
+
+impl PassArgs {
+    fn options(&self) -> Result<opt::PipelineOptions, String> {
+        let known = opt::pass_names();
+        let check = |p: &str| {
+            if known.contains(&p) { Ok(()) } else { Err(format!("unknown pass `{p}` (passes: {})", known.join(", "))) }
+        };
+        let mut options = match &self.passes {
+            Some(only) => {
+                for p in only {
+                    check(p)?;
+                }
+                opt::PipelineOptions::only(&only.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            None => opt::PipelineOptions::default(),
+        };
+        for p in &self.disable {
+            check(p)?;
+            options.disabled.insert(p.clone());
+        }
+        if let Some(p) = &self.dump_ir_after {
+            check(p)?;
+        }
+        options.dump_after = self.dump_ir_after.clone();
+        options.verify = self.verify_ir || cfg!(debug_assertions);
+        Ok(options)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -101,7 +154,16 @@ impl SourceArgs {
 
 fn main() -> ExitCode {
     // sac2c spells its long flags with one dash; accept that spelling too.
-    let argv = std::env::args().map(|a| if a == "-noprelude" { "--noprelude".to_string() } else { a });
+    // `--no-wlf` is `--disable wlf`.
+    let argv = std::env::args().flat_map(|a| {
+        if a == "-noprelude" {
+            vec!["--noprelude".to_string()]
+        } else if let Some(p) = a.strip_prefix("--no-").filter(|p| opt::pass_names().contains(p)) {
+            vec!["--disable".to_string(), p.to_string()]
+        } else {
+            vec![a]
+        }
+    });
     let cli = Cli::parse_from(argv);
     let report = match cli.command {
         Command::Check { source, instances, all_instances } => {
@@ -110,7 +172,7 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit } => {
+        Command::Compile { source, emit, passes } => {
             let inv = source.invocation();
             let emit = match emit.as_str() {
                 "ir" => Emit::Ir,
@@ -119,12 +181,28 @@ fn main() -> ExitCode {
                     return ExitCode::from(64);
                 }
             };
-            compile(&inv, emit)
+            let options = match passes.options() {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(64);
+                }
+            };
+            compile(&inv, &options, emit)
         }
-        Command::Run { source, entry, args, interp: _, ir, untyped } => {
+        Command::Run { source, entry, args, interp: _, ir, opt, passes, untyped } => {
             let mut inv = source.invocation();
             if ir {
                 inv.engine = Engine::Ir;
+            }
+            if opt {
+                match passes.options() {
+                    Ok(o) => inv.engine = Engine::Optimised(o),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(64);
+                    }
+                }
             }
             inv.entry = Some(entry);
             inv.args = args;

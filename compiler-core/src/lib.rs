@@ -15,6 +15,7 @@ pub mod driver;
 pub mod interp;
 pub mod ir;
 pub mod library;
+pub mod opt;
 pub mod sema;
 pub mod span;
 pub mod syntax;

@@ -12,7 +12,7 @@ use smol_str::SmolStr;
 pub struct FileId(pub u32);
 
 /// A half-open byte range `start..end` in one file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Span {
     pub file: FileId,
     pub start: u32,

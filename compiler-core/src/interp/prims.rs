@@ -277,19 +277,18 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
         }
         Prim::Hide(_) => Ok(args.into_iter().nth(1).expect("two arguments")),
         Prim::Vect2Offset => {
+            // The linear formula, unchecked: index vector elimination also takes
+            // offsets of vectors that are not indices (`iv + c` = `off(iv) + off(c)`).
             let shp = int_vector(&args[0], "the shape")?;
             let iv = int_vector(&args[1], "the index")?;
-            let shape: Vec<usize> = shp.iter().map(|&d| d.max(0) as usize).collect();
-            if iv.len() != shape.len() {
+            if iv.len() != shp.len() {
                 return Err(err(codes::INDEX_OUT_OF_BOUNDS, "the index and the shape have different lengths"));
             }
-            let off = row_major_offset(&iv, &shape).ok_or_else(|| {
-                err(
-                    codes::INDEX_OUT_OF_BOUNDS,
-                    format!("index {} is out of bounds for shape {}", fmt_index(&iv), shape_text(&shape)),
-                )
-            })?;
-            Ok(Value::Scalar(Scalar::int(off as i64)))
+            let mut off: i64 = 0;
+            for (i, d) in iv.iter().zip(&shp) {
+                off = off.wrapping_mul(*d).wrapping_add(*i);
+            }
+            Ok(Value::Scalar(Scalar::int(off)))
         }
         Prim::IdxSel => {
             let off = int_scalar(&args[0], "the offset")?;

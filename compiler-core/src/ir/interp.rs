@@ -184,7 +184,7 @@ impl Interp<'_> {
     fn get(&self, frame: &Frame, v: ValueId, at: Option<Span>) -> Res<Value> {
         match frame.get(v.0 as usize) {
             Some(Some(x)) => Ok(x.clone()),
-            _ => Err(self.bug(format!("%{} is read before it is defined", v.0), at)),
+            _ => Err(self.bug(format!("%{} is read before it is defined, or after its buffer was reused", v.0), at)),
         }
     }
 
@@ -210,14 +210,19 @@ impl Interp<'_> {
     }
 
     fn stmt(&mut self, f: &Function, frame: &mut Frame, s: &Stmt) -> Res<()> {
-        let at = self.blame(f, s);
+        let at = self.blame(s);
         if self.options.max_steps.is_some() {
             self.step(at)?;
         }
         let values = match &s.op {
             Op::Const(c) => vec![c.clone()],
-            Op::Prim { prim, args, checked } => {
+            Op::Prim { prim, args, checked, in_place } => {
                 let vals = args.iter().map(|a| self.get(frame, *a, at)).collect::<Res<Vec<_>>>()?;
+                if *in_place {
+                    // The optimiser claims the updated array is dead from here on:
+                    // any later read of it is a bug.
+                    frame[args[0].0 as usize] = None;
+                }
                 match apply_prim(prim, vals, self.out) {
                     Ok(v) => vec![v],
                     Err(e) if !checked && matches!(e.code, codes::INDEX_OUT_OF_BOUNDS | codes::SHAPE_MISMATCH) => {
@@ -228,9 +233,9 @@ impl Interp<'_> {
             }
             Op::Call { func, args } => {
                 let vals = args.iter().map(|a| self.get(frame, *a, at)).collect::<Res<Vec<_>>>()?;
-                // Calls from inside a wrapper are seen as the wrapper's call.
-                let site = if f.kind == FunctionKind::Wrapper { self.stack.last().and_then(|(s, _)| *s) } else { at };
-                self.call(*func, vals, site)?
+                // A call blamed on the caller (inside a wrapper) is invisible in
+                // error locations: its frame has no site of its own.
+                self.call(*func, vals, at)?
             }
             Op::Array(args) => {
                 let vals = args.iter().map(|a| self.get(frame, *a, at)).collect::<Res<Vec<_>>>()?;
@@ -280,7 +285,14 @@ impl Interp<'_> {
                 }
                 current
             }
-            Op::With(w) => self.with_loop(f, frame, w, at)?,
+            Op::With(w) => {
+                let results = self.with_loop(f, frame, w, at)?;
+                for r in w.reuse.iter().flatten() {
+                    // As for in-place updates: the reused buffer is dead now.
+                    frame[r.0 as usize] = None;
+                }
+                results
+            }
             Op::Check(c) => {
                 self.check(frame, c, at)?;
                 Vec::new()
@@ -317,11 +329,9 @@ impl Interp<'_> {
         self.define(frame, s, values)
     }
 
-    /// Where a statement's errors are reported.
-    fn blame(&self, f: &Function, s: &Stmt) -> Option<Span> {
-        if f.kind == FunctionKind::Wrapper {
-            return None;
-        }
+    /// Where a statement's errors are reported (`None`: at the call of the
+    /// function; wrappers' statements are all blamed so).
+    fn blame(&self, s: &Stmt) -> Option<Span> {
         s.blame_span()
     }
 
@@ -335,20 +345,31 @@ impl Interp<'_> {
         }
     }
 
+    /// A check's shape operand: an int vector.
+    fn shape_operand(&self, frame: &Frame, v: ValueId, at: Option<Span>) -> Res<Vec<i64>> {
+        let x = self.get(frame, v, at)?;
+        match (&x, x.as_int_vec()) {
+            (Value::Array(a), Some(e)) if a.shape.len() == 1 => Ok(e),
+            _ => Err(self.bug(format!("a check got {} where it needs a shape vector", describe_value(&x)), at)),
+        }
+    }
+
     fn check(&mut self, frame: &Frame, c: &CheckOp, at: Option<Span>) -> Res<()> {
         let fill = |msg: &str, a: &str, b: &str| msg.replace("{a}", a).replace("{b}", b);
         match &c.check {
             Check::SameShape(x, y) => {
-                let (a, b) = (self.get(frame, *x, at)?, self.get(frame, *y, at)?);
-                if a.rank() > 0 && b.rank() > 0 && a.shape() != b.shape() {
-                    let (sa, sb) = (crate::interp::shape_text(a.shape()), crate::interp::shape_text(b.shape()));
+                let (a, b) = (self.shape_operand(frame, *x, at)?, self.shape_operand(frame, *y, at)?);
+                if !a.is_empty() && !b.is_empty() && a != b {
+                    let (sa, sb) = (index_text(&a), index_text(&b));
                     return Err(self.error(c.code, fill(&c.message, &sa, &sb), at));
                 }
             }
-            Check::InBounds { index, array } => {
-                let (i, a) = (self.get(frame, *index, at)?, self.get(frame, *array, at)?);
+            Check::InBounds { index, shape } => {
+                let i = self.get(frame, *index, at)?;
                 let idx = prims::index_value(&i).map_err(|e| self.op_error(e, at))?;
-                prims::check_index(&idx, a.shape()).map_err(|e| self.op_error(e, at))?;
+                let shp = self.shape_operand(frame, *shape, at)?;
+                let shp: Vec<usize> = shp.iter().map(|&d| d.max(0) as usize).collect();
+                prims::check_index(&idx, &shp).map_err(|e| self.op_error(e, at))?;
             }
             Check::Assert(v) => {
                 let x = self.get(frame, *v, at)?;

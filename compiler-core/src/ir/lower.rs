@@ -272,7 +272,7 @@ impl FnBuilder {
         let consts: Vec<Option<Value>> = args.iter().map(|a| self.const_of(out, *a)).collect();
         let vals: Vec<Option<&Value>> = consts.iter().map(|c| c.as_ref()).collect();
         let ty = prim_type(&prim, &refs, &vals).ok().flatten().unwrap_or(fallback);
-        self.emit1(out, Op::Prim { prim, args, checked: true }, ty, span)
+        self.emit1(out, Op::prim(prim, args), ty, span)
     }
 
     /// The constant a value was defined as, when it was defined in `out`.
@@ -838,12 +838,8 @@ impl FnLower<'_, '_> {
             // `!done && cond`: the condition is not evaluated once `done` is set.
             cond_stmts.clear();
             let bool_ty = Ty::new(Elem::Base(BaseType::Bool), Shape::scalar());
-            let not_done = self.b.emit1(
-                &mut cond_stmts,
-                Op::Prim { prim: Prim::Un(UnOp::Not), args: vec![r.done], checked: true },
-                bool_ty.clone(),
-                span,
-            );
+            let not_done =
+                self.b.emit1(&mut cond_stmts, Op::prim(Prim::Un(UnOp::Not), vec![r.done]), bool_ty.clone(), span);
             let mut then_stmts = Vec::new();
             let c2 = self.expr(cond, &mut then_stmts);
             let mut else_stmts = Vec::new();
@@ -983,31 +979,22 @@ impl FnLower<'_, '_> {
 
     /// A primitive with its implicit checks made explicit.
     fn prim(&mut self, prim: &Prim, args: Vec<ValueId>, out: &mut Vec<Stmt>, span: Span) -> ValueId {
+        let int_vec = Ty::new(Elem::Base(BaseType::Int), Shape::rank(1));
         match prim {
-            Prim::Sel => {
-                self.b.check(
-                    out,
-                    Check::InBounds { index: args[0], array: args[1] },
-                    codes::INDEX_OUT_OF_BOUNDS,
-                    "selection".into(),
-                    span,
-                );
-            }
-            Prim::Modarray => {
-                self.b.check(
-                    out,
-                    Check::InBounds { index: args[1], array: args[0] },
-                    codes::INDEX_OUT_OF_BOUNDS,
-                    "update".into(),
-                    span,
-                );
+            Prim::Sel | Prim::Modarray => {
+                let (index, array) = if *prim == Prim::Sel { (args[0], args[1]) } else { (args[1], args[0]) };
+                let shape = self.b.prim(out, Prim::Shape, vec![array], int_vec, span);
+                let what = if *prim == Prim::Sel { "selection" } else { "update" };
+                self.b.check(out, Check::InBounds { index, shape }, codes::INDEX_OUT_OF_BOUNDS, what.into(), span);
             }
             Prim::Bin(op) => {
                 let (a, b) = (self.b.ty(args[0]), self.b.ty(args[1]));
                 let same_static_shape = a.shape.extents().is_some() && a.shape == b.shape;
                 if !(a.shape.is_scalar() || b.shape.is_scalar() || same_static_shape) {
                     let message = format!("`{}` on arrays of shapes {{a}} and {{b}}", op.symbol());
-                    self.b.check(out, Check::SameShape(args[0], args[1]), codes::SHAPE_MISMATCH, message, span);
+                    let sa = self.b.prim(out, Prim::Shape, vec![args[0]], int_vec.clone(), span);
+                    let sb = self.b.prim(out, Prim::Shape, vec![args[1]], int_vec, span);
+                    self.b.check(out, Check::SameShape(sa, sb), codes::SHAPE_MISMATCH, message, span);
                 }
             }
             _ => {}
@@ -1027,7 +1014,7 @@ impl FnLower<'_, '_> {
             // printf: a primitive with the format first.
             let vals: Vec<ValueId> = args.iter().map(|a| self.expr(a, out)).collect();
             let ty = Ty::new(Elem::Base(BaseType::Int), Shape::scalar());
-            self.b.emit1(out, Op::Prim { prim: Prim::Printf, args: vals, checked: true }, ty, span);
+            self.b.emit1(out, Op::prim(Prim::Printf, vals), ty, span);
             return Vec::new();
         }
         match target {

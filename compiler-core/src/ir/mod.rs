@@ -222,10 +222,13 @@ pub struct With {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Check {
-    /// Two arrays have the same shape (element-wise operations).
+    /// Two shape vectors are equal, or one is `[]` (element-wise operations with
+    /// scalar extension). Checks take shapes, not arrays, so that they do not keep
+    /// arrays alive that optimisation would otherwise remove.
     SameShape(ValueId, ValueId),
-    /// An index (vector, or scalar for one component) is inside an array.
-    InBounds { index: ValueId, array: ValueId },
+    /// An index (vector, or scalar for one component) lies inside an array of
+    /// shape `shape`.
+    InBounds { index: ValueId, shape: ValueId },
     /// A bool value is true.
     Assert(ValueId),
     /// A value has a type (declared variables, results, casts).
@@ -243,11 +246,14 @@ pub struct CheckOp {
 pub enum Op {
     Const(Value),
     /// A primitive. `checked` is false when bounds-check elimination proved the
-    /// selection or update in bounds.
+    /// selection or update in bounds. `in_place`: an update (`modarray`,
+    /// `idx_modarray`) may write into its array argument's buffer, which is dead
+    /// afterwards (the back end still checks its reference count).
     Prim {
         prim: Prim,
         args: Vec<ValueId>,
         checked: bool,
+        in_place: bool,
     },
     Call {
         func: FuncId,
@@ -317,6 +323,11 @@ impl Block {
 }
 
 impl Op {
+    /// A checked primitive, not in place.
+    pub fn prim(prim: Prim, args: Vec<ValueId>) -> Op {
+        Op::Prim { prim, args, checked: true, in_place: false }
+    }
+
     /// The values this op reads directly (not inside its nested blocks).
     pub fn operands(&self) -> Vec<ValueId> {
         match self {
@@ -327,7 +338,7 @@ impl Op {
             Op::Pattern { args, .. } => args.clone(),
             Op::Check(c) => match &c.check {
                 Check::SameShape(a, b) => vec![*a, *b],
-                Check::InBounds { index, array } => vec![*index, *array],
+                Check::InBounds { index, shape } => vec![*index, *shape],
                 Check::Assert(v) | Check::Conforms(v, _) => vec![*v],
             },
             Op::With(w) => {
@@ -371,9 +382,9 @@ impl Op {
                     *a = f(*a);
                     *b = f(*b);
                 }
-                Check::InBounds { index, array } => {
+                Check::InBounds { index, shape } => {
                     *index = f(*index);
-                    *array = f(*array);
+                    *shape = f(*shape);
                 }
                 Check::Assert(v) | Check::Conforms(v, _) => *v = f(*v),
             },

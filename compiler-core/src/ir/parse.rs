@@ -327,7 +327,12 @@ impl<'a> Parser<'a> {
             "prim" => {
                 let name = rest.split('(').next().unwrap_or("").trim();
                 let Some(prim) = prim_from_name(name) else { return self.err(format!("unknown primitive `{name}`")) };
-                Op::Prim { prim, args: self.vals(&toks), checked: !rest.trim_end().ends_with("unchecked") }
+                {
+                    let after = rest.rsplit_once(')').map_or("", |x| x.1);
+                    let checked = !after.split_whitespace().any(|w| w == "unchecked");
+                    let in_place = after.split_whitespace().any(|w| w == "in_place");
+                    Op::Prim { prim, args: self.vals(&toks), checked, in_place }
+                }
             }
             "call" => {
                 let name = rest.split('(').next().unwrap_or("").trim();
@@ -382,7 +387,7 @@ impl<'a> Parser<'a> {
                 let (code, message) = self.code_message(&toks)?;
                 let check = match (kind, vs.as_slice()) {
                     ("same_shape", [a, b]) => Check::SameShape(*a, *b),
-                    ("in_bounds", [i, a]) => Check::InBounds { index: *i, array: *a },
+                    ("in_bounds", [i, a]) => Check::InBounds { index: *i, shape: *a },
                     ("assert", [v]) => Check::Assert(*v),
                     ("conforms", [v]) => {
                         let ty = toks

@@ -229,8 +229,13 @@ impl Printer<'_> {
         }
         match &s.op {
             Op::Const(v) => writeln!(self.out, "const {}", const_text(v)).ok(),
-            Op::Prim { prim, args, checked } => {
-                let mark = if *checked { "" } else { " unchecked" };
+            Op::Prim { prim, args, checked, in_place } => {
+                let mark = match (*checked, *in_place) {
+                    (true, false) => "",
+                    (false, false) => " unchecked",
+                    (true, true) => " in_place",
+                    (false, true) => " unchecked in_place",
+                };
                 writeln!(self.out, "prim {}({}){mark}", prim_name(prim), self.list(args)).ok()
             }
             Op::Call { func, args } => {
@@ -253,7 +258,7 @@ impl Printer<'_> {
             Op::Check(c) => {
                 let what = match &c.check {
                     Check::SameShape(a, b) => format!("same_shape({}, {})", self.v(*a), self.v(*b)),
-                    Check::InBounds { index, array } => format!("in_bounds({}, {})", self.v(*index), self.v(*array)),
+                    Check::InBounds { index, shape } => format!("in_bounds({}, {})", self.v(*index), self.v(*shape)),
                     Check::Assert(v) => format!("assert({})", self.v(*v)),
                     Check::Conforms(v, ty) => format!("conforms({}, {})", self.v(*v), type_text(ty)),
                 };

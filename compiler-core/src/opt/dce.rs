@@ -1,0 +1,214 @@
+//! # dce: dead code elimination
+//!
+//! Removes computations whose results are never used: statements, operators of
+//! with-loops, values `if`s yield and loops carry, and with-loop index bindings
+//! nobody reads. Run backwards over each block with the set of values needed
+//! later.
+//!
+//! ```text
+//! %1: int[3] = with { … } genarray(%0)      (nothing reads %1: removed)
+//! %2, %3 = with { … yield %a, %b } genarray(%0), fold(prim add, %z)
+//!                                       ⇒  %3 = with { … yield %b } fold(prim add, %z)
+//! ```
+//!
+//! What stays: statements without results (checks, printing, `if`s that only
+//! raise errors), primitives and calls with effects, and `_error_`. A dead
+//! computation is dropped with the checks inside it: SaC does not evaluate dead
+//! code, so neither do we (see the pipeline documentation).
+
+use std::collections::HashSet;
+
+use super::util;
+use super::{Pass, PassCx};
+use crate::ir::*;
+use crate::sema::hir::Prim;
+
+pub const PASS: Pass =
+    Pass { name: "dce", description: "dead code elimination (statements, with-loop operators, carried values)", run };
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    let effectful = util::effectful_functions(m);
+    for f in &mut m.functions {
+        let mut d = Dce { effectful: &effectful, removed: 0, live: HashSet::new() };
+        let mut body = std::mem::take(&mut f.body);
+        d.block(&mut body);
+        f.body = body;
+        cx.count("statements_removed", d.removed);
+    }
+}
+
+/// Keeps the entries whose flag in `live` is set.
+fn keep_live<T>(v: &mut Vec<T>, live: &[bool]) {
+    let mut k = 0;
+    v.retain(|_| {
+        k += 1;
+        live.get(k - 1).copied().unwrap_or(true)
+    });
+}
+
+struct Dce<'a> {
+    effectful: &'a [bool],
+    removed: u64,
+    /// Values needed by what runs later.
+    live: HashSet<ValueId>,
+}
+
+impl Dce<'_> {
+    /// Whether the statement must run even if nothing reads its results.
+    fn needed_anyway(&self, s: &Stmt) -> bool {
+        if s.defs.is_empty() {
+            return true;
+        }
+        self.has_effect(&s.op)
+    }
+
+    fn has_effect(&self, op: &Op) -> bool {
+        let mut effect = match op {
+            Op::Prim { prim, .. } => prim.has_effect() || *prim == Prim::Error,
+            Op::Call { func, .. } => self.effectful.get(func.0 as usize).copied().unwrap_or(true),
+            Op::Pattern { .. } => true,
+            Op::With(w) => w.ops.iter().any(|o| match o {
+                WithOp::Fold { fun: FoldFn::Call(g), .. } => self.effectful.get(g.0 as usize).copied().unwrap_or(true),
+                _ => false,
+            }),
+            _ => false,
+        };
+        op.walk_blocks(&mut |b| {
+            if !effect {
+                effect = b.stmts.iter().any(|s| self.has_effect(&s.op));
+            }
+        });
+        effect
+    }
+
+    fn block(&mut self, b: &mut Block) {
+        self.live.extend(b.yields.iter().copied());
+        let stmts = std::mem::take(&mut b.stmts);
+        let mut kept: Vec<Stmt> = Vec::with_capacity(stmts.len());
+        for mut s in stmts.into_iter().rev() {
+            let any_live = s.defs.iter().any(|d| self.live.contains(d));
+            if !any_live && !self.needed_anyway(&s) {
+                self.removed += 1;
+                continue;
+            }
+            if !self.has_effect(&s.op) {
+                self.prune(&mut s);
+            }
+            self.mark_uses(&mut s);
+            kept.push(s);
+        }
+        kept.reverse();
+        b.stmts = kept;
+    }
+
+    /// Drops the results of a multi-result statement that nobody reads.
+    fn prune(&mut self, s: &mut Stmt) {
+        let live: Vec<bool> = s.defs.iter().map(|d| self.live.contains(d)).collect();
+        if live.iter().all(|l| *l) {
+            return;
+        }
+        match &mut s.op {
+            Op::If { then_block, else_block, .. } => {
+                let keep =
+                    |v: &Vec<ValueId>| v.iter().zip(&live).filter(|(_, l)| **l).map(|(x, _)| *x).collect::<Vec<_>>();
+                then_block.yields = keep(&then_block.yields);
+                else_block.yields = keep(&else_block.yields);
+                s.defs = keep(&s.defs);
+                self.removed += 1;
+            }
+            Op::With(w) if live.iter().any(|l| *l) => {
+                let pick = |k: usize| live[k];
+                let mut k = 0;
+                w.ops.retain(|_| {
+                    k += 1;
+                    pick(k - 1)
+                });
+                keep_live(&mut w.cells, &live);
+                keep_live(&mut w.reuse, &live);
+                for p in &mut w.parts {
+                    keep_live(&mut p.body.yields, &live);
+                    if p.result_spans.len() == live.len() {
+                        keep_live(&mut p.result_spans, &live);
+                    }
+                }
+                keep_live(&mut s.defs, &live);
+                self.removed += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Marks what a kept statement reads as live, cleaning its nested blocks.
+    fn mark_uses(&mut self, s: &mut Stmt) {
+        match &mut s.op {
+            Op::Loop { init, params, cond, body, .. } => {
+                // Which carried values matter: read after the loop, or needed to
+                // compute the condition or another value that matters.
+                let mut live: Vec<bool> = s.defs.iter().map(|d| self.live.contains(d)).collect();
+                if self.has_effect_block(cond) || self.has_effect_block(body) {
+                    live.iter_mut().for_each(|l| *l = true);
+                }
+                loop {
+                    let mut probe = Dce { effectful: self.effectful, removed: 0, live: HashSet::new() };
+                    let mut c = cond.clone();
+                    probe.block(&mut c);
+                    let mut bd = body.clone();
+                    bd.yields = bd.yields.iter().zip(&live).filter(|(_, l)| **l).map(|(y, _)| *y).collect();
+                    probe.block(&mut bd);
+                    let mut grew = false;
+                    for (k, p) in params.iter().enumerate() {
+                        if !live[k] && probe.live.contains(p) {
+                            live[k] = true;
+                            grew = true;
+                        }
+                    }
+                    if !grew {
+                        break;
+                    }
+                }
+                if live.iter().any(|l| !*l) {
+                    let keep = |v: &Vec<ValueId>| {
+                        v.iter().zip(&live).filter(|(_, l)| **l).map(|(x, _)| *x).collect::<Vec<_>>()
+                    };
+                    *init = keep(init);
+                    *params = keep(params);
+                    body.yields = keep(&body.yields);
+                    s.defs = keep(&s.defs);
+                    self.removed += 1;
+                }
+                self.block(cond);
+                self.block(body);
+                self.live.extend(init.iter().copied());
+            }
+            Op::With(w) => {
+                for p in &mut w.parts {
+                    self.block(&mut p.body);
+                    // Index bindings nobody reads are not bound.
+                    if p.index.is_some_and(|i| !self.live.contains(&i)) {
+                        p.index = None;
+                        self.removed += 1;
+                    }
+                    if p.scalars.as_ref().is_some_and(|ss| ss.iter().all(|x| !self.live.contains(x))) {
+                        p.scalars = None;
+                        self.removed += 1;
+                    }
+                    if p.offset.is_some_and(|o| !self.live.contains(&o)) {
+                        p.offset = None;
+                        self.removed += 1;
+                    }
+                }
+                self.live.extend(s.op.operands());
+            }
+            Op::If { cond, then_block, else_block } => {
+                self.live.insert(*cond);
+                self.block(then_block);
+                self.block(else_block);
+            }
+            other => self.live.extend(other.operands()),
+        }
+    }
+
+    fn has_effect_block(&self, b: &Block) -> bool {
+        b.stmts.iter().any(|s| self.has_effect(&s.op))
+    }
+}

@@ -1,0 +1,203 @@
+//! # inline: function inlining and dead function removal
+//!
+//! Replaces a call by a copy of the callee's body when the callee is declared
+//! `inline` (the whole library is), is a dispatch wrapper, or is small (at most
+//! [`SMALL`] statements), and is not recursive. Afterwards, functions no entry
+//! reaches any more are removed.
+//!
+//! ```text
+//! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
+//!   %0: int[3] = const [1, 2, 3]            %0: int[3] = const [1, 2, 3]
+//!   %1: int[3] = call twice__i_3(%0)   ⇒    %2: int = const 2
+//!   return %1                               %3: int[3] = prim mul(%0, %2)
+//! }                                         return %3
+//! fn twice__i_3(%0: int[3]) -> (int[3]) { }
+//!   %1: int = const 2
+//!   %2: int[3] = prim mul(%0, %1)
+//!   return %2
+//! }
+//! ```
+//!
+//! Run-time errors of inlined library code stay reported at the user's call
+//! (the statements' blame becomes the call site).
+//!
+//! Limits: recursive functions (and whole recursive cycles) are never inlined; a
+//! caller does not grow beyond [`MAX_CALLER`] statements (a remark says so);
+//! fold functions stay calls.
+
+use std::collections::HashMap;
+
+use super::util::{self, Cloner};
+use super::{Pass, PassCx, RemarkKind};
+use crate::ir::*;
+
+pub const PASS: Pass = Pass {
+    name: "inline",
+    description: "inline library, `inline`, wrapper and small functions; remove functions nothing calls",
+    run,
+};
+
+/// Functions with at most this many statements are inlined even when not
+/// declared `inline`.
+pub const SMALL: usize = 40;
+/// Inlining stops when a caller would grow beyond this many statements.
+pub const MAX_CALLER: usize = 50_000;
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    let recursive = util::recursive_functions(m);
+    let inlinable: Vec<bool> = m
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            !recursive[i] && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
+        })
+        .collect();
+    for i in 0..m.functions.len() {
+        let mut size = util::size(&m.functions[i].body);
+        let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
+        let mut inlined = 0u64;
+        let mut body = std::mem::take(&mut m.functions[i].body);
+        let mut too_big: Vec<(String, Option<crate::span::Span>)> = Vec::new();
+        let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, sources: cx.sources };
+        ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
+        util::substitute(&mut body, &subst);
+        m.functions[i].body = body;
+        cx.count("calls_inlined", inlined);
+        let caller = m.functions[i].name.clone();
+        for (callee, span) in too_big {
+            cx.remark(
+                RemarkKind::Missed,
+                &caller,
+                span,
+                format!("`{callee}` not inlined: `{caller}` would grow beyond {MAX_CALLER} statements"),
+            );
+        }
+    }
+    let removed = remove_dead_functions(m);
+    cx.count("functions_removed", removed as u64);
+}
+
+struct Inliner<'a> {
+    module: &'a mut Module,
+    caller: usize,
+    inlinable: &'a [bool],
+    sources: &'a crate::span::SourceMap,
+}
+
+impl Inliner<'_> {
+    fn block(
+        &mut self,
+        b: &mut Block,
+        size: &mut usize,
+        subst: &mut HashMap<ValueId, ValueId>,
+        inlined: &mut u64,
+        too_big: &mut Vec<(String, Option<crate::span::Span>)>,
+    ) {
+        let stmts = std::mem::take(&mut b.stmts);
+        let mut out = Vec::with_capacity(stmts.len());
+        for mut s in stmts {
+            s.op.walk_blocks_mut(&mut |inner| self.block(inner, size, subst, inlined, too_big));
+            let Op::Call { func, args } = &s.op else {
+                out.push(s);
+                continue;
+            };
+            let g = func.0 as usize;
+            if g == self.caller || !self.inlinable.get(g).copied().unwrap_or(false) {
+                out.push(s);
+                continue;
+            }
+            let callee = self.module.functions[g].clone();
+            let callee_size = util::size(&callee.body);
+            if *size + callee_size > MAX_CALLER {
+                if !too_big.iter().any(|(n, _)| *n == callee.name) {
+                    too_big.push((callee.name.clone(), s.blame_span()));
+                }
+                out.push(s);
+                continue;
+            }
+            *size += callee_size;
+            let caller = &mut self.module.functions[self.caller];
+            let mut cloner = Cloner { src: Some(&callee.values), map: HashMap::new() };
+            for (p, a) in callee.params.iter().zip(args) {
+                cloner.map.insert(*p, *a);
+            }
+            let mut copy = cloner.block(caller, &callee.body);
+            let call_blame = match s.blame {
+                Blame::Caller => Blame::Caller,
+                _ => s.blame_span().map_or(Blame::Caller, Blame::At),
+            };
+            reblame(&mut copy, call_blame, self.sources);
+            out.extend(copy.stmts);
+            for (d, y) in s.defs.iter().zip(&copy.yields) {
+                subst.insert(*d, *y);
+            }
+            *inlined += 1;
+        }
+        b.stmts = out;
+    }
+}
+
+/// Inlined statements blamed on their caller, or in library code, are blamed
+/// at the call they were inlined into.
+fn reblame(b: &mut Block, call: Blame, sources: &crate::span::SourceMap) {
+    for s in &mut b.stmts {
+        let in_library = s.blame_span().is_some_and(|sp| sources.is_library(sp));
+        if s.blame == Blame::Caller || in_library {
+            s.blame = call;
+        }
+        s.op.walk_blocks_mut(&mut |inner| reblame(inner, call, sources));
+    }
+}
+
+/// Removes functions that no entry reaches; returns how many.
+pub fn remove_dead_functions(m: &mut Module) -> usize {
+    let n = m.functions.len();
+    let mut live = vec![false; n];
+    let mut stack: Vec<usize> = m.entries.iter().map(|(_, f)| f.0 as usize).collect();
+    while let Some(f) = stack.pop() {
+        if f >= n || live[f] {
+            continue;
+        }
+        live[f] = true;
+        stack.extend(util::callees(&m.functions[f]).into_iter().map(|g| g.0 as usize));
+    }
+    let removed = live.iter().filter(|l| !**l).count();
+    if removed == 0 {
+        return 0;
+    }
+    let mut new_id = vec![None; n];
+    let mut kept = Vec::with_capacity(n - removed);
+    for (i, f) in std::mem::take(&mut m.functions).into_iter().enumerate() {
+        if live[i] {
+            new_id[i] = Some(FuncId(kept.len() as u32));
+            kept.push(f);
+        }
+    }
+    let remap = |f: FuncId| new_id[f.0 as usize].expect("live functions only call live functions");
+    for f in &mut kept {
+        remap_calls(&mut f.body, &remap);
+    }
+    m.functions = kept;
+    for (_, f) in &mut m.entries {
+        *f = remap(*f);
+    }
+    removed
+}
+
+fn remap_calls(b: &mut Block, remap: &dyn Fn(FuncId) -> FuncId) {
+    for s in &mut b.stmts {
+        match &mut s.op {
+            Op::Call { func, .. } => *func = remap(*func),
+            Op::With(w) => {
+                for op in &mut w.ops {
+                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
+                        *g = remap(*g);
+                    }
+                }
+            }
+            _ => {}
+        }
+        s.op.walk_blocks_mut(&mut |inner| remap_calls(inner, remap));
+    }
+}

@@ -1,0 +1,273 @@
+//! The optimising middle end: named passes over the IR, run as one pipeline.
+//!
+//! The pipeline ([`PIPELINE`]) is a list of stages; each stage is a list of
+//! passes run in order, round after round, until a round changes nothing (or the
+//! stage's round cap is hit, which is reported). The array-level stage folds,
+//! fuses and simplifies with-loops; the lowering stage then prepares code
+//! generation (offsets instead of index vectors, bounds checks, memory reuse).
+//!
+//! Every pass is a function `fn(&mut Module, &mut PassCx)` documented in its own
+//! module, with a before/after example and its limits. A pass counts what it did
+//! ([`PassCx::count`]) and explains what it did or did not do in remarks located
+//! in the source ([`PassCx::remark`]). Passes can be switched off by name
+//! ([`PipelineOptions::disabled`]) to bisect a problem; the verifier runs after
+//! every pass when [`PipelineOptions::verify`] is set (tests and debug builds),
+//! and a pass that breaks the IR is reported as a compiler bug naming the pass.
+//!
+//! All passes preserve the program's results and output exactly, with two
+//! documented exceptions: a fold whose function is not exactly associative (say
+//! `+` on doubles) may combine its elements in another order when its index set
+//! is split (SaC leaves fold order unspecified), and computations whose results
+//! are never used may be dropped together with the run-time errors they would have
+//! raised (SaC does not evaluate dead code).
+
+pub mod util;
+
+pub mod cse;
+pub mod dce;
+pub mod inline;
+pub mod simplify;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use crate::ir::{self, Module};
+use crate::span::{SourceMap, Span};
+
+/// A named transformation of the whole module.
+#[derive(Clone, Copy, Debug)]
+pub struct Pass {
+    pub name: &'static str,
+    /// One line: what the pass does.
+    pub description: &'static str,
+    pub run: fn(&mut Module, &mut PassCx),
+}
+
+/// Passes run round after round until nothing changes.
+#[derive(Clone, Copy, Debug)]
+pub struct Stage {
+    pub name: &'static str,
+    pub passes: &'static [Pass],
+    pub max_rounds: usize,
+}
+
+/// The optimisation pipeline, in order.
+pub const PIPELINE: &[Stage] = &[
+    Stage { name: "array", passes: &[inline::PASS, simplify::PASS, cse::PASS, dce::PASS], max_rounds: 16 },
+    Stage { name: "lowering", passes: &[simplify::PASS, cse::PASS, dce::PASS], max_rounds: 8 },
+];
+
+/// Every pass name, in pipeline order (each once).
+pub fn pass_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for stage in PIPELINE {
+        for p in stage.passes {
+            if !names.contains(&p.name) {
+                names.push(p.name);
+            }
+        }
+    }
+    names
+}
+
+/// The description of a pass.
+pub fn describe(name: &str) -> Option<&'static str> {
+    PIPELINE.iter().flat_map(|s| s.passes).find(|p| p.name == name).map(|p| p.description)
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PipelineOptions {
+    /// Passes not to run.
+    pub disabled: BTreeSet<String>,
+    /// Run the verifier after every pass.
+    pub verify: bool,
+    /// Record the IR text after every run of this pass.
+    pub dump_after: Option<String>,
+    /// Leave out run times (for reproducible reports).
+    pub no_timing: bool,
+}
+
+impl PipelineOptions {
+    /// Options with only the named passes enabled.
+    pub fn only(names: &[&str]) -> PipelineOptions {
+        let disabled = pass_names().into_iter().filter(|n| !names.contains(n)).map(str::to_string).collect();
+        PipelineOptions { disabled, ..Default::default() }
+    }
+
+    pub fn enabled(&self, pass: &str) -> bool {
+        !self.disabled.contains(pass)
+    }
+}
+
+/// What a remark says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RemarkKind {
+    /// A transformation was made.
+    Applied,
+    /// A transformation was considered and not made; the message says why.
+    Missed,
+    /// A fact the compiler established or could not establish.
+    Analysis,
+}
+
+impl RemarkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RemarkKind::Applied => "applied",
+            RemarkKind::Missed => "missed",
+            RemarkKind::Analysis => "analysis",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Remark {
+    pub pass: &'static str,
+    pub kind: RemarkKind,
+    /// The function (link name) the remark is about.
+    pub function: String,
+    pub message: String,
+    pub span: Option<Span>,
+}
+
+/// What a pass gets: the sources (for locations), and where it reports.
+#[derive(Debug)]
+pub struct PassCx<'a> {
+    pub sources: &'a SourceMap,
+    pass: &'static str,
+    changed: bool,
+    counters: BTreeMap<&'static str, u64>,
+    remarks: Vec<Remark>,
+}
+
+impl PassCx<'_> {
+    /// Counts `n` occurrences of `counter`; any count marks the module changed.
+    pub fn count(&mut self, counter: &'static str, n: u64) {
+        if n > 0 {
+            *self.counters.entry(counter).or_default() += n;
+            self.changed = true;
+        }
+    }
+
+    /// Marks the module changed without counting anything visible.
+    pub fn changed(&mut self) {
+        self.changed = true;
+    }
+
+    pub fn remark(&mut self, kind: RemarkKind, function: &str, span: Option<Span>, message: impl Into<String>) {
+        // Library locations mean nothing to the user: remarks stay unlocated there.
+        let span = span.filter(|s| !self.sources.is_library(*s));
+        self.remarks.push(Remark {
+            pass: self.pass,
+            kind,
+            function: function.to_string(),
+            message: message.into(),
+            span,
+        });
+    }
+}
+
+/// What one pass did over the whole pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct PassStats {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub enabled: bool,
+    pub runs: u32,
+    pub time: Duration,
+    pub counters: BTreeMap<&'static str, u64>,
+}
+
+/// The outcome of a pipeline run.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub passes: Vec<PassStats>,
+    /// Rounds each stage ran.
+    pub rounds: Vec<(&'static str, usize)>,
+    pub remarks: Vec<Remark>,
+    /// IR text after each run of `dump_after`: (stage, round, text).
+    pub dumps: Vec<(&'static str, usize, String)>,
+}
+
+/// A pass left the IR malformed (a compiler bug).
+#[derive(Clone, Debug)]
+pub struct BrokenIr {
+    pub pass: &'static str,
+    pub problems: Vec<String>,
+    /// The outcome up to the failure.
+    pub outcome: Outcome,
+}
+
+/// Runs the pipeline over `module`.
+pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOptions) -> Result<Outcome, Box<BrokenIr>> {
+    let mut stats: Vec<PassStats> = pass_names()
+        .into_iter()
+        .map(|name| PassStats {
+            name,
+            description: describe(name).unwrap_or(""),
+            enabled: options.enabled(name),
+            ..Default::default()
+        })
+        .collect();
+    let mut outcome = Outcome::default();
+    let mut seen_remarks: BTreeSet<Remark> = BTreeSet::new();
+    for stage in PIPELINE {
+        let mut rounds = 0;
+        loop {
+            if rounds == stage.max_rounds {
+                outcome.remarks.push(Remark {
+                    pass: "pipeline",
+                    kind: RemarkKind::Analysis,
+                    function: String::new(),
+                    message: format!(
+                        "the {} stage still changed the program after {} rounds; stopped there",
+                        stage.name, stage.max_rounds
+                    ),
+                    span: None,
+                });
+                break;
+            }
+            rounds += 1;
+            let mut changed = false;
+            for pass in stage.passes {
+                if !options.enabled(pass.name) {
+                    continue;
+                }
+                let mut cx =
+                    PassCx { sources, pass: pass.name, changed: false, counters: BTreeMap::new(), remarks: Vec::new() };
+                let start = Instant::now();
+                (pass.run)(module, &mut cx);
+                let elapsed = start.elapsed();
+                let st = stats.iter_mut().find(|s| s.name == pass.name).expect("every pass has stats");
+                st.runs += 1;
+                if !options.no_timing {
+                    st.time += elapsed;
+                }
+                for (k, v) in cx.counters {
+                    *st.counters.entry(k).or_default() += v;
+                }
+                for r in cx.remarks {
+                    if seen_remarks.insert(r.clone()) {
+                        outcome.remarks.push(r);
+                    }
+                }
+                changed |= cx.changed;
+                if options.dump_after.as_deref() == Some(pass.name) {
+                    outcome.dumps.push((stage.name, rounds, ir::print::module_text(module)));
+                }
+                if options.verify {
+                    if let Err(problems) = ir::verify::verify(module) {
+                        outcome.passes = stats;
+                        return Err(Box::new(BrokenIr { pass: pass.name, problems, outcome }));
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        outcome.rounds.push((stage.name, rounds));
+    }
+    outcome.passes = stats;
+    Ok(outcome)
+}

@@ -1,0 +1,775 @@
+//! # simplify: constant folding and propagation, shape algebra, copy propagation
+//!
+//! One walk over each function that
+//!
+//! * folds primitives on constants with the interpreter's own semantics
+//!   (results up to [`MAX_FOLDED_ELEMENTS`] elements), and array literals of
+//!   constants;
+//! * answers `dim`, `shape` and `size` from static types, and — for generic code —
+//!   from *symbolic array attributes* (seed 000): the shape of a with-loop result is
+//!   its `genarray` shape operand, element-wise operations, `modarray` and
+//!   conversions keep their argument's shape, so `shape(x)` becomes the value
+//!   that holds it and equal shapes become the same value;
+//! * removes checks it proves (equal shape values, constant indices inside static
+//!   shapes, types that already conform, patterns that static shapes satisfy);
+//! * resolves `if`s on constant conditions, forwards values that both branches
+//!   yield, drops loop-carried values a loop never changes;
+//! * simplifies selections from array literals and fills, identities (`x + 0`,
+//!   `x * 1` on integers, `!!b`, conversion to the same type), and trivial
+//!   with-loops (no parts, empty parts, a part that copies its whole argument);
+//! * refines value types from what it learns (a primitive's result type from its
+//!   arguments' refined types).
+//!
+//! ```text
+//! %1: int[.] = prim shape(%0)                 %4: int[*] = with { … } genarray(%1)
+//! %4: int[*] = with { … } genarray(%1)    ⇒   %5: int[.] = … uses %1 …
+//! %5: int[.] = prim shape(%4)                 check same_shape(%1, %1)  (removed)
+//! check same_shape(%1, %5)
+//! ```
+//!
+//! Limits: the shape knowledge is intra-procedural and not carried around loops;
+//! floating-point identities are not applied (`x + 0.0` is not `x` for `-0.0`).
+
+use std::collections::HashMap;
+
+use super::util;
+use super::{Pass, PassCx};
+use crate::interp::ops::{BinOp, UnOp};
+use crate::interp::value::{Scalar, Value};
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::sema::prim_ty::prim_type;
+use crate::sema::ty::{Shape, Ty};
+
+pub const PASS: Pass = Pass {
+    name: "simplify",
+    description: "constant folding and propagation, shape algebra (symbolic array attributes), copy propagation, proven checks removed",
+    run,
+};
+
+/// Constants are folded only up to this many elements (larger ones are cheaper
+/// to compute than to store).
+pub const MAX_FOLDED_ELEMENTS: usize = 1024;
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for i in 0..m.functions.len() {
+        let f = &mut m.functions[i];
+        let mut s = Simplify {
+            consts: HashMap::new(),
+            subst: HashMap::new(),
+            defs: HashMap::new(),
+            shape_src: HashMap::new(),
+            counts: Counts::default(),
+        };
+        util::with_body(f, |f, body| {
+            s.block_in(f, body);
+            util::substitute(body, &s.subst);
+        });
+        let c = s.counts;
+        cx.count("constants_folded", c.folded);
+        cx.count("checks_removed", c.checks);
+        cx.count("branches_resolved", c.branches);
+        cx.count("copies_propagated", c.copies);
+        cx.count("shapes_resolved", c.shapes);
+        cx.count("types_refined", c.refined);
+        cx.count("with_loops_simplified", c.withs);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    folded: u64,
+    checks: u64,
+    branches: u64,
+    copies: u64,
+    shapes: u64,
+    refined: u64,
+    withs: u64,
+}
+
+/// What a value was defined as (what the rules look at).
+#[derive(Clone, Debug)]
+enum Def {
+    Prim(Prim, Vec<ValueId>),
+    Array(Vec<ValueId>),
+}
+
+/// Where a value's shape vector can be found.
+#[derive(Clone, Debug, PartialEq)]
+enum ShapeSrc {
+    /// In this value (an int vector).
+    Value(ValueId),
+}
+
+struct Simplify {
+    consts: HashMap<ValueId, Value>,
+    subst: HashMap<ValueId, ValueId>,
+    defs: HashMap<ValueId, Def>,
+    shape_src: HashMap<ValueId, ShapeSrc>,
+    counts: Counts,
+}
+
+/// What to do with a statement.
+enum Action {
+    Keep(Stmt),
+    /// Drop it; its definitions were forwarded to other values.
+    Forward,
+    /// Drop it without replacement (a check proven to hold).
+    Drop,
+    /// Replace it by these statements (which define, or forward, its values).
+    Splice(Vec<Stmt>),
+}
+
+impl Simplify {
+    fn resolve(&self, mut v: ValueId) -> ValueId {
+        while let Some(n) = self.subst.get(&v) {
+            v = *n;
+        }
+        v
+    }
+
+    fn konst(&self, v: ValueId) -> Option<&Value> {
+        self.consts.get(&v)
+    }
+
+    fn block_in(&mut self, f: &mut Function, b: &mut Block) {
+        let stmts = std::mem::take(&mut b.stmts);
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            self.stmt(f, s, &mut out);
+        }
+        b.stmts = out;
+        for y in &mut b.yields {
+            *y = self.resolve(*y);
+        }
+    }
+
+    fn forward(&mut self, f: &mut Function, defs: &[ValueId], to: &[ValueId]) {
+        for (d, t) in defs.iter().zip(to) {
+            let t = self.resolve(*t);
+            if *d == t {
+                continue;
+            }
+            // The replacement is the same value: it has both types.
+            let (dt, tt) = (f.ty(*d).clone(), f.ty(t).clone());
+            if dt.elem == tt.elem {
+                if let Some(m) = tt.shape.meet(&dt.shape) {
+                    if m != tt.shape {
+                        f.values[t.0 as usize].ty.shape = m;
+                    }
+                }
+            }
+            self.subst.insert(*d, t);
+            if let Some(c) = self.consts.get(&t).cloned() {
+                self.consts.insert(*d, c);
+            }
+        }
+    }
+
+    fn stmt(&mut self, f: &mut Function, mut s: Stmt, out: &mut Vec<Stmt>) {
+        s.op.map_operands(&mut |v| self.resolve(v));
+        // Nested blocks first (an `if` on a constant is resolved after its branches).
+        match &mut s.op {
+            Op::If { then_block, else_block, cond } => {
+                let c = self.konst(*cond).and_then(|c| c.as_scalar());
+                match c {
+                    Some(Scalar::Bool(true)) => self.block_in(f, then_block),
+                    Some(Scalar::Bool(false)) => self.block_in(f, else_block),
+                    _ => {
+                        self.block_in(f, then_block);
+                        self.block_in(f, else_block);
+                    }
+                }
+            }
+            other => other.walk_blocks_mut(&mut |b| self.block_in(f, b)),
+        }
+        match self.rewrite(f, s) {
+            Action::Keep(s) => {
+                self.record(f, &s);
+                out.push(s);
+            }
+            // The definitions were forwarded (`forward`) before.
+            Action::Forward | Action::Drop => {}
+            Action::Splice(stmts) => out.extend(stmts),
+        }
+    }
+
+    /// Remembers constants, definitions and shapes, and refines types.
+    fn record(&mut self, f: &mut Function, s: &Stmt) {
+        match &s.op {
+            Op::Const(c) => {
+                self.consts.insert(s.defs[0], c.clone());
+            }
+            Op::Prim { prim, args, .. } => {
+                self.defs.insert(s.defs[0], Def::Prim(prim.clone(), args.clone()));
+                self.refine_prim(f, prim, args, s.defs[0]);
+                let a0 = args.first().copied();
+                let src = match prim {
+                    Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => {
+                        a0.and_then(|a| self.shape_src.get(&a).cloned())
+                    }
+                    Prim::Math(_) if args.len() == 1 => a0.and_then(|a| self.shape_src.get(&a).cloned()),
+                    Prim::Bin(_) | Prim::Math(_) => {
+                        let (x, y) = (args[0], args[1]);
+                        if f.ty(x).shape.is_scalar() {
+                            self.shape_src.get(&y).cloned()
+                        } else {
+                            self.shape_src.get(&x).cloned().or_else(|| {
+                                f.ty(y).shape.non_scalar().then(|| self.shape_src.get(&y).cloned()).flatten()
+                            })
+                        }
+                    }
+                    Prim::Reshape => Some(ShapeSrc::Value(args[0])),
+                    Prim::Genarray if f.ty(args[1]).shape.is_scalar() => Some(ShapeSrc::Value(args[0])),
+                    _ => None,
+                };
+                if let Some(src) = src {
+                    self.shape_src.insert(s.defs[0], src);
+                }
+            }
+            Op::Array(args) => {
+                self.defs.insert(s.defs[0], Def::Array(args.clone()));
+                let tys: Vec<Ty> = args.iter().map(|a| f.ty(*a).clone()).collect();
+                if let Some(first) = tys.first() {
+                    let mut cell = first.shape.clone();
+                    for t in &tys[1..] {
+                        cell = cell.meet(&t.shape).unwrap_or(cell);
+                    }
+                    let shape = Shape::known(&[args.len()]).concat(&cell);
+                    self.refine(f, s.defs[0], &shape);
+                }
+            }
+            Op::With(w) => {
+                for (k, op) in w.ops.iter().enumerate() {
+                    let d = s.defs[k];
+                    match op {
+                        WithOp::Genarray { shape, default } => {
+                            let cell_scalar = w.parts.iter().all(|p| f.ty(p.body.yields[k]).shape.is_scalar())
+                                && default.is_none_or(|d| f.ty(d).shape.is_scalar())
+                                && (!w.parts.is_empty()
+                                    || default.is_some()
+                                    || w.cells[k].as_ref().is_some_and(|c| c.shape.is_scalar()));
+                            if cell_scalar {
+                                self.shape_src.insert(d, ShapeSrc::Value(*shape));
+                            }
+                            // Static frame and cells: a static type.
+                            if let Some(frame) = self.konst(*shape).and_then(util::int_vec) {
+                                if frame.iter().all(|&e| e >= 0) {
+                                    let frame: Vec<usize> = frame.iter().map(|&e| e as usize).collect();
+                                    let mut cell: Option<Shape> = default.map(|d| f.ty(d).shape.clone());
+                                    for p in &w.parts {
+                                        let t = f.ty(p.body.yields[k]).shape.clone();
+                                        cell = Some(match cell {
+                                            Some(c) => c.meet(&t).unwrap_or(c),
+                                            None => t,
+                                        });
+                                    }
+                                    if let Some(cell) = cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone())) {
+                                        self.refine(f, d, &Shape::known(&frame).concat(&cell));
+                                    }
+                                }
+                            }
+                        }
+                        WithOp::Modarray { array } => {
+                            if let Some(src) = self.shape_src.get(array).cloned() {
+                                self.shape_src.insert(d, src);
+                            }
+                            let t = f.ty(*array).shape.clone();
+                            self.refine(f, d, &t);
+                        }
+                        WithOp::Fold { .. } => {}
+                    }
+                }
+            }
+            Op::If { then_block, else_block, .. } => {
+                for (k, d) in s.defs.iter().enumerate() {
+                    let (a, b) = (then_block.yields[k], else_block.yields[k]);
+                    let (ta, tb) = (f.ty(a).clone(), f.ty(b).clone());
+                    if ta.elem == tb.elem {
+                        let joined = ta.shape.join(&tb.shape);
+                        self.refine(f, *d, &joined);
+                    }
+                    if let (Some(x), Some(y)) = (self.shape_src.get(&a).cloned(), self.shape_src.get(&b).cloned()) {
+                        if x == y {
+                            self.shape_src.insert(*d, x);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn refine(&mut self, f: &mut Function, v: ValueId, shape: &Shape) {
+        let cur = f.ty(v).shape.clone();
+        if let Some(m) = cur.meet(shape) {
+            if m != cur {
+                f.values[v.0 as usize].ty.shape = m;
+                self.counts.refined += 1;
+            }
+        }
+    }
+
+    fn refine_prim(&mut self, f: &mut Function, prim: &Prim, args: &[ValueId], d: ValueId) {
+        let tys: Vec<Ty> = args.iter().map(|a| f.ty(*a).clone()).collect();
+        let refs: Vec<Option<&Ty>> = tys.iter().map(Some).collect();
+        let vals: Vec<Option<&Value>> = args.iter().map(|a| self.consts.get(a)).collect();
+        if let Ok(Some(t)) = prim_type(prim, &refs, &vals) {
+            if t.elem == f.ty(d).elem {
+                self.refine(f, d, &t.shape);
+            }
+        }
+    }
+
+    fn rewrite(&mut self, f: &mut Function, s: Stmt) -> Action {
+        match &s.op {
+            Op::Prim { prim, args, .. } => self.rewrite_prim(f, &s, prim, args),
+            Op::Array(args) => {
+                let vals: Option<Vec<Value>> = args.iter().map(|a| self.konst(*a).cloned()).collect();
+                if let Some(vals) = vals {
+                    let n: usize = vals.iter().map(|v| v.len()).sum();
+                    if n <= MAX_FOLDED_ELEMENTS {
+                        if let Ok(v) = crate::interp::stack_values(vals) {
+                            return self.to_const(f, s, v);
+                        }
+                    }
+                }
+                Action::Keep(s)
+            }
+            Op::If { cond, then_block, else_block } => {
+                if let Some(Scalar::Bool(b)) = self.konst(*cond).and_then(|c| c.as_scalar()) {
+                    let taken = if b { then_block.clone() } else { else_block.clone() };
+                    self.counts.branches += 1;
+                    // The taken branch was simplified (and recorded) already.
+                    self.forward(f, &s.defs, &taken.yields);
+                    return Action::Splice(taken.stmts);
+                }
+                // Values both branches yield from outside the `if`.
+                let inner = defined_in(then_block)
+                    .into_iter()
+                    .chain(defined_in(else_block))
+                    .collect::<std::collections::HashSet<_>>();
+                for (k, d) in s.defs.iter().enumerate() {
+                    let (a, b) = (then_block.yields[k], else_block.yields[k]);
+                    if a == b && !inner.contains(&a) && !self.subst.contains_key(d) {
+                        self.forward(f, &[*d], &[a]);
+                        self.counts.copies += 1;
+                    }
+                }
+                Action::Keep(s)
+            }
+            Op::Loop { .. } => self.rewrite_loop(f, s),
+            Op::Check(c) => self.rewrite_check(f, s.clone(), c),
+            Op::Pattern { args, specs, .. } => {
+                let shapes: Option<Vec<Vec<usize>>> = args.iter().map(|a| util::extents(f, *a)).collect();
+                let Some(shapes) = shapes else { return Action::Keep(s) };
+                let mut env = crate::interp::dispatch::Bindings::new();
+                let ok = specs
+                    .iter()
+                    .zip(&shapes)
+                    .all(|(spec, sh)| crate::interp::dispatch::match_pattern(spec, sh, &mut env));
+                let Op::Pattern { vars, .. } = &s.op else { return Action::Keep(s) };
+                if !ok {
+                    return Action::Keep(s);
+                }
+                let vals: Option<Vec<Value>> = vars.iter().map(|v| env.get(v).map(|b| b.to_value())).collect();
+                let Some(vals) = vals else { return Action::Keep(s) };
+                self.counts.checks += 1;
+                let mut stmts = Vec::new();
+                for (d, v) in s.defs.iter().zip(vals) {
+                    self.consts.insert(*d, v.clone());
+                    stmts.push(Stmt { defs: vec![*d], op: Op::Const(v), span: s.span, blame: s.blame });
+                }
+                Action::Splice(stmts)
+            }
+            Op::With(_) => self.rewrite_with(f, s),
+            _ => Action::Keep(s),
+        }
+    }
+
+    fn to_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
+        self.counts.folded += 1;
+        let d = s.defs[0];
+        let t = Ty::of_value(&v);
+        if t.elem == f.ty(d).elem {
+            let cur = f.ty(d).shape.clone();
+            if let Some(m) = cur.meet(&t.shape) {
+                f.values[d.0 as usize].ty.shape = m;
+            }
+        }
+        self.consts.insert(d, v.clone());
+        Action::Splice(vec![Stmt { defs: vec![d], op: Op::Const(v), span: s.span, blame: s.blame }])
+    }
+
+    fn rewrite_prim(&mut self, f: &mut Function, s: &Stmt, prim: &Prim, args: &[ValueId]) -> Action {
+        let d = s.defs[0];
+        // Constant arguments: fold with the run-time semantics.
+        if !prim.has_effect() && !matches!(prim, Prim::Error | Prim::Hide(_)) {
+            let vals: Option<Vec<Value>> = args.iter().map(|a| self.konst(*a).cloned()).collect();
+            if let Some(vals) = vals {
+                if let Some(Ok(v)) = crate::interp::fold_prim(prim, vals) {
+                    let elem_ok = match (f.ty(d).elem, v.base()) {
+                        (Elem::Base(b), Some(vb)) => b == vb,
+                        (Elem::String, None) => true,
+                        _ => false,
+                    };
+                    if elem_ok && v.len() <= MAX_FOLDED_ELEMENTS {
+                        return self.to_const(f, s.clone(), v);
+                    }
+                }
+            }
+        }
+        // Shape algebra.
+        match prim {
+            Prim::Dim => {
+                let x = args[0];
+                let rank = f.ty(x).shape.rank_if_known().or_else(|| match self.shape_src.get(&x) {
+                    Some(ShapeSrc::Value(sv)) => crate::sema::prim_ty::vector_len(f.ty(*sv)),
+                    None => None,
+                });
+                if let Some(r) = rank {
+                    self.counts.shapes += 1;
+                    return self.to_const(f, s.clone(), Value::Scalar(Scalar::int(r as i64)));
+                }
+            }
+            Prim::Shape => {
+                let x = args[0];
+                if let Some(e) = util::extents(f, x) {
+                    self.counts.shapes += 1;
+                    let v = Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>());
+                    return self.to_const(f, s.clone(), v);
+                }
+                if let Some(ShapeSrc::Value(sv)) = self.shape_src.get(&x).cloned() {
+                    let sv = self.resolve(sv);
+                    if sv != d {
+                        self.counts.shapes += 1;
+                        self.forward(f, &[d], &[sv]);
+                        return Action::Forward;
+                    }
+                }
+            }
+            Prim::Size => {
+                if let Some(e) = util::extents(f, args[0]) {
+                    self.counts.shapes += 1;
+                    return self.to_const(f, s.clone(), Value::Scalar(Scalar::int(e.iter().product::<usize>() as i64)));
+                }
+            }
+            Prim::Sel => {
+                if let Some(a) = self.select(f, args[0], args[1]) {
+                    self.counts.folded += 1;
+                    self.forward(f, &[d], &[a]);
+                    return Action::Forward;
+                }
+            }
+            _ => {}
+        }
+        // Identities (integers and booleans only: exact, and types are kept).
+        if let Some(x) = self.identity(f, prim, args) {
+            if f.ty(x).elem == f.ty(d).elem && f.ty(x).shape.subset_of(&f.ty(d).shape) {
+                self.counts.copies += 1;
+                self.forward(f, &[d], &[x]);
+                return Action::Forward;
+            }
+        }
+        Action::Keep(s.clone())
+    }
+
+    /// `sel(idx, a)` answered without selecting: an element of an array literal
+    /// or of a fill.
+    fn select(&self, f: &Function, idx: ValueId, a: ValueId) -> Option<ValueId> {
+        let index: Vec<i64> = match self.konst(idx)? {
+            Value::Scalar(Scalar::Int(_, i)) => vec![*i],
+            v => util::int_vec(v)?,
+        };
+        let mut cur = a;
+        let mut rest: &[i64] = &index;
+        while let Some((&k, tail)) = rest.split_first() {
+            match self.defs.get(&cur)? {
+                Def::Array(elems) => {
+                    let e = usize::try_from(k).ok().and_then(|k| elems.get(k))?;
+                    cur = *e;
+                    rest = tail;
+                }
+                Def::Prim(Prim::Genarray, gargs) => {
+                    let frame = self.konst(gargs[0]).and_then(util::int_vec)?;
+                    if rest.len() != frame.len() || rest.iter().zip(&frame).any(|(i, n)| *i < 0 || i >= n) {
+                        return None;
+                    }
+                    cur = gargs[1];
+                    rest = &[];
+                }
+                _ => return None,
+            }
+        }
+        // The selected value must have the statement's type family.
+        let _ = f;
+        Some(cur)
+    }
+
+    fn is_int_const(&self, v: ValueId, want: i64) -> bool {
+        matches!(self.konst(v), Some(Value::Scalar(Scalar::Int(_, x))) if *x == want)
+    }
+
+    fn is_bool_const(&self, v: ValueId, want: bool) -> bool {
+        matches!(self.konst(v), Some(Value::Scalar(Scalar::Bool(x))) if *x == want)
+    }
+
+    fn identity(&self, f: &Function, prim: &Prim, args: &[ValueId]) -> Option<ValueId> {
+        let int_like = |v: ValueId| matches!(f.ty(v).elem, Elem::Base(b) if b.is_integer());
+        match prim {
+            Prim::Bin(BinOp::Add) if int_like(args[0]) => {
+                if self.is_int_const(args[1], 0) {
+                    return Some(args[0]);
+                }
+                if self.is_int_const(args[0], 0) {
+                    return Some(args[1]);
+                }
+                None
+            }
+            Prim::Bin(BinOp::Sub) if int_like(args[0]) && self.is_int_const(args[1], 0) => Some(args[0]),
+            Prim::Bin(BinOp::Mul) if int_like(args[0]) => {
+                if self.is_int_const(args[1], 1) {
+                    return Some(args[0]);
+                }
+                if self.is_int_const(args[0], 1) {
+                    return Some(args[1]);
+                }
+                None
+            }
+            Prim::Bin(BinOp::Div) if int_like(args[0]) && self.is_int_const(args[1], 1) => Some(args[0]),
+            Prim::Bin(BinOp::And) => {
+                if self.is_bool_const(args[1], true) {
+                    return Some(args[0]);
+                }
+                if self.is_bool_const(args[0], true) {
+                    return Some(args[1]);
+                }
+                None
+            }
+            Prim::Bin(BinOp::Or) => {
+                if self.is_bool_const(args[1], false) {
+                    return Some(args[0]);
+                }
+                if self.is_bool_const(args[0], false) {
+                    return Some(args[1]);
+                }
+                None
+            }
+            Prim::Un(UnOp::Not) => match self.defs.get(&args[0]) {
+                Some(Def::Prim(Prim::Un(UnOp::Not), inner)) => Some(inner[0]),
+                _ => None,
+            },
+            Prim::Conv(b) if f.ty(args[0]).elem == Elem::Base(*b) => Some(args[0]),
+            Prim::Take => {
+                let n = self.konst(args[0]).and_then(util::int_scalar)?;
+                let len = crate::sema::prim_ty::vector_len(f.ty(args[1]))?;
+                (n == len as i64).then_some(args[1])
+            }
+            Prim::Drop if self.is_int_const(args[0], 0) && f.ty(args[1]).shape.rank_if_known() == Some(1) => {
+                Some(args[1])
+            }
+            Prim::Cat => {
+                if crate::sema::prim_ty::vector_len(f.ty(args[1])) == Some(0)
+                    && f.ty(args[0]).shape.rank_if_known() == Some(1)
+                {
+                    return Some(args[0]);
+                }
+                if crate::sema::prim_ty::vector_len(f.ty(args[0])) == Some(0)
+                    && f.ty(args[1]).shape.rank_if_known() == Some(1)
+                {
+                    return Some(args[1]);
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn rewrite_check(&mut self, f: &mut Function, s: Stmt, c: &CheckOp) -> Action {
+        let holds = match &c.check {
+            Check::SameShape(a, b) => {
+                a == b
+                    || match (self.konst(*a).and_then(util::int_vec), self.konst(*b).and_then(util::int_vec)) {
+                        (Some(x), Some(y)) => x.is_empty() || y.is_empty() || x == y,
+                        _ => {
+                            let empty = |v: ValueId| crate::sema::prim_ty::vector_len(f.ty(v)) == Some(0);
+                            empty(*a) || empty(*b)
+                        }
+                    }
+            }
+            Check::InBounds { index, shape } => {
+                let idx = match self.konst(*index) {
+                    Some(Value::Scalar(Scalar::Int(_, i))) => Some(vec![*i]),
+                    Some(v) => util::int_vec(v),
+                    None => None,
+                };
+                match (idx, self.konst(*shape).and_then(util::int_vec)) {
+                    (Some(i), Some(sh)) => i.len() <= sh.len() && i.iter().zip(&sh).all(|(x, n)| *x >= 0 && x < n),
+                    _ => false,
+                }
+            }
+            Check::Assert(v) => self.is_bool_const(*v, true),
+            Check::Conforms(v, ty) => f.ty(*v).subset_of(ty),
+        };
+        if holds {
+            self.counts.checks += 1;
+            Action::Drop
+        } else {
+            Action::Keep(s)
+        }
+    }
+
+    fn rewrite_loop(&mut self, f: &mut Function, mut s: Stmt) -> Action {
+        let Op::Loop { init, params, cond, body, test_first } = &mut s.op else { return Action::Keep(s) };
+        // A `while` whose condition is constantly false never runs.
+        if *test_first && cond.stmts.iter().all(|t| !util::may_fail(&t.op)) {
+            if let Some(c) = cond.yields.first() {
+                if self.is_bool_const(*c, false) {
+                    let init = init.clone();
+                    self.counts.branches += 1;
+                    self.forward(f, &s.defs, &init);
+                    return Action::Forward;
+                }
+            }
+        }
+        // Carried values the body never changes are the initial values.
+        let mut keep = Vec::new();
+        let mut dropped = false;
+        for k in 0..params.len() {
+            if body.yields[k] == params[k] {
+                let (p, i, d) = (params[k], init[k], s.defs[k]);
+                self.subst.insert(p, i);
+                self.forward(f, &[d], &[i]);
+                dropped = true;
+                self.counts.copies += 1;
+            } else {
+                keep.push(k);
+            }
+        }
+        if dropped {
+            let pick = |v: &Vec<ValueId>| keep.iter().map(|&k| v[k]).collect::<Vec<_>>();
+            *init = pick(init);
+            *params = pick(params);
+            body.yields = pick(&body.yields);
+            s.defs = pick(&s.defs);
+            // The dropped parameters are read through the substitution.
+            util::substitute(cond, &self.subst);
+            util::substitute(body, &self.subst);
+        }
+        Action::Keep(s)
+    }
+
+    fn rewrite_with(&mut self, f: &mut Function, mut s: Stmt) -> Action {
+        let Op::With(w) = &mut s.op else { return Action::Keep(s) };
+        // Parts with constant, empty index sets contribute nothing.
+        let before = w.parts.len();
+        let consts = &self.consts;
+        w.parts.retain(|p| {
+            let lo = consts.get(&p.lower).and_then(util::int_vec);
+            let hi = consts.get(&p.upper).and_then(util::int_vec);
+            !matches!((lo, hi), (Some(l), Some(h)) if l.len() == h.len() && l.iter().zip(&h).any(|(a, b)| a >= b))
+        });
+        if w.parts.len() != before {
+            self.counts.withs += (before - w.parts.len()) as u64;
+        }
+        if !w.parts.is_empty() {
+            // A single genarray/modarray part copying the whole of an array of the
+            // frame's shape: the with-loop is that array.
+            if let (1, [op]) = (w.parts.len(), w.ops.as_slice()) {
+                if let Some(a) = self.copy_of(f, w, op) {
+                    self.counts.withs += 1;
+                    self.forward(f, &s.defs, &[a]);
+                    return Action::Forward;
+                }
+            }
+            return Action::Keep(s);
+        }
+        // No parts: the operators' results are known without iterating.
+        let mut stmts = Vec::new();
+        let mut results = Vec::new();
+        for (k, op) in w.ops.iter().enumerate() {
+            let r = match op {
+                WithOp::Modarray { array } => *array,
+                WithOp::Fold { neutral, .. } => *neutral,
+                WithOp::Genarray { shape, default } => {
+                    let fill = match default {
+                        Some(d) => *d,
+                        None => match w.cells[k].as_ref().and_then(|c| c.shape.extents().map(|e| (c.elem, e))) {
+                            Some((Elem::Base(b), e)) => {
+                                let n: usize = e.iter().product();
+                                let Ok(elems) = crate::interp::value::Elems::filled(Scalar::zero(b), n) else {
+                                    return Action::Keep(s);
+                                };
+                                util::emit_const(f, &mut stmts, Value::from_parts(e, elems), s.span)
+                            }
+                            _ => return Action::Keep(s),
+                        },
+                    };
+                    let ty = f.ty(s.defs[k]).clone();
+                    let v = f.new_value(ty, None);
+                    stmts.push(Stmt {
+                        defs: vec![v],
+                        op: Op::prim(Prim::Genarray, vec![*shape, fill]),
+                        span: s.span,
+                        blame: s.blame,
+                    });
+                    v
+                }
+            };
+            results.push(r);
+        }
+        self.counts.withs += 1;
+        self.forward(f, &s.defs, &results);
+        for t in &stmts {
+            self.record(f, t);
+        }
+        Action::Splice(stmts)
+    }
+
+    /// `with (0 <= iv < shape(a)) : a[iv]` (genarray over `shape(a)` or modarray of
+    /// anything of `a`'s shape): the array `a` itself.
+    fn copy_of(&self, f: &Function, w: &With, op: &WithOp) -> Option<ValueId> {
+        let p = &w.parts[0];
+        if p.step.is_some() || p.width.is_some() || p.body.yields.len() != 1 {
+            return None;
+        }
+        let y = p.body.yields[0];
+        let iv = p.index?;
+        // The yield must be `sel(iv, a)` with `a` from outside.
+        let a = p.body.stmts.iter().find_map(|t| match &t.op {
+            Op::Prim { prim: Prim::Sel, args, .. } if t.defs[0] == y && args[0] == iv => Some(args[1]),
+            _ => None,
+        })?;
+        if defined_in(&p.body).contains(&a) {
+            return None;
+        }
+        // Every other statement in the part must be removable (checks on iv are
+        // proven by the bounds below).
+        let frame: Vec<i64> = match op {
+            WithOp::Genarray { shape, .. } => self.konst(*shape).and_then(util::int_vec)?,
+            WithOp::Modarray { array } => util::extents(f, *array)?.iter().map(|&e| e as i64).collect(),
+            WithOp::Fold { .. } => return None,
+        };
+        let lo = self.konst(p.lower).and_then(util::int_vec)?;
+        let hi = self.konst(p.upper).and_then(util::int_vec)?;
+        let a_shape: Vec<i64> = util::extents(f, a)?.iter().map(|&e| e as i64).collect();
+        let whole = lo.iter().all(|&l| l == 0) && hi == frame && a_shape == frame;
+        let only_checks = p.body.stmts.iter().all(|t| match &t.op {
+            Op::Prim { prim: Prim::Sel, .. } => t.defs[0] == y,
+            Op::Prim { prim: Prim::Shape, .. } | Op::Const(_) => true,
+            Op::Check(CheckOp { check: Check::InBounds { index, .. }, .. }) => *index == iv,
+            _ => false,
+        });
+        (whole && only_checks && f.ty(a).elem == f.ty(y).elem).then_some(a)
+    }
+}
+
+/// Values defined anywhere inside a block (statements and bound values).
+pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
+    let mut out = std::collections::HashSet::new();
+    b.walk(&mut |s| {
+        out.extend(s.defs.iter().copied());
+        out.extend(s.op.bound_values());
+    });
+    out
+}

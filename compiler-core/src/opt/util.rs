@@ -1,0 +1,313 @@
+//! Helpers the passes share: use counts, copying blocks with fresh values,
+//! substitution, constants, and what may fail or has effects.
+
+use std::collections::HashMap;
+
+use crate::interp::value::{Scalar, Value};
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::sema::ty::{Shape, Ty};
+use crate::span::Span;
+use crate::syntax::ast::BaseType;
+
+/// How often each value is read (operands and yields, nested blocks included).
+pub fn use_counts(f: &Function) -> Vec<u32> {
+    let mut counts = vec![0u32; f.values.len()];
+    fn block(b: &Block, counts: &mut [u32]) {
+        for s in &b.stmts {
+            for v in s.op.operands() {
+                if let Some(c) = counts.get_mut(v.0 as usize) {
+                    *c += 1;
+                }
+            }
+            s.op.walk_blocks(&mut |inner| block(inner, counts));
+        }
+        for y in &b.yields {
+            if let Some(c) = counts.get_mut(y.0 as usize) {
+                *c += 1;
+            }
+        }
+    }
+    block(&f.body, &mut counts);
+    counts
+}
+
+/// Replaces operands and yields by `map` (followed transitively), nested blocks
+/// included.
+pub fn substitute(b: &mut Block, map: &HashMap<ValueId, ValueId>) {
+    if map.is_empty() {
+        return;
+    }
+    let resolve = |mut v: ValueId| {
+        let mut hops = 0;
+        while let Some(n) = map.get(&v) {
+            v = *n;
+            hops += 1;
+            if hops > map.len() {
+                break;
+            }
+        }
+        v
+    };
+    for s in &mut b.stmts {
+        s.op.map_operands(&mut |v| resolve(v));
+        s.op.walk_blocks_mut(&mut |inner| substitute(inner, map));
+    }
+    for y in &mut b.yields {
+        *y = resolve(*y);
+    }
+}
+
+/// Takes the body out of `f` so that `g` can rewrite it while adding values to `f`.
+pub fn with_body<T>(f: &mut Function, g: impl FnOnce(&mut Function, &mut Block) -> T) -> T {
+    let mut body = std::mem::take(&mut f.body);
+    let r = g(f, &mut body);
+    f.body = body;
+    r
+}
+
+/// Copies blocks into a function with fresh values for everything they define.
+#[derive(Debug, Default)]
+pub struct Cloner<'a> {
+    /// Types of the values being copied; `None`: they are the destination's own.
+    pub src: Option<&'a [ValueData]>,
+    /// Original value → its replacement (pre-seed with parameters, indices, …).
+    pub map: HashMap<ValueId, ValueId>,
+}
+
+impl Cloner<'_> {
+    fn fresh(&mut self, dst: &mut Function, v: ValueId) -> ValueId {
+        let data = match self.src {
+            Some(src) => src[v.0 as usize].clone(),
+            None => dst.values[v.0 as usize].clone(),
+        };
+        let n = dst.new_value(data.ty, data.name);
+        self.map.insert(v, n);
+        n
+    }
+
+    fn get(&self, v: ValueId) -> ValueId {
+        self.map.get(&v).copied().unwrap_or(v)
+    }
+
+    pub fn block(&mut self, dst: &mut Function, b: &Block) -> Block {
+        let stmts = b.stmts.iter().map(|s| self.stmt(dst, s)).collect();
+        let yields = b.yields.iter().map(|y| self.get(*y)).collect();
+        Block { stmts, yields }
+    }
+
+    pub fn stmt(&mut self, dst: &mut Function, s: &Stmt) -> Stmt {
+        let mut op = s.op.clone();
+        op.map_operands(&mut |v| self.get(v));
+        match &mut op {
+            Op::Loop { params, cond, body, .. } => {
+                for p in params.iter_mut() {
+                    *p = self.fresh(dst, *p);
+                }
+                *cond = self.block(dst, cond);
+                *body = self.block(dst, body);
+            }
+            Op::If { then_block, else_block, .. } => {
+                *then_block = self.block(dst, then_block);
+                *else_block = self.block(dst, else_block);
+            }
+            Op::With(w) => {
+                for p in &mut w.parts {
+                    if let Some(i) = &mut p.index {
+                        *i = self.fresh(dst, *i);
+                    }
+                    if let Some(ss) = &mut p.scalars {
+                        for x in ss.iter_mut() {
+                            *x = self.fresh(dst, *x);
+                        }
+                    }
+                    if let Some(o) = &mut p.offset {
+                        *o = self.fresh(dst, *o);
+                    }
+                    p.body = self.block(dst, &p.body);
+                }
+            }
+            _ => {}
+        }
+        let defs = s.defs.iter().map(|d| self.fresh(dst, *d)).collect();
+        Stmt { defs, op, span: s.span, blame: s.blame }
+    }
+}
+
+/// The constant each value was defined as (for every `const` in the function).
+pub fn constants(f: &Function) -> HashMap<ValueId, Value> {
+    let mut out = HashMap::new();
+    f.body.walk(&mut |s| {
+        if let Op::Const(c) = &s.op {
+            out.insert(s.defs[0], c.clone());
+        }
+    });
+    out
+}
+
+/// An int vector constant as `i64`s.
+pub fn int_vec(v: &Value) -> Option<Vec<i64>> {
+    match v {
+        Value::Array(a) if a.shape.len() == 1 => v.as_int_vec(),
+        _ => None,
+    }
+}
+
+pub fn int_scalar(v: &Value) -> Option<i64> {
+    match v {
+        Value::Scalar(Scalar::Int(BaseType::Int, x)) => Some(*x),
+        _ => None,
+    }
+}
+
+pub fn int_ty() -> Ty {
+    Ty::new(Elem::Base(BaseType::Int), Shape::scalar())
+}
+
+pub fn bool_ty() -> Ty {
+    Ty::new(Elem::Base(BaseType::Bool), Shape::scalar())
+}
+
+pub fn int_vec_ty(n: Option<usize>) -> Ty {
+    Ty::new(
+        Elem::Base(BaseType::Int),
+        match n {
+            Some(n) => Shape::known(&[n]),
+            None => Shape::rank(1),
+        },
+    )
+}
+
+/// Appends `v = const c` to `out`.
+pub fn emit_const(f: &mut Function, out: &mut Vec<Stmt>, c: Value, span: Span) -> ValueId {
+    let v = f.new_value(Ty::of_value(&c), None);
+    out.push(Stmt::new(vec![v], Op::Const(c), span));
+    v
+}
+
+/// Appends `v = prim p(args)` of type `ty` to `out`.
+pub fn emit_prim(f: &mut Function, out: &mut Vec<Stmt>, p: Prim, args: Vec<ValueId>, ty: Ty, span: Span) -> ValueId {
+    let v = f.new_value(ty, None);
+    out.push(Stmt::new(vec![v], Op::prim(p, args), span));
+    v
+}
+
+/// Whether a primitive can fail at run time (beyond what checks before it catch).
+pub fn prim_may_fail(p: &Prim) -> bool {
+    use crate::interp::ops::BinOp;
+    match p {
+        Prim::Bin(BinOp::Div | BinOp::Mod | BinOp::AplMod) => true,
+        Prim::Bin(_) | Prim::Un(_) | Prim::Conv(_) | Prim::Math(_) => false,
+        Prim::Dim | Prim::Shape | Prim::Size | Prim::Hide(_) => false,
+        Prim::Vect2Offset => false,
+        _ => true,
+    }
+}
+
+/// Whether a statement may raise a run-time error or has an effect (nested
+/// blocks included). Such statements are not moved across each other, and not
+/// moved to where they could run more often.
+pub fn may_fail(op: &Op) -> bool {
+    match op {
+        Op::Const(_) | Op::Array(_) => false,
+        Op::Prim { prim, .. } => prim_may_fail(prim) || prim.has_effect(),
+        Op::Call { .. } | Op::Check(_) | Op::Fail { .. } | Op::Pattern { .. } | Op::Loop { .. } => true,
+        Op::If { then_block, else_block, .. } => block_may_fail(then_block) || block_may_fail(else_block),
+        Op::With(_) => true,
+    }
+}
+
+pub fn block_may_fail(b: &Block) -> bool {
+    b.stmts.iter().any(|s| may_fail(&s.op))
+}
+
+/// Per function: whether calling it may have an effect (printing), directly or
+/// through the functions it calls.
+pub fn effectful_functions(m: &Module) -> Vec<bool> {
+    let n = m.functions.len();
+    let mut effect = vec![false; n];
+    let mut calls: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, f) in m.functions.iter().enumerate() {
+        f.body.walk(&mut |s| match &s.op {
+            Op::Prim { prim, .. } if prim.has_effect() => effect[i] = true,
+            Op::Call { func, .. } => calls[i].push(func.0 as usize),
+            Op::With(w) => {
+                for op in &w.ops {
+                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
+                        calls[i].push(g.0 as usize);
+                    }
+                }
+            }
+            _ => {}
+        });
+    }
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            if !effect[i] && calls[i].iter().any(|c| effect.get(*c).copied().unwrap_or(true)) {
+                effect[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return effect;
+        }
+    }
+}
+
+/// The functions each function calls (calls and fold functions), deduplicated.
+pub fn callees(f: &Function) -> Vec<FuncId> {
+    let mut out = Vec::new();
+    f.body.walk(&mut |s| match &s.op {
+        Op::Call { func, .. } => {
+            if !out.contains(func) {
+                out.push(*func);
+            }
+        }
+        Op::With(w) => {
+            for op in &w.ops {
+                if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
+                    if !out.contains(g) {
+                        out.push(*g);
+                    }
+                }
+            }
+        }
+        _ => {}
+    });
+    out
+}
+
+/// Which functions can reach themselves through calls.
+pub fn recursive_functions(m: &Module) -> Vec<bool> {
+    let n = m.functions.len();
+    let edges: Vec<Vec<FuncId>> = m.functions.iter().map(callees).collect();
+    (0..n)
+        .map(|start| {
+            let mut seen = vec![false; n];
+            let mut stack: Vec<usize> = edges[start].iter().map(|f| f.0 as usize).collect();
+            while let Some(x) = stack.pop() {
+                if x == start {
+                    return true;
+                }
+                if x < n && !seen[x] {
+                    seen[x] = true;
+                    stack.extend(edges[x].iter().map(|f| f.0 as usize));
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// Number of statements, nested ones included.
+pub fn size(b: &Block) -> usize {
+    let mut n = 0;
+    b.walk(&mut |_| n += 1);
+    n
+}
+
+/// A value's static extents, if its shape is known exactly.
+pub fn extents(f: &Function, v: ValueId) -> Option<Vec<usize>> {
+    f.ty(v).shape.extents()
+}
