@@ -255,6 +255,10 @@ pub enum Emit {
     /// The IR text after all passes.
     #[default]
     Ir,
+    /// The optimisation report, as text.
+    Report,
+    /// The optimisation report, as JSON.
+    ReportJson,
 }
 
 /// Front end and lowering: the program as IR, or the report of why not.
@@ -296,7 +300,7 @@ pub fn optimised(
 
 /// `withloop compile FILE`: compiles and prints what `emit` asks for.
 pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> Report {
-    let (_fe, module, outcome) = match optimised(inv, options) {
+    let (fe, module, outcome) = match optimised(inv, options) {
         Ok(x) => x,
         Err(report) => return report,
     };
@@ -307,9 +311,24 @@ pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> 
             .stdout
             .extend_from_slice(format!("// IR after `{pass}` ({stage} stage, round {round})\n{text}\n").as_bytes());
     }
-    match emit {
-        Emit::Ir => report.stdout.extend_from_slice(ir::print::module_text(&module).as_bytes()),
-    }
+    let file = inv.file.to_string_lossy();
+    let build = || {
+        opt::report::build(
+            &file,
+            &outcome,
+            &fe.program,
+            &fe.typed,
+            &fe.sources,
+            inv.list_library_instances,
+            !options.no_timing,
+        )
+    };
+    let text = match emit {
+        Emit::Ir => ir::print::module_text(&module),
+        Emit::Report => build().to_text(),
+        Emit::ReportJson => build().to_json() + "\n",
+    };
+    report.stdout.extend_from_slice(text.as_bytes());
     report
 }
 

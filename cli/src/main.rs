@@ -61,9 +61,16 @@ enum Command {
     Compile {
         #[command(flatten)]
         source: SourceArgs,
-        /// What to print: `ir` (the IR after all passes).
-        #[arg(long, default_value = "ir")]
+        /// What to print: `ir` (the IR after all passes), `report` (the
+        /// optimisation report) or `report-json` (the same as JSON).
+        #[arg(long, default_value = "report")]
         emit: String,
+        /// Include library functions in the report.
+        #[arg(long)]
+        library: bool,
+        /// Leave run times out of the report.
+        #[arg(long)]
+        no_timing: bool,
         #[command(flatten)]
         passes: PassArgs,
     },
@@ -172,17 +179,23 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit, passes } => {
-            let inv = source.invocation();
+        Command::Compile { source, emit, passes, library, no_timing } => {
+            let mut inv = source.invocation();
+            inv.list_library_instances = library;
             let emit = match emit.as_str() {
                 "ir" => Emit::Ir,
+                "report" => Emit::Report,
+                "report-json" => Emit::ReportJson,
                 other => {
-                    eprintln!("error: unknown --emit `{other}` (expected `ir`)");
+                    eprintln!("error: unknown --emit `{other}` (expected `ir`, `report` or `report-json`)");
                     return ExitCode::from(64);
                 }
             };
             let options = match passes.options() {
-                Ok(o) => o,
+                Ok(mut o) => {
+                    o.no_timing = no_timing;
+                    o
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(64);

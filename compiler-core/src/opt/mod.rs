@@ -21,12 +21,15 @@
 //! are never used may be dropped together with the run-time errors they would have
 //! raised (SaC does not evaluate dead code).
 
+pub mod index;
+pub mod report;
 pub mod util;
 
 pub mod cse;
 pub mod dce;
 pub mod inline;
 pub mod simplify;
+pub mod wlf;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -53,7 +56,7 @@ pub struct Stage {
 
 /// The optimisation pipeline, in order.
 pub const PIPELINE: &[Stage] = &[
-    Stage { name: "array", passes: &[inline::PASS, simplify::PASS, cse::PASS, dce::PASS], max_rounds: 16 },
+    Stage { name: "array", passes: &[inline::PASS, simplify::PASS, cse::PASS, dce::PASS, wlf::PASS], max_rounds: 16 },
     Stage { name: "lowering", passes: &[simplify::PASS, cse::PASS, dce::PASS], max_rounds: 8 },
 ];
 

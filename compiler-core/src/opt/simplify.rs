@@ -330,7 +330,7 @@ impl Simplify {
                     let n: usize = vals.iter().map(|v| v.len()).sum();
                     if n <= MAX_FOLDED_ELEMENTS {
                         if let Ok(v) = crate::interp::stack_values(vals) {
-                            return self.to_const(f, s, v);
+                            return self.into_const(f, s, v);
                         }
                     }
                 }
@@ -387,7 +387,7 @@ impl Simplify {
         }
     }
 
-    fn to_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
+    fn into_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
         self.counts.folded += 1;
         let d = s.defs[0];
         let t = Ty::of_value(&v);
@@ -414,7 +414,7 @@ impl Simplify {
                         _ => false,
                     };
                     if elem_ok && v.len() <= MAX_FOLDED_ELEMENTS {
-                        return self.to_const(f, s.clone(), v);
+                        return self.into_const(f, s.clone(), v);
                     }
                 }
             }
@@ -429,7 +429,7 @@ impl Simplify {
                 });
                 if let Some(r) = rank {
                     self.counts.shapes += 1;
-                    return self.to_const(f, s.clone(), Value::Scalar(Scalar::int(r as i64)));
+                    return self.into_const(f, s.clone(), Value::Scalar(Scalar::int(r as i64)));
                 }
             }
             Prim::Shape => {
@@ -437,7 +437,7 @@ impl Simplify {
                 if let Some(e) = util::extents(f, x) {
                     self.counts.shapes += 1;
                     let v = Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>());
-                    return self.to_const(f, s.clone(), v);
+                    return self.into_const(f, s.clone(), v);
                 }
                 if let Some(ShapeSrc::Value(sv)) = self.shape_src.get(&x).cloned() {
                     let sv = self.resolve(sv);
@@ -451,7 +451,11 @@ impl Simplify {
             Prim::Size => {
                 if let Some(e) = util::extents(f, args[0]) {
                     self.counts.shapes += 1;
-                    return self.to_const(f, s.clone(), Value::Scalar(Scalar::int(e.iter().product::<usize>() as i64)));
+                    return self.into_const(
+                        f,
+                        s.clone(),
+                        Value::Scalar(Scalar::int(e.iter().product::<usize>() as i64)),
+                    );
                 }
             }
             Prim::Sel => {

@@ -259,11 +259,7 @@ pub fn effectful_functions(m: &Module) -> Vec<bool> {
 pub fn callees(f: &Function) -> Vec<FuncId> {
     let mut out = Vec::new();
     f.body.walk(&mut |s| match &s.op {
-        Op::Call { func, .. } => {
-            if !out.contains(func) {
-                out.push(*func);
-            }
-        }
+        Op::Call { func, .. } if !out.contains(func) => out.push(*func),
         Op::With(w) => {
             for op in &w.ops {
                 if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
@@ -310,4 +306,62 @@ pub fn size(b: &Block) -> usize {
 /// A value's static extents, if its shape is known exactly.
 pub fn extents(f: &Function, v: ValueId) -> Option<Vec<usize>> {
     f.ty(v).shape.extents()
+}
+
+/// Whether two blocks compute the same (equal up to a renaming of the values
+/// they define; `map` pairs values of `a` with values of `b`, pre-seeded with
+/// bound values, and is extended).
+pub fn alpha_eq_block(f: &Function, a: &Block, b: &Block, map: &mut HashMap<ValueId, ValueId>) -> bool {
+    if a.stmts.len() != b.stmts.len() || a.yields.len() != b.yields.len() {
+        return false;
+    }
+    for (x, y) in a.stmts.iter().zip(&b.stmts) {
+        if !alpha_eq_stmt(f, x, y, map) {
+            return false;
+        }
+    }
+    a.yields.iter().zip(&b.yields).all(|(x, y)| map.get(x).copied().unwrap_or(*x) == *y)
+}
+
+fn alpha_eq_stmt(f: &Function, x: &Stmt, y: &Stmt, map: &mut HashMap<ValueId, ValueId>) -> bool {
+    if x.defs.len() != y.defs.len() || x.blame != y.blame {
+        return false;
+    }
+    let (ox, oy) = (x.op.operands(), y.op.operands());
+    if ox.len() != oy.len() || ox.iter().zip(&oy).any(|(p, q)| map.get(p).copied().unwrap_or(*p) != *q) {
+        return false;
+    }
+    let same_kind = match (&x.op, &y.op) {
+        (Op::Const(a), Op::Const(b)) => {
+            crate::ir::print::const_text(a) == crate::ir::print::const_text(b) && f.ty(x.defs[0]) == f.ty(y.defs[0])
+        }
+        (Op::Prim { prim: p, checked: c, in_place: i, .. }, Op::Prim { prim: q, checked: d, in_place: j, .. }) => {
+            p == q && c == d && i == j
+        }
+        (Op::Call { func: a, .. }, Op::Call { func: b, .. }) => a == b,
+        (Op::Array(_), Op::Array(_)) => true,
+        (Op::Check(a), Op::Check(b)) => {
+            a.code == b.code
+                && a.message == b.message
+                && std::mem::discriminant(&a.check) == std::mem::discriminant(&b.check)
+        }
+        (Op::Fail { code: a, message: m }, Op::Fail { code: b, message: n }) => a == b && m == n,
+        (Op::If { then_block: t1, else_block: e1, .. }, Op::If { then_block: t2, else_block: e2, .. }) => {
+            for (d1, d2) in x.defs.iter().zip(&y.defs) {
+                map.insert(*d1, *d2);
+            }
+            return alpha_eq_block(f, t1, t2, map) && alpha_eq_block(f, e1, e2, map);
+        }
+        _ => false,
+    };
+    if !same_kind {
+        return false;
+    }
+    for (d1, d2) in x.defs.iter().zip(&y.defs) {
+        if f.ty(*d1).elem != f.ty(*d2).elem {
+            return false;
+        }
+        map.insert(*d1, *d2);
+    }
+    true
 }

@@ -1,0 +1,857 @@
+//! # wlf: with-loop folding (seed 002)
+//!
+//! A with-loop `C` that selects elements of an array `B` computed by an earlier
+//! with-loop (`B[iv + c]`) computes them itself instead: the selection is
+//! replaced by the expression of the part of `B` the index falls into. When the
+//! index can fall into several parts of `B` (or its default or, for `modarray`,
+//! the unchanged elements), the part of `C` is split into the preimages of `B`'s
+//! partition — exactly seed 002's Fig. 4 step. `B` then dies (dead code
+//! elimination removes it). A `modarray(B)` consumer is first turned into a
+//! `genarray` whose remaining elements are explicit parts reading `B`, so those
+//! fold too (seed 002's `internal_with`). Afterwards, adjacent parts of a
+//! with-loop whose bodies are the same are merged back into one.
+//!
+//! The 80-element example of seed 002:
+//!
+//! ```text
+//! B = with { ([0] <= i < [40]) : A[i] + 3; } : modarray(A)
+//! C = with { ([20] <= j < [80]) : B[j] + B[j - 10]; } : modarray(B)
+//!   ⇒
+//! C = with { ([0]  <= j < [20]) : A[j] + 3;
+//!            ([20] <= j < [40]) : (A[j] + 3) + (A[j - 10] + 3);
+//!            ([40] <= j < [50]) : A[j] + (A[j - 10] + 3);
+//!            ([50] <= j < [80]) : A[j] + A[j - 10]; } : genarray([80])
+//! ```
+//!
+//! Conditions, each reported as a missed remark when it fails:
+//! * the index is affine in the consumer's index — per component `j_a + o` or an
+//!   invariant `o`, where `o` may be symbolic (seed 002's linear projections with
+//!   factor 1);
+//! * `B`'s parts are dense boxes, and the bounds involved compare (constants, or
+//!   symbolic bounds that differ by constants, as `shape(a)` and `shape(a) - 1`);
+//! * every index of the consumer's part selects inside `B` (otherwise the
+//!   selection must stay to fail, or to be guarded by a conditional);
+//! * no work is duplicated: either `B`'s parts are cheap (a few scalar
+//!   operations), or `B` is read once per consumer element, by this consumer
+//!   only, touching each of its elements at most once (seed 002 §5's criterion);
+//! * splitting a fold consumer changes the order it combines elements in, so it is
+//!   only done for exactly associative and commutative folds (integer `+`, `*`,
+//!   `min`, `max`, logical and bitwise operators).
+
+use std::collections::{HashMap, HashSet};
+
+use super::index::{self, Affine, Atom, IndexBox, Reader};
+use super::util::{self, Cloner};
+use super::{Pass, PassCx, RemarkKind};
+use crate::interp::ops::BinOp;
+use crate::interp::value::{Scalar, Value};
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::sema::ty::Shape;
+use crate::span::Span;
+
+pub const PASS: Pass = Pass {
+    name: "wlf",
+    description: "with-loop folding: selections from with-loop results replaced by their element expressions, splitting index sets",
+    run,
+};
+
+/// Folds per function and run (a guard against blow-up).
+const MAX_FOLDS: usize = 512;
+/// A producer part with at most this many statements (and no loops, calls or
+/// with-loops) is cheap: recomputing its element costs about as much as storing
+/// and loading it.
+const CHEAP: usize = 12;
+/// A with-loop is not split into more parts than this.
+const MAX_PARTS: usize = 256;
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for i in 0..m.functions.len() {
+        let mut folds = 0;
+        let mut normalised = 0;
+        let mut misses: Vec<(Option<Span>, String)> = Vec::new();
+        while folds < MAX_FOLDS {
+            let f = &mut m.functions[i];
+            if normalise_modarray_consumer(f) {
+                normalised += 1;
+                continue;
+            }
+            match fold_one(f, &mut misses) {
+                Some(applied) => {
+                    folds += 1;
+                    let name = f.name.clone();
+                    cx.remark(RemarkKind::Applied, &name, applied.0, applied.1);
+                }
+                None => break,
+            }
+        }
+        let f = &mut m.functions[i];
+        let mut consts = util::constants(f);
+        let merged = util::with_body(f, |f, body| merge_parts_block(f, body, &mut consts));
+        let name = f.name.clone();
+        for (span, msg) in misses {
+            cx.remark(RemarkKind::Missed, &name, span, msg);
+        }
+        cx.count("with_loops_folded", folds as u64);
+        cx.count("modarray_consumers_expanded", normalised as u64);
+        cx.count("parts_merged", merged as u64);
+    }
+}
+
+/// What an element of the producer is, per region of its index space.
+#[derive(Clone, Debug)]
+enum Source {
+    /// Part `k`'s body.
+    Part(usize),
+    /// The genarray default (or zero).
+    Default,
+    /// The modarray argument's element.
+    Unchanged(ValueId),
+}
+
+/// A producer with-loop, seen from one of its results.
+struct Producer {
+    with: With,
+    /// Which operator makes the result.
+    op: usize,
+    /// The index space (the first `n` axes of the frame).
+    frame: IndexBox,
+    /// Disjoint regions covering the frame, and what each computes.
+    regions: Vec<(IndexBox, Source)>,
+    cheap: bool,
+}
+
+/// A selection `sel(idx, B)` inside a consumer's part.
+#[derive(Clone, Debug)]
+struct Reference {
+    consumer: ValueId,
+    part: usize,
+    def: ValueId,
+    idx: ValueId,
+    array: ValueId,
+    span: Span,
+    consumer_span: Span,
+}
+
+/// Per component of the index: the consumer axis it moves with (if any) and
+/// the offset.
+type Projection = Vec<(Option<usize>, Affine)>;
+
+fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer, String> {
+    let Op::With(w) = &stmt.op else { return Err("not a with-loop".into()) };
+    let n = match w.parts.first() {
+        Some(p) => r.vector(p.lower).map(|v| v.len()).ok_or("its index length is not known statically")?,
+        None => return Err("it has no parts".into()),
+    };
+    let frame_vec: Vec<Affine> = match &w.ops[op] {
+        WithOp::Genarray { shape, .. } => r.vector(*shape).ok_or("its shape's length is not known statically")?,
+        WithOp::Modarray { array } => match util::extents(f, *array) {
+            Some(e) => e.iter().map(|&x| Affine::constant(x as i64)).collect(),
+            None => return Err("the shape of the array it modifies is not known statically".into()),
+        },
+        WithOp::Fold { .. } => return Err("it is a fold".into()),
+    };
+    if frame_vec.len() < n {
+        return Err("its index is longer than its result's rank".into());
+    }
+    let frame = IndexBox { lo: vec![Affine::constant(0); n], hi: frame_vec[..n].to_vec() };
+    let mut boxes = Vec::new();
+    for p in &w.parts {
+        let dense = |v: Option<ValueId>| {
+            v.is_none_or(|x| r.vector(x).is_some_and(|c| c.iter().all(|a| a.as_const() == Some(1))))
+        };
+        if !dense(p.step) || !dense(p.width) {
+            return Err("it has a part with step or width".into());
+        }
+        let lo = r.vector(p.lower).filter(|v| v.len() == n).ok_or("its bounds are not known")?;
+        let hi = r.vector(p.upper).filter(|v| v.len() == n).ok_or("its bounds are not known")?;
+        let b = IndexBox { lo, hi };
+        if b.inside(&frame) != Some(true) {
+            return Err("a part's generator may exceed its result".into());
+        }
+        boxes.push(b);
+    }
+    let mut regions = Vec::new();
+    for (k, b) in boxes.iter().enumerate() {
+        let others: Vec<IndexBox> = if w.first_match { boxes[..k].to_vec() } else { boxes[k + 1..].to_vec() };
+        let pieces = b.subtract_all(&others).ok_or("the order of its parts' bounds is not known")?;
+        regions.extend(pieces.into_iter().map(|p| (p, Source::Part(k))));
+    }
+    let rest = frame.subtract_all(&boxes).ok_or("the order of its bounds is not known")?;
+    let src = match &w.ops[op] {
+        WithOp::Modarray { array } => Source::Unchanged(*array),
+        _ => Source::Default,
+    };
+    regions.extend(rest.into_iter().map(|p| (p, src.clone())));
+    let cheap = w.parts.iter().all(|p| {
+        util::size(&p.body) <= CHEAP && {
+            let mut simple = true;
+            p.body.walk(&mut |s| simple &= !matches!(s.op, Op::With(_) | Op::Loop { .. } | Op::Call { .. }));
+            simple
+        }
+    });
+    Ok(Producer { with: (**w).clone(), op, frame, regions, cheap })
+}
+
+/// Exactly associative and commutative folds (their order does not matter).
+fn exact_fold(f: &Function, op: &WithOp) -> bool {
+    match op {
+        WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(b)), neutral, .. } => {
+            let integral = matches!(f.ty(*neutral).elem, Elem::Base(t) if t.is_integer() || t == crate::syntax::ast::BaseType::Bool);
+            match b {
+                BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or => true,
+                BinOp::Add | BinOp::Mul | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => integral,
+                _ => false,
+            }
+        }
+        WithOp::Fold { .. } => false,
+        _ => true,
+    }
+}
+
+/// The consumer-index atoms of a part: its index vector's components and scalars.
+fn index_atoms(p: &Part) -> HashMap<Atom, usize> {
+    let mut out = HashMap::new();
+    if let Some(iv) = p.index {
+        // The index length is the bounds' length; components up to a generous cap.
+        for k in 0..64 {
+            out.insert(Atom { value: iv, component: Some(k) }, k);
+        }
+    }
+    if let Some(ss) = &p.scalars {
+        for (k, s) in ss.iter().enumerate() {
+            out.insert(Atom { value: *s, component: None }, k);
+        }
+    }
+    out
+}
+
+fn projection(r: &Reader, idx: ValueId, part: &Part) -> Result<Projection, String> {
+    let comps = r.vector(idx).ok_or("the index's length is not known statically")?;
+    let atoms = index_atoms(part);
+    let mut out = Vec::with_capacity(comps.len());
+    for c in comps {
+        let mut axis = None;
+        let mut offset = c.clone();
+        for (a, k) in &c.terms {
+            if let Some(ax) = atoms.get(a) {
+                if *k != 1 || axis.is_some() {
+                    return Err("the index is not the consumer's index plus an offset".into());
+                }
+                axis = Some(*ax);
+                offset.terms.remove(a);
+            }
+        }
+        // The offset must not depend on anything bound inside the part.
+        out.push((axis, offset));
+    }
+    Ok(out)
+}
+
+/// The consumer indices (inside `cbox`) whose projected index lies in `target`.
+fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox) -> Option<IndexBox> {
+    let mut out = cbox.clone();
+    for (k, (axis, off)) in proj.iter().enumerate() {
+        match axis {
+            Some(a) => {
+                if *a >= out.rank() {
+                    return None;
+                }
+                let lo = target.lo[k].sub(off);
+                let hi = target.hi[k].sub(off);
+                out.lo[*a] = out.lo[*a].max(&lo)?;
+                out.hi[*a] = out.hi[*a].min(&hi)?;
+            }
+            None => {
+                let inside = off.minus(&target.lo[k])? >= 0 && target.hi[k].minus(off)? > 0;
+                if !inside {
+                    // Nothing maps here.
+                    out.hi = out.lo.clone();
+                    return Some(out);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Finds one selection that can be folded and folds it. Returns the remark.
+fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Option<(Option<Span>, String)> {
+    let defs = index::defs(f);
+    let uses = util::use_counts(f);
+    let reader = Reader { f, defs: &defs };
+    // Producers: with-loop results by value.
+    let mut producers: HashMap<ValueId, (Stmt, usize)> = HashMap::new();
+    f.body.walk(&mut |s| {
+        if let Op::With(w) = &s.op {
+            for (k, op) in w.ops.iter().enumerate() {
+                if matches!(op, WithOp::Genarray { .. } | WithOp::Modarray { .. }) {
+                    producers.insert(s.defs[k], (s.clone(), k));
+                }
+            }
+        }
+    });
+    if producers.is_empty() {
+        return None;
+    }
+    // References, consumer by consumer.
+    let mut refs: Vec<Reference> = Vec::new();
+    f.body.walk(&mut |s| {
+        if let Op::With(w) = &s.op {
+            for (pi, p) in w.parts.iter().enumerate() {
+                p.body.walk(&mut |t| {
+                    if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op {
+                        if producers.contains_key(&args[1]) && !s.defs.contains(&args[1]) {
+                            refs.push(Reference {
+                                consumer: s.defs[0],
+                                part: pi,
+                                def: t.defs[0],
+                                idx: args[0],
+                                array: args[1],
+                                span: t.blame_span().unwrap_or(t.span),
+                                consumer_span: s.blame_span().unwrap_or(s.span),
+                            });
+                        }
+                    }
+                });
+            }
+        }
+    });
+    // Consumers reading each producer.
+    let mut consumers_of: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
+    for r in &refs {
+        consumers_of.entry(r.array).or_default().insert(r.consumer);
+    }
+    for r in refs {
+        let (pstmt, op) = &producers[&r.array];
+        let consumer = find_with(&f.body, r.consumer)?;
+        let plan = match plan(f, &reader, &r, pstmt, *op, consumer, &uses, &consumers_of) {
+            Ok(p) => p,
+            Err(why) => {
+                let name = f.values[r.array.0 as usize]
+                    .name
+                    .as_ref()
+                    .map_or_else(|| "an array".to_string(), |n| format!("`{n}`"));
+                let msg = format!("{name} not folded into this with-loop: {why}");
+                let at = Some(r.span);
+                if !misses.iter().any(|(s, m)| *s == at && *m == msg) {
+                    misses.push((at, msg));
+                }
+                continue;
+            }
+        };
+        let name = f.values[r.array.0 as usize]
+            .name
+            .as_ref()
+            .map_or_else(|| "a with-loop result".to_string(), |n| format!("`{n}`"));
+        let pieces = plan.regions.len();
+        apply(f, &r, plan);
+        let msg = if pieces == 1 {
+            format!("folded {name} into this with-loop")
+        } else {
+            format!("folded {name} into this with-loop, splitting its index set into {pieces} parts")
+        };
+        return Some((Some(r.consumer_span), msg));
+    }
+    None
+}
+
+fn find_with(b: &Block, def: ValueId) -> Option<&With> {
+    b.stmts.iter().find_map(|s| find_with_stmt(s, def))
+}
+
+fn find_with_stmt(s: &Stmt, def: ValueId) -> Option<&With> {
+    if s.defs.first() == Some(&def) {
+        if let Op::With(w) = &s.op {
+            return Some(w);
+        }
+    }
+    match &s.op {
+        Op::If { then_block, else_block, .. } => {
+            then_block.stmts.iter().chain(&else_block.stmts).find_map(|t| find_with_stmt(t, def))
+        }
+        Op::Loop { cond, body, .. } => cond.stmts.iter().chain(&body.stmts).find_map(|t| find_with_stmt(t, def)),
+        Op::With(w) => w.parts.iter().flat_map(|p| &p.body.stmts).find_map(|t| find_with_stmt(t, def)),
+        _ => None,
+    }
+}
+
+/// How a reference is folded: the consumer part's pieces and what each reads.
+struct Plan {
+    regions: Vec<(IndexBox, Source)>,
+    producer: Producer,
+    /// The consumer part stays whole (no split): its bounds, step and width stay.
+    whole: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    f: &Function,
+    r: &Reader,
+    rf: &Reference,
+    pstmt: &Stmt,
+    op: usize,
+    consumer: &With,
+    uses: &[u32],
+    consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
+) -> Result<Plan, String> {
+    let mut effect = false;
+    pstmt
+        .op
+        .walk_blocks(&mut |b| b.walk(&mut |s| effect |= matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect())));
+    if effect {
+        return Err("it prints".into());
+    }
+    let prod = producer(f, pstmt, op, r)?;
+    let part = &consumer.parts[rf.part];
+    let n = prod.frame.rank();
+    let proj = projection(r, rf.idx, part)?;
+    if proj.len() != n {
+        return Err("the selection does not pick one element of its index space".into());
+    }
+    let m = r.vector(part.lower).map(|v| v.len()).ok_or("the consumer's bounds are not known")?;
+    let clo = r.vector(part.lower).ok_or("the consumer's bounds are not known")?;
+    let chi = r.vector(part.upper).filter(|v| v.len() == m).ok_or("the consumer's bounds are not known")?;
+    let cbox = IndexBox { lo: clo, hi: chi };
+    if proj.iter().any(|(a, _)| a.is_some_and(|a| a >= m)) {
+        return Err("the index uses components the consumer's index does not have".into());
+    }
+    // Every consumer index must select inside the producer.
+    let whole_pre = preimage(&proj, &prod.frame, &cbox).ok_or("the order of the bounds is not known")?;
+    if cbox.inside(&whole_pre) != Some(true) {
+        return Err("the selection may fall outside it (it must stay to fail, or is guarded by a condition)".into());
+    }
+    let mut regions = Vec::new();
+    for (b, src) in &prod.regions {
+        let pre = preimage(&proj, b, &cbox).ok_or("the order of the bounds is not known")?;
+        if pre.is_empty() != Some(true) {
+            regions.push((pre, src.clone()));
+        }
+    }
+    if regions.is_empty() {
+        return Err("the consumer's part is empty".into());
+    }
+    let whole = regions.len() == 1;
+    if !whole {
+        let dense = part.step.is_none() && part.width.is_none();
+        if !dense {
+            return Err("the consumer's part has a step or width and would have to be split".into());
+        }
+        if !consumer.ops.iter().all(|o| exact_fold(f, o)) {
+            return Err("splitting would change the order the fold combines elements in".into());
+        }
+        if consumer.parts.len() + regions.len() > MAX_PARTS {
+            return Err(format!("the consumer would have more than {MAX_PARTS} parts"));
+        }
+    }
+    // Work duplication.
+    if !prod.cheap {
+        let refs_here = count_refs(&part.body, rf.array);
+        let total_uses = uses[rf.array.0 as usize] as usize;
+        if consumers_of.get(&rf.array).is_some_and(|c| c.len() > 1) {
+            return Err(
+                "it has several consumers, each would compute its elements again (fusing them first avoids that)"
+                    .into(),
+            );
+        }
+        if refs_here > 1 {
+            return Err(format!(
+                "it is read {refs_here} times per element here, so its elements would be computed {refs_here} times"
+            ));
+        }
+        if total_uses > count_refs_in_consumer(consumer, rf.array) {
+            return Err("it is also used elsewhere, so its elements would be computed twice".into());
+        }
+        let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
+        if used_axes.len() < m {
+            return Err("the same element would be computed for several consumer indices".into());
+        }
+    }
+    Ok(Plan { regions, producer: prod, whole })
+}
+
+fn count_refs(b: &Block, array: ValueId) -> usize {
+    let mut n = 0;
+    b.walk(&mut |s| {
+        if let Op::Prim { prim: Prim::Sel, args, .. } = &s.op {
+            if args[1] == array {
+                n += 1;
+            }
+        }
+    });
+    n
+}
+
+fn count_refs_in_consumer(w: &With, array: ValueId) -> usize {
+    w.parts.iter().map(|p| count_refs(&p.body, array)).sum()
+}
+
+/// Rewrites the consumer according to the plan.
+fn apply(f: &mut Function, rf: &Reference, plan: Plan) {
+    util::with_body(f, |f, body| {
+        let done = edit_stmt(body, rf.consumer, &mut |stmts: &mut Vec<Stmt>, at: usize| {
+            let span = stmts[at].span;
+            let mut pre = Vec::new();
+            let Op::With(w) = &mut stmts[at].op else { return };
+            let original = w.parts[rf.part].clone();
+            let mut new_parts = Vec::new();
+            for (region, src) in &plan.regions {
+                let (mut part, ref_def) = if plan.whole {
+                    (original.clone(), rf.def)
+                } else {
+                    let lower = index::emit_vector(f, &mut pre, &region.lo, span);
+                    let upper = index::emit_vector(f, &mut pre, &region.hi, span);
+                    let (copy, map) = clone_part(f, &original, lower, upper);
+                    // The reference in this copy.
+                    (copy, map.get(&rf.def).copied().unwrap_or(rf.def))
+                };
+                substitute_reference(f, &mut part.body, ref_def, src, &plan.producer);
+                new_parts.push(part);
+            }
+            w.parts.splice(rf.part..=rf.part, new_parts);
+            stmts.splice(at..at, pre);
+        });
+        debug_assert!(done, "the consumer was found before");
+    });
+}
+
+/// Calls `edit` with the statement list holding the statement that defines
+/// `def` first, and its position. Returns whether it was found.
+fn edit_stmt(b: &mut Block, def: ValueId, edit: &mut dyn FnMut(&mut Vec<Stmt>, usize)) -> bool {
+    if let Some(at) = b.stmts.iter().position(|s| s.defs.first() == Some(&def)) {
+        edit(&mut b.stmts, at);
+        return true;
+    }
+    for s in &mut b.stmts {
+        let mut found = false;
+        s.op.walk_blocks_mut(&mut |inner| {
+            if !found {
+                found = edit_stmt(inner, def, edit);
+            }
+        });
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
+/// A copy of a part with fresh values and the given (dense) bounds, and the map
+/// from the original's values to the copy's.
+fn clone_part(f: &mut Function, p: &Part, lower: ValueId, upper: ValueId) -> (Part, HashMap<ValueId, ValueId>) {
+    let mut cl = Cloner { src: None, map: HashMap::new() };
+    let fresh = |f: &mut Function, v: ValueId, cl: &mut Cloner| {
+        let d = f.values[v.0 as usize].clone();
+        let n = f.new_value(d.ty, d.name);
+        cl.map.insert(v, n);
+        n
+    };
+    let index = p.index.map(|i| fresh(f, i, &mut cl));
+    let scalars = p.scalars.as_ref().map(|ss| ss.iter().map(|s| fresh(f, *s, &mut cl)).collect());
+    let offset = p.offset.map(|o| fresh(f, o, &mut cl));
+    let body = cl.block(f, &p.body);
+    let copy = Part {
+        lower,
+        upper,
+        step: None,
+        width: None,
+        index,
+        scalars,
+        offset,
+        body,
+        span: p.span,
+        result_spans: p.result_spans.clone(),
+    };
+    (copy, cl.map)
+}
+
+/// Replaces the statement defining `ref_def` (a selection) by what the producer
+/// computes there.
+fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, src: &Source, prod: &Producer) {
+    let mut forward: Option<(ValueId, ValueId)> = None;
+    edit_stmt(body, ref_def, &mut |stmts: &mut Vec<Stmt>, at: usize| {
+        let s = stmts[at].clone();
+        let Op::Prim { args, .. } = &s.op else { return };
+        let idx = args[0];
+        let span = s.span;
+        let mut out: Vec<Stmt> = Vec::new();
+        match src {
+            Source::Part(k) => {
+                let p = &prod.with.parts[*k];
+                let mut cl = Cloner { src: None, map: HashMap::new() };
+                if let Some(iv) = p.index {
+                    cl.map.insert(iv, idx);
+                }
+                if let Some(ss) = &p.scalars {
+                    for (c, sv) in ss.iter().enumerate() {
+                        let kv = util::emit_const(f, &mut out, Value::int_vector(&[c as i64]), span);
+                        let x = util::emit_prim(f, &mut out, Prim::Sel, vec![kv, idx], util::int_ty(), span);
+                        cl.map.insert(*sv, x);
+                    }
+                }
+                let copy = cl.block(f, &p.body);
+                out.extend(copy.stmts);
+                forward = Some((s.defs[0], copy.yields[prod.op]));
+            }
+            Source::Default => {
+                let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };
+                let v = match default {
+                    Some(d) => *d,
+                    None => {
+                        let zero = match f.ty(s.defs[0]).elem {
+                            Elem::Base(b) => Scalar::zero(b),
+                            Elem::String => return,
+                        };
+                        let cell = prod.with.cells.get(prod.op).cloned().flatten();
+                        match cell.and_then(|c| c.shape.extents()) {
+                            Some(e) if !e.is_empty() => {
+                                let n: usize = e.iter().product();
+                                let Ok(elems) = crate::interp::value::Elems::filled(zero, n) else { return };
+                                util::emit_const(f, &mut out, Value::from_parts(e, elems), span)
+                            }
+                            _ => util::emit_const(f, &mut out, Value::Scalar(zero), span),
+                        }
+                    }
+                };
+                forward = Some((s.defs[0], v));
+            }
+            Source::Unchanged(a) => {
+                let ty = f.ty(s.defs[0]).clone();
+                let v = util::emit_prim(f, &mut out, Prim::Sel, vec![idx, *a], ty, span);
+                forward = Some((s.defs[0], v));
+            }
+        }
+        for t in &mut out {
+            if t.blame == Blame::Here && !matches!(src, Source::Part(_)) {
+                t.blame = s.blame;
+            }
+        }
+        stmts.splice(at..=at, out);
+    });
+    if let Some((from, to)) = forward {
+        // The copied value has the reference's type (it is the same element).
+        let (ft, tt) = (f.ty(from).clone(), f.ty(to).clone());
+        if ft.elem == tt.elem {
+            if let Some(m) = tt.shape.meet(&ft.shape) {
+                f.values[to.0 as usize].ty.shape = m;
+            }
+        }
+        let mut map = HashMap::new();
+        map.insert(from, to);
+        util::substitute(body, &map);
+    }
+}
+
+/// Turns `modarray(B)` consumers of with-loop results `B` into `genarray`s whose
+/// untouched elements are parts reading `B` (so they fold). Returns whether it
+/// changed something.
+fn normalise_modarray_consumer(f: &mut Function) -> bool {
+    let defs = index::defs(f);
+    let reader = Reader { f, defs: &defs };
+    let mut with_results: HashSet<ValueId> = HashSet::new();
+    f.body.walk(&mut |s| {
+        if matches!(s.op, Op::With(_)) {
+            with_results.extend(s.defs.iter().copied());
+        }
+    });
+    // Find a candidate: a single-operator modarray of a with-loop result with
+    // dense parts and a static shape.
+    let mut target: Option<(ValueId, Vec<IndexBox>, IndexBox)> = None;
+    f.body.walk(&mut |s| {
+        if target.is_some() {
+            return;
+        }
+        let Op::With(w) = &s.op else { return };
+        let [WithOp::Modarray { array }] = w.ops.as_slice() else { return };
+        if !with_results.contains(array) || w.parts.is_empty() || w.first_match {
+            return;
+        }
+        let Some(ext) = util::extents(f, *array) else { return };
+        let mut boxes = Vec::new();
+        for p in &w.parts {
+            if p.step.is_some() || p.width.is_some() {
+                return;
+            }
+            let (Some(lo), Some(hi)) = (reader.vector(p.lower), reader.vector(p.upper)) else { return };
+            if lo.len() != hi.len() || lo.len() > ext.len() {
+                return;
+            }
+            boxes.push(IndexBox { lo, hi });
+        }
+        let n = boxes[0].rank();
+        if boxes.iter().any(|b| b.rank() != n) {
+            return;
+        }
+        let frame = IndexBox {
+            lo: vec![Affine::constant(0); n],
+            hi: ext[..n].iter().map(|&e| Affine::constant(e as i64)).collect(),
+        };
+        if boxes.iter().any(|b| b.inside(&frame) != Some(true)) {
+            return;
+        }
+        target = Some((s.defs[0], boxes, frame));
+    });
+    let Some((def, boxes, frame)) = target else { return false };
+    let Some(rest) = frame.subtract_all(&boxes) else { return false };
+    util::with_body(f, |f, body| {
+        edit_stmt(body, def, &mut |stmts: &mut Vec<Stmt>, at: usize| {
+            let span = stmts[at].span;
+            let mut pre = Vec::new();
+            let Op::With(w) = &mut stmts[at].op else { return };
+            let WithOp::Modarray { array } = w.ops[0] else { return };
+            let frame_ext: Vec<i64> = frame.hi.iter().filter_map(Affine::as_const).collect();
+            let full_ext: Vec<i64> = util::extents(f, array).unwrap_or_default().iter().map(|&e| e as i64).collect();
+            let shape = util::emit_const(f, &mut pre, Value::int_vector(&frame_ext), span);
+            let cell_ty = f.ty(def).clone();
+            let n = frame_ext.len();
+            let cell_shape = Shape::known(&full_ext[n..].iter().map(|&e| e as usize).collect::<Vec<_>>());
+            let cell = crate::sema::ty::Ty::new(cell_ty.elem, cell_shape.clone());
+            for b in rest.iter() {
+                let lower = index::emit_vector(f, &mut pre, &b.lo, span);
+                let upper = index::emit_vector(f, &mut pre, &b.hi, span);
+                let iv = f.new_value(util::int_vec_ty(Some(n)), None);
+                let v = f.new_value(cell.clone(), None);
+                let sel =
+                    Stmt { defs: vec![v], op: Op::prim(Prim::Sel, vec![iv, array]), span, blame: stmts[at].blame };
+                let Op::With(w) = &mut stmts[at].op else { return };
+                w.parts.push(Part {
+                    lower,
+                    upper,
+                    step: None,
+                    width: None,
+                    index: Some(iv),
+                    scalars: None,
+                    offset: None,
+                    body: Block { stmts: vec![sel], yields: vec![v] },
+                    span,
+                    result_spans: vec![span],
+                });
+            }
+            let Op::With(w) = &mut stmts[at].op else { return };
+            w.ops[0] = WithOp::Genarray { shape, default: None };
+            w.cells[0] = Some(cell);
+            stmts.splice(at..at, pre);
+        });
+    });
+    true
+}
+
+/// Merges adjacent parts with the same body (up to renaming) in every
+/// with-loop whose parts are constant boxes. Returns how many merges.
+fn merge_parts_block(f: &mut Function, b: &mut Block, consts: &mut HashMap<ValueId, Value>) -> usize {
+    let mut merged = 0;
+    let stmts = std::mem::take(&mut b.stmts);
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts {
+        s.op.walk_blocks_mut(&mut |inner| merged += merge_parts_block(f, inner, consts));
+        let span = s.span;
+        if let Op::With(w) = &mut s.op {
+            let exact = w.ops.iter().all(|o| exact_fold(f, o));
+            loop {
+                let boxes: Option<Vec<(Vec<i64>, Vec<i64>)>> = w
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        if p.step.is_some() || p.width.is_some() {
+                            return None;
+                        }
+                        let lo = consts.get(&p.lower).and_then(util::int_vec)?;
+                        let hi = consts.get(&p.upper).and_then(util::int_vec)?;
+                        Some((lo, hi))
+                    })
+                    .collect();
+                let Some(boxes) = boxes else { break };
+                if !disjoint(&boxes) {
+                    break;
+                }
+                let mut found = None;
+                'search: for i in 0..w.parts.len() {
+                    for j in i + 1..w.parts.len() {
+                        // Without exactly associative folds, only consecutive parts
+                        // adjacent along the first axis keep the element order.
+                        if !exact && j != i + 1 {
+                            continue;
+                        }
+                        if let Some(axis) = adjacent(&boxes[i], &boxes[j]) {
+                            if (exact || axis == 0) && same_body(f, &w.parts[i], &w.parts[j]) {
+                                found = Some((i, j));
+                                break 'search;
+                            }
+                        }
+                    }
+                }
+                let Some((i, j)) = found else { break };
+                let lo: Vec<i64> = boxes[i].0.iter().zip(&boxes[j].0).map(|(x, y)| *x.min(y)).collect();
+                let hi: Vec<i64> = boxes[i].1.iter().zip(&boxes[j].1).map(|(x, y)| *x.max(y)).collect();
+                let lower = util::emit_const(f, &mut out, Value::int_vector(&lo), span);
+                let upper = util::emit_const(f, &mut out, Value::int_vector(&hi), span);
+                consts.insert(lower, Value::int_vector(&lo));
+                consts.insert(upper, Value::int_vector(&hi));
+                w.parts[i].lower = lower;
+                w.parts[i].upper = upper;
+                w.parts.remove(j);
+                merged += 1;
+            }
+        }
+        out.push(s);
+    }
+    b.stmts = out;
+    merged
+}
+
+/// Whether constant boxes are pairwise disjoint.
+fn disjoint(boxes: &[(Vec<i64>, Vec<i64>)]) -> bool {
+    for i in 0..boxes.len() {
+        for j in i + 1..boxes.len() {
+            let (a, b) = (&boxes[i], &boxes[j]);
+            let empty = |x: &(Vec<i64>, Vec<i64>)| x.0.iter().zip(&x.1).any(|(l, h)| l >= h);
+            let overlap =
+                a.0.iter().zip(&a.1).zip(b.0.iter().zip(&b.1)).all(|((al, ah), (bl, bh))| al.max(bl) < ah.min(bh));
+            if overlap && !empty(a) && !empty(b) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The axis along which two boxes touch and together form a box.
+fn adjacent(a: &(Vec<i64>, Vec<i64>), b: &(Vec<i64>, Vec<i64>)) -> Option<usize> {
+    let n = a.0.len();
+    let mut axis = None;
+    for d in 0..n {
+        if a.0[d] == b.0[d] && a.1[d] == b.1[d] {
+            continue;
+        }
+        if axis.is_some() {
+            return None;
+        }
+        if a.1[d] == b.0[d] || b.1[d] == a.0[d] {
+            axis = Some(d);
+        } else {
+            return None;
+        }
+    }
+    axis
+}
+
+/// Whether two parts compute the same thing (bodies equal up to renaming).
+fn same_body(f: &Function, a: &Part, b: &Part) -> bool {
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    match (a.index, b.index) {
+        (Some(x), Some(y)) => {
+            map.insert(x, y);
+        }
+        (None, None) => {}
+        _ => return false,
+    }
+    match (&a.scalars, &b.scalars) {
+        (Some(x), Some(y)) if x.len() == y.len() => map.extend(x.iter().copied().zip(y.iter().copied())),
+        (None, None) => {}
+        _ => return false,
+    }
+    if a.offset.is_some() || b.offset.is_some() {
+        return false;
+    }
+    util::alpha_eq_block(f, &a.body, &b.body, &mut map)
+}
