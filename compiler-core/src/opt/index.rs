@@ -234,17 +234,33 @@ pub fn defs(f: &Function) -> HashMap<ValueId, Def> {
     out
 }
 
+/// Where the reader looks up definitions.
+pub trait Defs {
+    fn def(&self, v: ValueId) -> Option<Def>;
+}
+
+impl Defs for HashMap<ValueId, Def> {
+    fn def(&self, v: ValueId) -> Option<Def> {
+        self.get(&v).cloned()
+    }
+}
+
 /// Reads values as affine expressions.
-#[derive(Debug)]
 pub struct Reader<'a> {
     pub f: &'a Function,
-    pub defs: &'a HashMap<ValueId, Def>,
+    pub defs: &'a dyn Defs,
+}
+
+impl std::fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("function", &self.f.name).finish()
+    }
 }
 
 impl Reader<'_> {
     fn int_const(&self, v: ValueId) -> Option<i64> {
-        match self.defs.get(&v)? {
-            Def::Const(Value::Scalar(Scalar::Int(crate::syntax::ast::BaseType::Int, x))) => Some(*x),
+        match self.defs.def(v)? {
+            Def::Const(Value::Scalar(Scalar::Int(crate::syntax::ast::BaseType::Int, x))) => Some(x),
             _ => None,
         }
     }
@@ -262,7 +278,7 @@ impl Reader<'_> {
         if let Some(c) = self.int_const(v) {
             return Affine::constant(c);
         }
-        match self.defs.get(&v) {
+        match self.defs.def(v) {
             Some(Def::Prim(Prim::Bin(op), args)) if self.is_int_scalar(args[0]) && self.is_int_scalar(args[1]) => {
                 let (a, b) = (self.scalar_depth(args[0], depth + 1), self.scalar_depth(args[1], depth + 1));
                 match op {
@@ -277,8 +293,8 @@ impl Reader<'_> {
                 }
             }
             Some(Def::Prim(Prim::Sel, args)) => {
-                let k = match self.defs.get(&args[0]) {
-                    Some(Def::Const(c)) => util::int_vec(c).filter(|x| x.len() == 1).map(|x| x[0]),
+                let k = match self.defs.def(args[0]) {
+                    Some(Def::Const(c)) => util::int_vec(&c).filter(|x| x.len() == 1).map(|x| x[0]),
                     _ => None,
                 };
                 match (k, self.vector_depth(args[1], depth + 1)) {
@@ -314,13 +330,28 @@ impl Reader<'_> {
         if depth > 64 {
             return Some(atoms());
         }
-        match self.defs.get(&v) {
-            Some(Def::Const(c)) => Some(util::int_vec(c)?.into_iter().map(Affine::constant).collect()),
+        match self.defs.def(v) {
+            Some(Def::Const(c)) => Some(util::int_vec(&c)?.into_iter().map(Affine::constant).collect()),
             Some(Def::Array(elems)) => {
                 if elems.len() != n || !elems.iter().all(|e| self.is_int_scalar(*e)) {
                     return Some(atoms());
                 }
                 Some(elems.iter().map(|e| self.scalar_depth(*e, depth + 1)).collect())
+            }
+            Some(Def::Prim(Prim::Modarray, args)) if self.is_int_scalar(args[2]) => {
+                // `v` with one component replaced (`_set(v, k, x)` in the library).
+                let k = match self.defs.def(args[1]) {
+                    Some(Def::Const(c)) => util::int_vec(&c).filter(|x| x.len() == 1).map(|x| x[0]),
+                    _ => None,
+                };
+                let mut comps = self.vector_depth(args[0], depth + 1)?;
+                match k {
+                    Some(k) if k >= 0 && (k as usize) < comps.len() => {
+                        comps[k as usize] = self.scalar_depth(args[2], depth + 1);
+                        Some(comps)
+                    }
+                    _ => Some(atoms()),
+                }
             }
             Some(Def::Prim(Prim::Bin(op), args)) if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) => {
                 let side = |x: ValueId| -> Option<Vec<Affine>> {

@@ -25,10 +25,13 @@ pub mod index;
 pub mod report;
 pub mod util;
 
+pub mod bce;
 pub mod cse;
 pub mod dce;
+pub mod elementwise;
 pub mod inline;
 pub mod simplify;
+pub mod unroll;
 pub mod wlf;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,8 +59,21 @@ pub struct Stage {
 
 /// The optimisation pipeline, in order.
 pub const PIPELINE: &[Stage] = &[
-    Stage { name: "array", passes: &[inline::PASS, simplify::PASS, cse::PASS, dce::PASS, wlf::PASS], max_rounds: 16 },
-    Stage { name: "lowering", passes: &[simplify::PASS, cse::PASS, dce::PASS], max_rounds: 8 },
+    Stage {
+        name: "array",
+        passes: &[
+            inline::PASS,
+            simplify::PASS,
+            cse::PASS,
+            dce::PASS,
+            unroll::PASS,
+            elementwise::PASS,
+            wlf::PASS,
+            bce::PASS,
+        ],
+        max_rounds: 16,
+    },
+    Stage { name: "lowering", passes: &[bce::PASS, simplify::PASS, cse::PASS, dce::PASS], max_rounds: 8 },
 ];
 
 /// Every pass name, in pipeline order (each once).

@@ -160,7 +160,7 @@ pub fn build(
                 description: p.description,
                 enabled: p.enabled,
                 runs: p.runs,
-                time_us: timing.then(|| p.time.as_micros() as u64),
+                time_us: timing.then_some(p.time.as_micros() as u64),
                 counters: p.counters.clone(),
             }
         })

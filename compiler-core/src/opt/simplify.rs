@@ -99,6 +99,8 @@ enum Def {
 enum ShapeSrc {
     /// In this value (an int vector).
     Value(ValueId),
+    /// The same as this other array's (whose shape is not held in a value).
+    SameAs(ValueId),
 }
 
 struct Simplify {
@@ -118,6 +120,18 @@ enum Action {
     Drop,
     /// Replace it by these statements (which define, or forward, its values).
     Splice(Vec<Stmt>),
+}
+
+impl super::index::Defs for Simplify {
+    fn def(&self, v: ValueId) -> Option<super::index::Def> {
+        if let Some(c) = self.consts.get(&v) {
+            return Some(super::index::Def::Const(c.clone()));
+        }
+        Some(match self.defs.get(&v)? {
+            Def::Prim(p, a) => super::index::Def::Prim(p.clone(), a.clone()),
+            Def::Array(a) => super::index::Def::Array(a.clone()),
+        })
+    }
 }
 
 impl Simplify {
@@ -181,7 +195,18 @@ impl Simplify {
                     }
                 }
             }
-            other => other.walk_blocks_mut(&mut |b| self.block_in(f, b)),
+            other => {
+                if let Op::With(w) = other {
+                    // A part's index vector has its bounds' length.
+                    for p in &w.parts {
+                        if let Some(iv) = p.index {
+                            let src = self.shape_src.get(&p.lower).cloned().unwrap_or(ShapeSrc::SameAs(p.lower));
+                            self.shape_src.insert(iv, src);
+                        }
+                    }
+                }
+                other.walk_blocks_mut(&mut |b| self.block_in(f, b))
+            }
         }
         match self.rewrite(f, s) {
             Action::Keep(s) => {
@@ -204,19 +229,24 @@ impl Simplify {
                 self.defs.insert(s.defs[0], Def::Prim(prim.clone(), args.clone()));
                 self.refine_prim(f, prim, args, s.defs[0]);
                 let a0 = args.first().copied();
+                let like = |a: ValueId| Some(self.shape_src.get(&a).cloned().unwrap_or(ShapeSrc::SameAs(a)));
                 let src = match prim {
-                    Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => {
-                        a0.and_then(|a| self.shape_src.get(&a).cloned())
-                    }
-                    Prim::Math(_) if args.len() == 1 => a0.and_then(|a| self.shape_src.get(&a).cloned()),
+                    Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => a0.and_then(like),
+                    Prim::Math(_) if args.len() == 1 => a0.and_then(like),
                     Prim::Bin(_) | Prim::Math(_) => {
                         let (x, y) = (args[0], args[1]);
-                        if f.ty(x).shape.is_scalar() {
-                            self.shape_src.get(&y).cloned()
-                        } else {
-                            self.shape_src.get(&x).cloned().or_else(|| {
-                                f.ty(y).shape.non_scalar().then(|| self.shape_src.get(&y).cloned()).flatten()
-                            })
+                        // With scalar extension the result has the array's shape;
+                        // two arrays have equal shapes (or the operation failed).
+                        match (f.ty(x).shape.is_scalar(), f.ty(y).shape.is_scalar()) {
+                            (true, _) => like(y),
+                            (false, true) => like(x),
+                            (false, false) => {
+                                match (self.shape_src.get(&x).cloned(), self.shape_src.get(&y).cloned()) {
+                                    (Some(a @ ShapeSrc::Value(_)), _) | (_, Some(a @ ShapeSrc::Value(_))) => Some(a),
+                                    (Some(a), _) => Some(a),
+                                    (None, _) => like(x),
+                                }
+                            }
                         }
                     }
                     Prim::Reshape => Some(ShapeSrc::Value(args[0])),
@@ -271,9 +301,8 @@ impl Simplify {
                             }
                         }
                         WithOp::Modarray { array } => {
-                            if let Some(src) = self.shape_src.get(array).cloned() {
-                                self.shape_src.insert(d, src);
-                            }
+                            let src = self.shape_src.get(array).cloned().unwrap_or(ShapeSrc::SameAs(*array));
+                            self.shape_src.insert(d, src);
                             let t = f.ty(*array).shape.clone();
                             self.refine(f, d, &t);
                         }
@@ -325,12 +354,17 @@ impl Simplify {
         match &s.op {
             Op::Prim { prim, args, .. } => self.rewrite_prim(f, &s, prim, args),
             Op::Array(args) => {
+                if let Some(v) = self.rebuilt_vector(f, args, s.defs[0]) {
+                    self.counts.copies += 1;
+                    self.forward(f, &s.defs, &[v]);
+                    return Action::Forward;
+                }
                 let vals: Option<Vec<Value>> = args.iter().map(|a| self.konst(*a).cloned()).collect();
                 if let Some(vals) = vals {
                     let n: usize = vals.iter().map(|v| v.len()).sum();
                     if n <= MAX_FOLDED_ELEMENTS {
                         if let Ok(v) = crate::interp::stack_values(vals) {
-                            return self.into_const(f, s, v);
+                            return self.replace_by_const(f, s, v);
                         }
                     }
                 }
@@ -387,7 +421,7 @@ impl Simplify {
         }
     }
 
-    fn into_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
+    fn replace_by_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
         self.counts.folded += 1;
         let d = s.defs[0];
         let t = Ty::of_value(&v);
@@ -414,7 +448,7 @@ impl Simplify {
                         _ => false,
                     };
                     if elem_ok && v.len() <= MAX_FOLDED_ELEMENTS {
-                        return self.into_const(f, s.clone(), v);
+                        return self.replace_by_const(f, s.clone(), v);
                     }
                 }
             }
@@ -425,11 +459,12 @@ impl Simplify {
                 let x = args[0];
                 let rank = f.ty(x).shape.rank_if_known().or_else(|| match self.shape_src.get(&x) {
                     Some(ShapeSrc::Value(sv)) => crate::sema::prim_ty::vector_len(f.ty(*sv)),
+                    Some(ShapeSrc::SameAs(y)) => f.ty(*y).shape.rank_if_known(),
                     None => None,
                 });
                 if let Some(r) = rank {
                     self.counts.shapes += 1;
-                    return self.into_const(f, s.clone(), Value::Scalar(Scalar::int(r as i64)));
+                    return self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::int(r as i64)));
                 }
             }
             Prim::Shape => {
@@ -437,21 +472,37 @@ impl Simplify {
                 if let Some(e) = util::extents(f, x) {
                     self.counts.shapes += 1;
                     let v = Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>());
-                    return self.into_const(f, s.clone(), v);
+                    return self.replace_by_const(f, s.clone(), v);
                 }
-                if let Some(ShapeSrc::Value(sv)) = self.shape_src.get(&x).cloned() {
-                    let sv = self.resolve(sv);
-                    if sv != d {
-                        self.counts.shapes += 1;
-                        self.forward(f, &[d], &[sv]);
-                        return Action::Forward;
+                match self.shape_src.get(&x).cloned() {
+                    Some(ShapeSrc::Value(sv)) => {
+                        let sv = self.resolve(sv);
+                        if sv != d {
+                            self.counts.shapes += 1;
+                            self.forward(f, &[d], &[sv]);
+                            return Action::Forward;
+                        }
                     }
+                    // `shape(x)` for `x` shaped like `y`: `shape(y)` (equal shapes
+                    // become one value after CSE).
+                    Some(ShapeSrc::SameAs(y)) if y != x => {
+                        if let Some(e) = util::extents(f, y) {
+                            self.counts.shapes += 1;
+                            let v = Value::int_vector(&e.iter().map(|&d| d as i64).collect::<Vec<_>>());
+                            return self.replace_by_const(f, s.clone(), v);
+                        }
+                        self.counts.shapes += 1;
+                        let mut t = s.clone();
+                        t.op = Op::prim(Prim::Shape, vec![y]);
+                        return Action::Keep(t);
+                    }
+                    _ => {}
                 }
             }
             Prim::Size => {
                 if let Some(e) = util::extents(f, args[0]) {
                     self.counts.shapes += 1;
-                    return self.into_const(
+                    return self.replace_by_const(
                         f,
                         s.clone(),
                         Value::Scalar(Scalar::int(e.iter().product::<usize>() as i64)),
@@ -467,6 +518,31 @@ impl Simplify {
             }
             _ => {}
         }
+        // `x == x` on integers and booleans (not floats: NaN).
+        if let Prim::Bin(op) = prim {
+            let exact = matches!(f.ty(args[0]).elem, Elem::Base(b) if b.is_integer() || b == crate::syntax::ast::BaseType::Bool);
+            if args.len() == 2 && args[0] == args[1] && exact && f.ty(args[0]).shape.is_scalar() {
+                let answer = match op {
+                    BinOp::Eq | BinOp::Le | BinOp::Ge => Some(true),
+                    BinOp::Ne | BinOp::Lt | BinOp::Gt => Some(false),
+                    _ => None,
+                };
+                if let Some(b) = answer {
+                    return self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::Bool(b)));
+                }
+            }
+        }
+        // Integer index arithmetic that cancels out (`(i - 1) + 1`), and index
+        // vectors rebuilt from their own components (`[iv[0], iv[1]]`).
+        if let Some(x) = self.affine_copy(f, prim, args, d) {
+            self.counts.copies += 1;
+            self.forward(f, &[d], &[x]);
+            return Action::Forward;
+        }
+        // Index vectors plus chains of constant offsets: one offset, or none.
+        if let Some(action) = self.affine_index(f, s, prim, args) {
+            return action;
+        }
         // Identities (integers and booleans only: exact, and types are kept).
         if let Some(x) = self.identity(f, prim, args) {
             if f.ty(x).elem == f.ty(d).elem && f.ty(x).shape.subset_of(&f.ty(d).shape) {
@@ -476,6 +552,94 @@ impl Simplify {
             }
         }
         Action::Keep(s.clone())
+    }
+
+    /// An int scalar `a ± c ± …` that is some existing scalar value.
+    fn affine_copy(&self, f: &Function, prim: &Prim, args: &[ValueId], d: ValueId) -> Option<ValueId> {
+        let Prim::Bin(op @ (BinOp::Add | BinOp::Sub)) = prim else { return None };
+        let int = Ty::new(Elem::Base(crate::syntax::ast::BaseType::Int), Shape::scalar());
+        if *f.ty(d) != int || args.iter().any(|a| *f.ty(*a) != int) {
+            return None;
+        }
+        let reader = super::index::Reader { f, defs: self };
+        let (x, y) = (reader.scalar(args[0]), reader.scalar(args[1]));
+        let a = if *op == BinOp::Add { x.add(&y) } else { x.sub(&y) };
+        match (a.terms.len(), a.terms.iter().next(), a.c) {
+            (1, Some((atom, 1)), 0) if atom.component.is_none() && atom.value != d => Some(atom.value),
+            _ => None,
+        }
+    }
+
+    /// `(iv - c1) + c2` on int vectors: `iv + (c2 - c1)`, or `iv` itself.
+    fn affine_index(&mut self, f: &mut Function, s: &Stmt, prim: &Prim, args: &[ValueId]) -> Option<Action> {
+        let Prim::Bin(op @ (BinOp::Add | BinOp::Sub)) = prim else { return None };
+        let d = s.defs[0];
+        let n = crate::sema::prim_ty::vector_len(f.ty(d))?;
+        if f.ty(d).elem != Elem::Base(crate::syntax::ast::BaseType::Int) {
+            return None;
+        }
+        let (comps, base) = {
+            let reader = super::index::Reader { f, defs: self };
+            let side = |x: ValueId| -> Option<Vec<super::index::Affine>> {
+                if f.ty(x).shape.is_scalar() {
+                    Some(vec![reader.scalar(x); n])
+                } else {
+                    reader.vector(x).filter(|c| c.len() == n)
+                }
+            };
+            let (a, b) = (side(args[0])?, side(args[1])?);
+            let comps: Vec<super::index::Affine> =
+                a.iter().zip(&b).map(|(x, y)| if *op == BinOp::Add { x.add(y) } else { x.sub(y) }).collect();
+            // Every component: component k of one vector, plus a constant.
+            let mut base: Option<ValueId> = None;
+            for (k, c) in comps.iter().enumerate() {
+                let (1, Some((atom, 1))) = (c.terms.len(), c.terms.iter().next()) else { return None };
+                if atom.component != Some(k) || base.is_some_and(|b| b != atom.value) {
+                    return None;
+                }
+                base = Some(atom.value);
+            }
+            (comps, base?)
+        };
+        if crate::sema::prim_ty::vector_len(f.ty(base)) != Some(n) || base == d {
+            return None;
+        }
+        let offsets: Vec<i64> = comps.iter().map(|c| c.c).collect();
+        if offsets.iter().all(|&c| c == 0) {
+            self.counts.copies += 1;
+            self.forward(f, &[d], &[base]);
+            return Some(Action::Forward);
+        }
+        // Already `base ± constant`?
+        if args[0] == base && self.konst(args[1]).is_some() {
+            return None;
+        }
+        self.counts.folded += 1;
+        let c = Value::int_vector(&offsets);
+        let cv = f.new_value(Ty::of_value(&c), None);
+        self.consts.insert(cv, c.clone());
+        let konst = Stmt { defs: vec![cv], op: Op::Const(c), span: s.span, blame: s.blame };
+        let add =
+            Stmt { defs: vec![d], op: Op::prim(Prim::Bin(BinOp::Add), vec![base, cv]), span: s.span, blame: s.blame };
+        self.defs.insert(d, Def::Prim(Prim::Bin(BinOp::Add), vec![base, cv]));
+        Some(Action::Splice(vec![konst, add]))
+    }
+
+    /// `[v[0], v[1], …]`: the vector `v` itself.
+    fn rebuilt_vector(&self, f: &Function, elems: &[ValueId], d: ValueId) -> Option<ValueId> {
+        let reader = super::index::Reader { f, defs: self };
+        let mut source: Option<ValueId> = None;
+        for (k, e) in elems.iter().enumerate() {
+            let a = reader.scalar(*e);
+            let (1, Some((atom, 1)), 0) = (a.terms.len(), a.terms.iter().next(), a.c) else { return None };
+            if atom.component != Some(k) || source.is_some_and(|s| s != atom.value) {
+                return None;
+            }
+            source = Some(atom.value);
+        }
+        let v = source?;
+        let same_type = f.ty(v).elem == f.ty(d).elem && crate::sema::prim_ty::vector_len(f.ty(v)) == Some(elems.len());
+        (same_type && v != d).then_some(v)
     }
 
     /// `sel(idx, a)` answered without selecting: an element of an array literal

@@ -1,0 +1,203 @@
+//! # bce: bounds-check elimination
+//!
+//! A selection inside a with-loop part is in bounds for every index of the part
+//! when its index is the part's index plus an offset and the part's bounds,
+//! moved by the offset, lie inside the array's shape (seed 004's certificates,
+//! proven by the generator instead of checked per element). Such `in_bounds`
+//! checks are removed, and the selections and updates they guard are marked
+//! `unchecked` (the IR interpreter treats a failing unchecked selection as a
+//! compiler bug, so a wrong proof cannot go unnoticed in the tests).
+//!
+//! ```text
+//! %8 = with {                                   %8 = with {
+//!   part lower [1] upper [9] index %i {           part lower [1] upper [9] index %i {
+//!     %j = prim sub(%i, [1])                        %j = prim sub(%i, [1])
+//!     check in_bounds(%j, [10]) R0001    ⇒          %x = prim sel(%j, %a) unchecked
+//!     %x = prim sel(%j, %a)                         …
+//! ```
+//!
+//! Shapes may be symbolic: `shape(a) - 1` against `shape(a)` compares. Proofs
+//! also use constant indices outside with-loops. Invariant checks are moved out
+//! of loops by `licm`. Limits: offsets must be affine with factor 1 in one index
+//! component each; conditions inside the body (`i > 0 ? a[i-1] : 0`) are not
+//! used.
+
+use std::collections::HashMap;
+
+use super::index::{self, Affine, Atom, Reader};
+use super::{Pass, PassCx};
+use crate::ir::*;
+use crate::sema::hir::Prim;
+
+pub const PASS: Pass = Pass {
+    name: "bce",
+    description: "bounds checks proven by with-loop generator bounds are removed, selections marked unchecked",
+    run,
+};
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let defs = index::defs(f);
+        let shapes = shape_values(f);
+        let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
+        let mut proven_prims: Vec<ValueId> = Vec::new();
+        {
+            let reader = Reader { f, defs: &defs };
+            let mut ranges: Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)> = Vec::new();
+            walk(&f.body, &reader, &shapes, &mut ranges, &mut proven_checks, &mut proven_prims);
+        }
+        let mut removed = 0;
+        let mut unchecked = 0;
+        rewrite(&mut f.body, &proven_checks, &proven_prims, &mut removed, &mut unchecked);
+        cx.count("checks_removed", removed);
+        cx.count("selections_unchecked", unchecked);
+    }
+}
+
+/// For arrays of unknown shape: the value holding `shape(a)`, where one exists.
+fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
+    let mut out = HashMap::new();
+    f.body.walk(&mut |s| match &s.op {
+        Op::Prim { prim: Prim::Shape, args, .. } => {
+            out.entry(args[0]).or_insert(s.defs[0]);
+        }
+        Op::With(w) => {
+            for (k, op) in w.ops.iter().enumerate() {
+                if let WithOp::Genarray { shape, .. } = op {
+                    let scalar_cells = w.parts.iter().all(|p| f.ty(p.body.yields[k]).shape.is_scalar());
+                    if scalar_cells {
+                        out.entry(s.defs[k]).or_insert(*shape);
+                    }
+                }
+            }
+        }
+        _ => {}
+    });
+    out
+}
+
+/// The shape of an array as affine components.
+fn shape_of(f: &Function, reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> Option<Vec<Affine>> {
+    if let Some(e) = super::util::extents(f, a) {
+        return Some(e.iter().map(|&x| Affine::constant(x as i64)).collect());
+    }
+    reader.vector(*shapes.get(&a)?)
+}
+
+/// Whether `idx` lies inside `shape` for every index of the enclosing parts.
+fn proven(
+    reader: &Reader,
+    ranges: &[(HashMap<Atom, usize>, Vec<(Affine, Affine)>)],
+    idx: ValueId,
+    shape: &[Affine],
+) -> bool {
+    let comps: Vec<Affine> = match reader.f.ty(idx).shape.is_scalar() {
+        true => vec![reader.scalar(idx)],
+        false => match reader.vector(idx) {
+            Some(c) => c,
+            None => return false,
+        },
+    };
+    if comps.len() > shape.len() {
+        return false;
+    }
+    comps.iter().zip(shape).all(|(c, n)| {
+        // Lowest and highest value of the component over the enclosing parts.
+        let (mut lo, mut hi) = (c.clone(), c.clone());
+        for (atom, k) in &c.terms {
+            let Some((bounds, axis)) = ranges.iter().rev().find_map(|(atoms, b)| atoms.get(atom).map(|ax| (b, *ax)))
+            else {
+                continue;
+            };
+            let Some((l, h)) = bounds.get(axis) else { return false };
+            if *k != 1 {
+                return false;
+            }
+            lo = lo.sub(&Affine::atom(*atom)).add(l);
+            hi = hi.sub(&Affine::atom(*atom)).add(&h.plus(-1));
+        }
+        // Remaining atoms must cancel against the shape.
+        lo.as_const().is_some_and(|x| x >= 0) && n.minus(&hi).is_some_and(|x| x > 0)
+    })
+}
+
+type Ranges = Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)>;
+
+fn walk(
+    b: &Block,
+    reader: &Reader,
+    shapes: &HashMap<ValueId, ValueId>,
+    ranges: &mut Ranges,
+    checks: &mut Vec<(ValueId, ValueId)>,
+    prims: &mut Vec<ValueId>,
+) {
+    for s in &b.stmts {
+        match &s.op {
+            Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
+                if let Some(comps) = reader.vector(*shape) {
+                    if proven(reader, ranges, *index, &comps) {
+                        checks.push((*index, *shape));
+                    }
+                }
+            }
+            Op::Prim { prim: Prim::Sel | Prim::Modarray, args, checked: true, .. } => {
+                let (idx, array) = if matches!(s.op, Op::Prim { prim: Prim::Sel, .. }) {
+                    (args[0], args[1])
+                } else {
+                    (args[1], args[0])
+                };
+                if let Some(comps) = shape_of(reader.f, reader, shapes, array) {
+                    if reader.f.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
+                        && proven(reader, ranges, idx, &comps)
+                    {
+                        prims.push(s.defs[0]);
+                    }
+                }
+            }
+            Op::With(w) => {
+                for p in &w.parts {
+                    let bounds = match (reader.vector(p.lower), reader.vector(p.upper)) {
+                        (Some(l), Some(h)) if l.len() == h.len() => l.into_iter().zip(h).collect::<Vec<_>>(),
+                        _ => Vec::new(),
+                    };
+                    let mut atoms = HashMap::new();
+                    if let Some(iv) = p.index {
+                        for k in 0..bounds.len() {
+                            atoms.insert(Atom { value: iv, component: Some(k) }, k);
+                        }
+                    }
+                    if let Some(ss) = &p.scalars {
+                        for (k, x) in ss.iter().enumerate() {
+                            atoms.insert(Atom { value: *x, component: None }, k);
+                        }
+                    }
+                    ranges.push((atoms, bounds));
+                    walk(&p.body, reader, shapes, ranges, checks, prims);
+                    ranges.pop();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        s.op.walk_blocks(&mut |inner| walk(inner, reader, shapes, ranges, checks, prims));
+    }
+}
+
+fn rewrite(b: &mut Block, checks: &[(ValueId, ValueId)], prims: &[ValueId], removed: &mut u64, unchecked: &mut u64) {
+    b.stmts.retain(|s| match &s.op {
+        Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) if checks.contains(&(*index, *shape)) => {
+            *removed += 1;
+            false
+        }
+        _ => true,
+    });
+    for s in &mut b.stmts {
+        if let Op::Prim { checked, .. } = &mut s.op {
+            if *checked && s.defs.first().is_some_and(|d| prims.contains(d)) {
+                *checked = false;
+                *unchecked += 1;
+            }
+        }
+        s.op.walk_blocks_mut(&mut |inner| rewrite(inner, checks, prims, removed, unchecked));
+    }
+}

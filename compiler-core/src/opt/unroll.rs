@@ -1,0 +1,344 @@
+//! # unroll: with-loop unrolling of tiny generators
+//!
+//! A with-loop whose index set is constant and has at most [`MAX_INDICES`]
+//! indices becomes straight-line code: each part body copied once per index with
+//! the index as a constant. `genarray` results covering their whole (constant)
+//! frame with scalar cells become array literals; otherwise the result starts as
+//! the default (or the `modarray` argument) and is updated index by index; folds
+//! become a chain of applications of the fold function.
+//!
+//! ```text
+//! %3: bool = with {                                %a: int[1] = const [0]
+//!   part lower [0] upper [2] index %i {      ⇒     … body with %i = [0] … %x0
+//!     … %x …                                       %b: int[1] = const [1]
+//!   }                                              … body with %i = [1] … %x1
+//! } fold(prim and, %t)                             %y0 = prim and(%t, %x0)
+//!                                                  %3 = prim and(%y0, %x1)
+//! ```
+//!
+//! Constant folding then usually finishes the job (shape comparisons in library
+//! code, small index computations). Limits: `foldfix` (it stops early) and
+//! with-loops whose generators are not constant or leave their frame stay, and
+//! so do arrays other with-loops select from (folding them is better).
+
+use std::collections::{HashMap, HashSet};
+
+use super::util::{self, Cloner};
+use super::{Pass, PassCx};
+use crate::interp::value::{Elems, Scalar, Value};
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::sema::ty::Ty;
+
+pub const PASS: Pass =
+    Pass { name: "unroll", description: "with-loops over at most 8 constant indices become straight-line code", run };
+
+/// The most indices a with-loop may have to be unrolled.
+pub const MAX_INDICES: usize = 8;
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let consts = util::constants(f);
+        // Arrays other with-loops select from are left to folding.
+        let mut selected = HashSet::new();
+        f.body.walk(&mut |s| {
+            if let Op::With(w) = &s.op {
+                for p in &w.parts {
+                    p.body.walk(&mut |t| {
+                        if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op {
+                            selected.insert(args[1]);
+                        }
+                    });
+                }
+            }
+        });
+        let n = util::with_body(f, |f, b| block(f, b, &consts, &selected));
+        cx.count("with_loops_unrolled", n);
+    }
+}
+
+fn block(f: &mut Function, b: &mut Block, consts: &HashMap<ValueId, Value>, selected: &HashSet<ValueId>) -> u64 {
+    let mut n = 0;
+    let stmts = std::mem::take(&mut b.stmts);
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts {
+        s.op.walk_blocks_mut(&mut |inner| n += block(f, inner, consts, selected));
+        if s.defs.iter().any(|d| selected.contains(d)) {
+            out.push(s);
+            continue;
+        }
+        match unroll(f, &s, consts) {
+            Some(stmts) => {
+                out.extend(stmts);
+                n += 1;
+            }
+            None => out.push(s),
+        }
+    }
+    b.stmts = out;
+    n
+}
+
+/// The indices of a constant generator, in order (`None`: not constant or too many).
+fn indices(p: &Part, consts: &HashMap<ValueId, Value>) -> Option<Vec<Vec<i64>>> {
+    let get = |v: Option<ValueId>| v.map(|x| consts.get(&x).and_then(util::int_vec));
+    let lo = consts.get(&p.lower).and_then(util::int_vec)?;
+    let hi = consts.get(&p.upper).and_then(util::int_vec)?;
+    let n = lo.len();
+    let step = match get(p.step) {
+        Some(v) => v?,
+        None => vec![1; n],
+    };
+    let width = match get(p.width) {
+        Some(v) => v?,
+        None => vec![1; n],
+    };
+    if hi.len() != n || step.len() != n || width.len() != n || step.iter().chain(&width).any(|&x| x <= 0) {
+        return None;
+    }
+    let mut axes: Vec<Vec<i64>> = Vec::with_capacity(n);
+    for d in 0..n {
+        let mut c = Vec::new();
+        let mut i = lo[d];
+        while i < hi[d] {
+            if (i - lo[d]) % step[d] < width[d] {
+                c.push(i);
+                if c.len() > MAX_INDICES {
+                    return None;
+                }
+            }
+            i += 1;
+        }
+        axes.push(c);
+    }
+    let mut out: Vec<Vec<i64>> = vec![Vec::new()];
+    for axis in &axes {
+        let mut next = Vec::new();
+        for p in &out {
+            for i in axis {
+                let mut q = p.clone();
+                q.push(*i);
+                next.push(q);
+            }
+        }
+        out = next;
+        if out.len() > MAX_INDICES {
+            return None;
+        }
+    }
+    if axes.iter().any(|a| a.is_empty()) {
+        out.clear();
+    }
+    Some(out)
+}
+
+fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>) -> Option<Vec<Stmt>> {
+    let Op::With(w) = &s.op else { return None };
+    let mut all: Vec<(usize, Vec<i64>)> = Vec::new();
+    for (k, p) in w.parts.iter().enumerate() {
+        if p.offset.is_some() {
+            return None;
+        }
+        for iv in indices(p, consts)? {
+            all.push((k, iv));
+        }
+    }
+    if all.is_empty() || all.len() > MAX_INDICES {
+        return None;
+    }
+    // Frames (genarray shapes, modarray arguments) must be constant and hold
+    // every index.
+    for op in &w.ops {
+        let frame: Vec<i64> = match op {
+            WithOp::Genarray { shape, .. } => consts.get(shape).and_then(util::int_vec)?,
+            WithOp::Modarray { array } => util::extents(f, *array)?.iter().map(|&e| e as i64).collect(),
+            WithOp::Fold { fixpoint: Some(_), .. } => return None,
+            WithOp::Fold { .. } => continue,
+        };
+        if all.iter().any(|(_, iv)| iv.len() > frame.len() || iv.iter().zip(&frame).any(|(i, e)| *i < 0 || i >= e)) {
+            return None;
+        }
+        if frame.iter().any(|&e| e < 0) {
+            return None;
+        }
+    }
+    let span = s.span;
+    let mut out: Vec<Stmt> = Vec::new();
+    // First match: later covering of an index is skipped.
+    let mut seen: Vec<Vec<i64>> = Vec::new();
+    let mut values: Vec<(Vec<i64>, Vec<ValueId>)> = Vec::new();
+    for (k, iv) in &all {
+        if w.first_match && seen.contains(iv) {
+            continue;
+        }
+        seen.push(iv.clone());
+        let p = &w.parts[*k];
+        let mut cl = Cloner { src: None, map: HashMap::new() };
+        if let Some(i) = p.index {
+            let c = util::emit_const(f, &mut out, Value::int_vector(iv), span);
+            cl.map.insert(i, c);
+        }
+        if let Some(ss) = &p.scalars {
+            for (x, i) in ss.iter().zip(iv) {
+                let c = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(*i)), span);
+                cl.map.insert(*x, c);
+            }
+        }
+        let copy = cl.block(f, &p.body);
+        out.extend(copy.stmts);
+        values.push((iv.clone(), copy.yields));
+    }
+    for (k, op) in w.ops.iter().enumerate() {
+        let d = s.defs[k];
+        let ty = f.ty(d).clone();
+        let result = match op {
+            WithOp::Fold { fun, partial, neutral, .. } => {
+                let mut acc = *neutral;
+                for (_, ys) in &values {
+                    let mut args = partial.clone();
+                    args.push(acc);
+                    args.push(ys[k]);
+                    let next = f.new_value(ty.clone(), None);
+                    let op = match fun {
+                        FoldFn::Prim(p) => Op::prim(p.clone(), args),
+                        FoldFn::Call(g) => Op::Call { func: *g, args },
+                    };
+                    out.push(Stmt { defs: vec![next], op, span, blame: s.blame });
+                    acc = next;
+                }
+                acc
+            }
+            WithOp::Genarray { shape, default } => {
+                let frame = consts.get(shape).and_then(util::int_vec)?;
+                let cells_scalar = values.iter().all(|(_, ys)| f.ty(ys[k]).shape.is_scalar());
+                let total: i64 = frame.iter().product();
+                let covered_all = cells_scalar && !frame.is_empty() && total as usize == values.len() && {
+                    let mut idx: Vec<&Vec<i64>> = values.iter().map(|(iv, _)| iv).collect();
+                    idx.sort();
+                    idx.dedup();
+                    idx.len() == values.len() && idx.iter().all(|iv| iv.len() == frame.len())
+                };
+                if covered_all {
+                    literal(f, &mut out, &frame, &values, k, &ty, s)
+                } else {
+                    // Start from the default everywhere, then write each cell.
+                    let fill = match default {
+                        Some(dv) => *dv,
+                        None => {
+                            let cell = w
+                                .cells
+                                .get(k)
+                                .cloned()
+                                .flatten()
+                                .or_else(|| values.first().map(|(_, ys)| f.ty(ys[k]).clone()))?;
+                            let (Elem::Base(b), Some(ext)) = (cell.elem, cell.shape.extents()) else { return None };
+                            let n: usize = ext.iter().product();
+                            let elems = Elems::filled(Scalar::zero(b), n).ok()?;
+                            util::emit_const(f, &mut out, Value::from_parts(ext, elems), span)
+                        }
+                    };
+                    let mut acc = f.new_value(ty.clone(), None);
+                    out.push(Stmt {
+                        defs: vec![acc],
+                        op: Op::prim(Prim::Genarray, vec![*shape, fill]),
+                        span,
+                        blame: s.blame,
+                    });
+                    acc = write_cells(f, &mut out, acc, &values, k, &ty, s);
+                    acc
+                }
+            }
+            WithOp::Modarray { array } => write_cells(f, &mut out, *array, &values, k, &ty, s),
+        };
+        // The statement's value is the unrolled result, which the last
+        // statement of `out` defining it now defines under the old name.
+        if !rename(&mut out, result, d) {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// Makes the statement in `out` that defines `result` define `d` instead;
+/// false when `result` is not defined there or is read there.
+fn rename(out: &mut [Stmt], result: ValueId, d: ValueId) -> bool {
+    let read = out.iter().any(|s| {
+        s.op.operands().contains(&result) || {
+            let mut inner = false;
+            s.op.walk_blocks(&mut |b| b.walk(&mut |t| inner |= t.op.operands().contains(&result)));
+            inner
+        }
+    });
+    if read {
+        return false;
+    }
+    for s in out.iter_mut().rev() {
+        if let Some(pos) = s.defs.iter().position(|x| *x == result) {
+            s.defs[pos] = d;
+            return true;
+        }
+    }
+    false
+}
+
+fn write_cells(
+    f: &mut Function,
+    out: &mut Vec<Stmt>,
+    start: ValueId,
+    values: &[(Vec<i64>, Vec<ValueId>)],
+    k: usize,
+    ty: &Ty,
+    s: &Stmt,
+) -> ValueId {
+    let mut acc = start;
+    for (iv, ys) in values {
+        let idx = util::emit_const(f, out, Value::int_vector(iv), s.span);
+        let next = f.new_value(ty.clone(), None);
+        out.push(Stmt {
+            defs: vec![next],
+            op: Op::prim(Prim::Modarray, vec![acc, idx, ys[k]]),
+            span: s.span,
+            blame: s.blame,
+        });
+        acc = next;
+    }
+    acc
+}
+
+/// A (nested) array literal of the cells in row-major order.
+fn literal(
+    f: &mut Function,
+    out: &mut Vec<Stmt>,
+    frame: &[i64],
+    values: &[(Vec<i64>, Vec<ValueId>)],
+    k: usize,
+    ty: &Ty,
+    s: &Stmt,
+) -> ValueId {
+    fn build(
+        f: &mut Function,
+        out: &mut Vec<Stmt>,
+        frame: &[i64],
+        prefix: &mut Vec<i64>,
+        values: &[(Vec<i64>, Vec<ValueId>)],
+        k: usize,
+        ty: &Ty,
+        s: &Stmt,
+    ) -> ValueId {
+        if prefix.len() == frame.len() {
+            return values.iter().find(|(iv, _)| iv == prefix).map(|(_, ys)| ys[k]).expect("every index is covered");
+        }
+        let d = prefix.len();
+        let mut elems = Vec::new();
+        for i in 0..frame[d] {
+            prefix.push(i);
+            elems.push(build(f, out, frame, prefix, values, k, ty, s));
+            prefix.pop();
+        }
+        let sub = Ty::new(ty.elem, ty.shape.drop_axes(d));
+        let v = f.new_value(sub, None);
+        out.push(Stmt { defs: vec![v], op: Op::Array(elems), span: s.span, blame: s.blame });
+        v
+    }
+    build(f, out, frame, &mut Vec::new(), values, k, ty, s)
+}
