@@ -42,7 +42,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
         let mut proven_prims: Vec<ValueId> = Vec::new();
         {
-            let reader = Reader { f, defs: &defs };
+            let reader = Reader::new(f, &defs);
             let mut ranges: Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)> = Vec::new();
             walk(&f.body, &reader, &shapes, &mut ranges, &mut proven_checks, &mut proven_prims);
         }
@@ -77,8 +77,8 @@ fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
 }
 
 /// The shape of an array as affine components.
-fn shape_of(f: &Function, reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> Option<Vec<Affine>> {
-    if let Some(e) = super::util::extents(f, a) {
+fn shape_of(reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> Option<Vec<Affine>> {
+    if let Some(e) = reader.ty(a).shape.extents() {
         return Some(e.iter().map(|&x| Affine::constant(x as i64)).collect());
     }
     reader.vector(*shapes.get(&a)?)
@@ -91,7 +91,7 @@ fn proven(
     idx: ValueId,
     shape: &[Affine],
 ) -> bool {
-    let comps: Vec<Affine> = match reader.f.ty(idx).shape.is_scalar() {
+    let comps: Vec<Affine> = match reader.ty(idx).shape.is_scalar() {
         true => vec![reader.scalar(idx)],
         false => match reader.vector(idx) {
             Some(c) => c,
@@ -146,8 +146,8 @@ fn walk(
                 } else {
                     (args[1], args[0])
                 };
-                if let Some(comps) = shape_of(reader.f, reader, shapes, array) {
-                    if reader.f.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
+                if let Some(comps) = shape_of(reader, shapes, array) {
+                    if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
                         && proven(reader, ranges, idx, &comps)
                     {
                         prims.push(s.defs[0]);

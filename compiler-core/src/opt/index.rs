@@ -247,17 +247,26 @@ impl Defs for HashMap<ValueId, Def> {
 
 /// Reads values as affine expressions.
 pub struct Reader<'a> {
-    pub f: &'a Function,
+    /// The function's value table (for types).
+    pub values: &'a [ValueData],
     pub defs: &'a dyn Defs,
 }
 
 impl std::fmt::Debug for Reader<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reader").field("function", &self.f.name).finish()
+        f.debug_struct("Reader").field("values", &self.values.len()).finish()
     }
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    pub fn new(f: &'a Function, defs: &'a dyn Defs) -> Reader<'a> {
+        Reader { values: &f.values, defs }
+    }
+
+    pub fn ty(&self, v: ValueId) -> &crate::sema::ty::Ty {
+        &self.values[v.0 as usize].ty
+    }
+
     fn int_const(&self, v: ValueId) -> Option<i64> {
         match self.defs.def(v)? {
             Def::Const(Value::Scalar(Scalar::Int(crate::syntax::ast::BaseType::Int, x))) => Some(x),
@@ -307,12 +316,12 @@ impl Reader<'_> {
     }
 
     fn is_int_scalar(&self, v: ValueId) -> bool {
-        let t = self.f.ty(v);
+        let t = self.ty(v);
         t.shape.is_scalar() && t.elem == crate::sema::hir::Elem::Base(crate::syntax::ast::BaseType::Int)
     }
 
     fn is_int_vector(&self, v: ValueId) -> Option<usize> {
-        let t = self.f.ty(v);
+        let t = self.ty(v);
         if t.elem != crate::sema::hir::Elem::Base(crate::syntax::ast::BaseType::Int) {
             return None;
         }

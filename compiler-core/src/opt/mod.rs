@@ -25,14 +25,20 @@ pub mod index;
 pub mod report;
 pub mod util;
 
+pub mod arrayelim;
 pub mod bce;
 pub mod cse;
 pub mod dce;
 pub mod elementwise;
+pub mod fusion;
 pub mod inline;
+pub mod ive;
+pub mod licm;
+pub mod reuse;
 pub mod simplify;
 pub mod unroll;
 pub mod wlf;
+pub mod wls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -67,13 +73,22 @@ pub const PIPELINE: &[Stage] = &[
             cse::PASS,
             dce::PASS,
             unroll::PASS,
+            arrayelim::PASS,
             elementwise::PASS,
+            fusion::PASS,
+            cse::PASS,
             wlf::PASS,
+            wls::PASS,
             bce::PASS,
+            licm::PASS,
         ],
         max_rounds: 16,
     },
-    Stage { name: "lowering", passes: &[bce::PASS, simplify::PASS, cse::PASS, dce::PASS], max_rounds: 8 },
+    Stage {
+        name: "lowering",
+        passes: &[bce::PASS, ive::PASS, arrayelim::PASS, simplify::PASS, cse::PASS, licm::PASS, dce::PASS, reuse::PASS],
+        max_rounds: 8,
+    },
 ];
 
 /// Every pass name, in pipeline order (each once).

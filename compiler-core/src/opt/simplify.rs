@@ -509,6 +509,47 @@ impl Simplify {
                     );
                 }
             }
+            Prim::Vect2Offset => {
+                // The offset of an index written out, in a shape of known extents:
+                // scalar arithmetic (`[i, j]` in `[m, 6]`: `i * 6 + j`).
+                if let (Some(Def::Array(elems)), Some(shape)) =
+                    (self.defs.get(&args[1]).cloned(), self.konst(args[0]).and_then(util::int_vec))
+                {
+                    if elems.len() == shape.len() && !elems.is_empty() {
+                        let mut stmts = Vec::new();
+                        let int = util::int_ty();
+                        let mut acc: Option<ValueId> = None;
+                        let mut stride: i64 = 1;
+                        for (k, e) in elems.iter().enumerate().rev() {
+                            let term = if stride == 1 {
+                                *e
+                            } else {
+                                let c = util::emit_const(f, &mut stmts, Value::Scalar(Scalar::int(stride)), s.span);
+                                util::emit_prim(f, &mut stmts, Prim::Bin(BinOp::Mul), vec![*e, c], int.clone(), s.span)
+                            };
+                            acc = Some(match acc {
+                                None => term,
+                                Some(x) => util::emit_prim(
+                                    f,
+                                    &mut stmts,
+                                    Prim::Bin(BinOp::Add),
+                                    vec![term, x],
+                                    int.clone(),
+                                    s.span,
+                                ),
+                            });
+                            stride = stride.saturating_mul(shape[k]);
+                        }
+                        for t in &mut stmts {
+                            t.blame = s.blame;
+                        }
+                        self.counts.folded += 1;
+                        let x = acc.expect("non-empty");
+                        self.forward(f, &[d], &[x]);
+                        return Action::Splice(stmts);
+                    }
+                }
+            }
             Prim::Sel => {
                 if let Some(a) = self.select(f, args[0], args[1]) {
                     self.counts.folded += 1;
@@ -561,7 +602,7 @@ impl Simplify {
         if *f.ty(d) != int || args.iter().any(|a| *f.ty(*a) != int) {
             return None;
         }
-        let reader = super::index::Reader { f, defs: self };
+        let reader = super::index::Reader::new(f, self);
         let (x, y) = (reader.scalar(args[0]), reader.scalar(args[1]));
         let a = if *op == BinOp::Add { x.add(&y) } else { x.sub(&y) };
         match (a.terms.len(), a.terms.iter().next(), a.c) {
@@ -579,7 +620,7 @@ impl Simplify {
             return None;
         }
         let (comps, base) = {
-            let reader = super::index::Reader { f, defs: self };
+            let reader = super::index::Reader::new(f, self);
             let side = |x: ValueId| -> Option<Vec<super::index::Affine>> {
                 if f.ty(x).shape.is_scalar() {
                     Some(vec![reader.scalar(x); n])
@@ -627,7 +668,7 @@ impl Simplify {
 
     /// `[v[0], v[1], …]`: the vector `v` itself.
     fn rebuilt_vector(&self, f: &Function, elems: &[ValueId], d: ValueId) -> Option<ValueId> {
-        let reader = super::index::Reader { f, defs: self };
+        let reader = super::index::Reader::new(f, self);
         let mut source: Option<ValueId> = None;
         for (k, e) in elems.iter().enumerate() {
             let a = reader.scalar(*e);

@@ -365,3 +365,34 @@ fn alpha_eq_stmt(f: &Function, x: &Stmt, y: &Stmt, map: &mut HashMap<ValueId, Va
     }
     true
 }
+
+/// The values a statement reads from outside itself: its operands and what its
+/// nested blocks read that they do not define.
+pub fn free_uses(s: &Stmt) -> std::collections::HashSet<ValueId> {
+    let mut used = std::collections::HashSet::new();
+    let mut defined = std::collections::HashSet::new();
+    fn go(op: &Op, used: &mut std::collections::HashSet<ValueId>, defined: &mut std::collections::HashSet<ValueId>) {
+        used.extend(op.operands());
+        defined.extend(op.bound_values());
+        op.walk_blocks(&mut |b| {
+            for s in &b.stmts {
+                defined.extend(s.defs.iter().copied());
+                go(&s.op, used, defined);
+            }
+            used.extend(b.yields.iter().copied());
+        });
+    }
+    go(&s.op, &mut used, &mut defined);
+    used.retain(|v| !defined.contains(v));
+    used
+}
+
+/// Every value a block defines, nested blocks and bound values included.
+pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
+    let mut out = std::collections::HashSet::new();
+    b.walk(&mut |s| {
+        out.extend(s.defs.iter().copied());
+        out.extend(s.op.bound_values());
+    });
+    out
+}

@@ -279,7 +279,7 @@ fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox) -> Option<Ind
 fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Option<(Option<Span>, String)> {
     let defs = index::defs(f);
     let uses = util::use_counts(f);
-    let reader = Reader { f, defs: &defs };
+    let reader = Reader::new(f, &defs);
     // Producers: with-loop results by value.
     let mut producers: HashMap<ValueId, (Stmt, usize)> = HashMap::new();
     f.body.walk(&mut |s| {
@@ -647,7 +647,7 @@ fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, sr
 /// changed something.
 fn normalise_modarray_consumer(f: &mut Function) -> bool {
     let defs = index::defs(f);
-    let reader = Reader { f, defs: &defs };
+    let reader = Reader::new(f, &defs);
     let mut with_results: HashSet<ValueId> = HashSet::new();
     f.body.walk(&mut |s| {
         if matches!(s.op, Op::With(_)) {

@@ -1,0 +1,196 @@
+//! # fusion: with-loop fusion
+//!
+//! Two with-loops in one block that run over the same generators and do not
+//! depend on each other become one with-loop with the operators of both (seed
+//! 004 ch. 7's horizontal fusion; seed 002's multi-operator with-loops). The
+//! index set is traversed once, and selections both bodies make (after CSE)
+//! are made once.
+//!
+//! ```text
+//! %s = with { part [0] .. [n] index %i { … yield %a } } fold(prim add, %z)
+//! %m = with { part [0] .. [n] index %j { … yield %b } } fold(prim max, %w)
+//!   ⇒
+//! %s, %m = with { part [0] .. [n] index %i { … yield %a, %b } } fold(prim add, %z), fold(prim max, %w)
+//! ```
+//!
+//! This is what lets a producer with two consumers fold without duplicated
+//! work: the consumers fuse first, then with-loop folding sees one consumer that
+//! reads the producer once per element. Producer–consumer pairs (map∘map,
+//! map∘fold) are with-loop folding's job.
+//!
+//! Conditions: the same number of parts with the same bounds, steps and widths
+//! (equal values or equal constants) and the same `first_match`; the second does
+//! not read the first; what lies between them cannot fail or print (the first
+//! moves down to the second) and does not read the first's results; neither has
+//! printing in its body.
+
+use std::collections::{HashMap, HashSet};
+
+use super::util;
+use super::{Pass, PassCx, RemarkKind};
+use crate::interp::value::Value;
+use crate::ir::*;
+use crate::span::Span;
+
+pub const PASS: Pass = Pass {
+    name: "fusion",
+    description: "with-loops over the same generators that do not depend on each other become one",
+    run,
+};
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let consts = util::constants(f);
+        let mut fused = 0;
+        let mut remarks: Vec<(Option<Span>, String)> = Vec::new();
+        let name = f.name.clone();
+        block(&mut f.body, &consts, &mut fused, &mut remarks);
+        for (span, msg) in remarks {
+            cx.remark(RemarkKind::Applied, &name, span, msg);
+        }
+        cx.count("with_loops_fused", fused);
+    }
+}
+
+fn block(b: &mut Block, consts: &HashMap<ValueId, Value>, fused: &mut u64, remarks: &mut Vec<(Option<Span>, String)>) {
+    for s in &mut b.stmts {
+        s.op.walk_blocks_mut(&mut |inner| block(inner, consts, fused, remarks));
+    }
+    'again: loop {
+        for j in 0..b.stmts.len() {
+            if !matches!(b.stmts[j].op, Op::With(_)) {
+                continue;
+            }
+            // The nearest earlier with-loop it can fuse with.
+            for i in (0..j).rev() {
+                if !matches!(b.stmts[i].op, Op::With(_)) {
+                    continue;
+                }
+                if fusible(&b.stmts, i, j, consts) {
+                    let first = b.stmts.remove(i);
+                    let second = &mut b.stmts[j - 1];
+                    merge(first, second);
+                    *fused += 1;
+                    remarks.push((
+                        second.blame_span(),
+                        "fused with an earlier with-loop over the same index set".to_string(),
+                    ));
+                    continue 'again;
+                }
+            }
+        }
+        break;
+    }
+}
+
+fn same_value(a: ValueId, b: ValueId, consts: &HashMap<ValueId, Value>) -> bool {
+    a == b
+        || match (consts.get(&a), consts.get(&b)) {
+            (Some(x), Some(y)) => util::int_vec(x).is_some() && util::int_vec(x) == util::int_vec(y),
+            _ => false,
+        }
+}
+
+fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>) -> bool {
+    let (Op::With(a), Op::With(b)) = (&stmts[i].op, &stmts[j].op) else { return false };
+    if a.parts.len() != b.parts.len() || a.parts.is_empty() || a.first_match != b.first_match {
+        return false;
+    }
+    let opt_same = |x: Option<ValueId>, y: Option<ValueId>| match (x, y) {
+        (None, None) => true,
+        (Some(x), Some(y)) => same_value(x, y, consts),
+        _ => false,
+    };
+    for (p, q) in a.parts.iter().zip(&b.parts) {
+        if !same_value(p.lower, q.lower, consts)
+            || !same_value(p.upper, q.upper, consts)
+            || !opt_same(p.step, q.step)
+            || !opt_same(p.width, q.width)
+        {
+            return false;
+        }
+        if p.offset.is_some() || q.offset.is_some() {
+            return false;
+        }
+    }
+    // Printing in bodies would interleave differently.
+    let prints = |w: &With| {
+        let mut p = false;
+        for part in &w.parts {
+            part.body.walk(&mut |s| {
+                p |= matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. })
+            });
+        }
+        p
+    };
+    if prints(a) || prints(b) {
+        return false;
+    }
+    // The second must not read the first.
+    let first_defs: HashSet<ValueId> = stmts[i].defs.iter().copied().collect();
+    if util::free_uses(&stmts[j]).iter().any(|v| first_defs.contains(v)) {
+        return false;
+    }
+    // The first moves down past what lies between.
+    let a_may_fail = a.parts.iter().any(|p| util::block_may_fail(&p.body));
+    for s in &stmts[i + 1..j] {
+        if util::free_uses(s).iter().any(|v| first_defs.contains(v)) {
+            return false;
+        }
+        if matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. }) {
+            return false;
+        }
+        if a_may_fail && util::may_fail(&s.op) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Merges `first` into `second` (which runs where `second` was).
+fn merge(first: Stmt, second: &mut Stmt) {
+    let Op::With(a) = first.op else { return };
+    let Op::With(b) = &mut second.op else { return };
+    let a = *a;
+    let mut parts = Vec::with_capacity(b.parts.len());
+    for (p, mut q) in a.parts.into_iter().zip(std::mem::take(&mut b.parts)) {
+        // One index for both bodies: the first's, or the second's if the first has none.
+        let mut map = HashMap::new();
+        let index = match (p.index, q.index) {
+            (Some(x), Some(y)) => {
+                map.insert(y, x);
+                Some(x)
+            }
+            (x, y) => x.or(y),
+        };
+        let scalars = match (&p.scalars, &q.scalars) {
+            (Some(x), Some(y)) => {
+                for (s, t) in y.iter().zip(x) {
+                    map.insert(*s, *t);
+                }
+                Some(x.clone())
+            }
+            (x, y) => x.clone().or_else(|| y.clone()),
+        };
+        util::substitute(&mut q.body, &map);
+        let mut body = p.body;
+        body.stmts.extend(q.body.stmts);
+        body.yields.extend(q.body.yields);
+        let mut result_spans = p.result_spans;
+        result_spans.extend(q.result_spans);
+        parts.push(Part { index, scalars, body, result_spans, ..q });
+    }
+    b.parts = parts;
+    let mut ops = a.ops;
+    ops.append(&mut b.ops);
+    b.ops = ops;
+    let mut cells = a.cells;
+    cells.append(&mut b.cells);
+    b.cells = cells;
+    let mut reuse = a.reuse;
+    reuse.append(&mut b.reuse);
+    b.reuse = reuse;
+    let mut defs = first.defs;
+    defs.append(&mut second.defs);
+    second.defs = defs;
+}

@@ -1,0 +1,312 @@
+//! # ive: index vector elimination (seed 001)
+//!
+//! Inside with-loops and loops, a selection `sel(iv, a)` becomes
+//! `idx_sel(vect2offset(shape(a), iv), a)` (SPLIT). When `iv` is the with-loop's
+//! own index and `a` has the shape of the with-loop's result, the offset is the
+//! one the with-loop writes to: the part binds it (`idxwith`, seed 001's REUSE of
+//! the write offset). When the index is the with-loop's index plus an offset
+//! vector `c`, the offset is the write offset plus `vect2offset(shape(a), c)`
+//! (SOC), which does not depend on the index and moves out of the loop (`licm`).
+//! Offsets of the same index into arrays of the same shape are the same value
+//! after CSE (REUSE). Updates `modarray(a, iv, v)` of single elements become
+//! `idx_modarray(a, offset, v)` likewise. Index vectors that nothing needs any
+//! more are not built at all (`dce` unbinds them).
+//!
+//! ```text
+//! part … index %iv {                      part … index %iv offset %o {
+//!   %j = prim sub(%iv, [1, 0])              %c = prim vect2offset([5, 6], [-1, 0])   (hoisted)
+//!   %x = prim sel(%j, %a)            ⇒      %k = prim add(%o, %c)
+//!   %y = prim sel(%iv, %b)                  %x = prim idx_sel(%k, %a)
+//!                                           %y = prim idx_sel(%o, %b)
+//! ```
+//!
+//! SOC needs no overflow proof here: the selected index is in bounds (checked or
+//! proven), so both offsets lie in `[0, size)` and their difference fits.
+//! Limits: only selections of single elements (index length = rank, both known
+//! statically); the write offset is reused only for with-loops whose index
+//! covers their whole result (scalar cells).
+
+use std::collections::HashMap;
+
+use super::index::{self, Affine, Atom, Reader};
+use super::util;
+use super::{Pass, PassCx};
+use crate::interp::ops::BinOp;
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::syntax::ast::BaseType;
+
+pub const PASS: Pass = Pass {
+    name: "ive",
+    description: "index vector elimination: selections by offsets, reusing the with-loop's write offset",
+    run,
+};
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let defs = index::defs(f);
+        let shapes = shape_values(f);
+        // The reader sees the values as they were before this rewrite.
+        let values = f.values.clone();
+        let reader = Reader { values: &values, defs: &defs };
+        let mut ive = Ive { reader: &reader, shapes: &shapes, enclosing: Vec::new(), counts: Counts::default() };
+        util::with_body(f, |f, body| ive.block(f, body));
+        cx.count("index_components_scalarised", ive.counts.components);
+        cx.count("selections_to_offsets", ive.counts.split);
+        cx.count("write_offsets_reused", ive.counts.reused);
+        cx.count("offsets_split", ive.counts.soc);
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    components: u64,
+    split: u64,
+    reused: u64,
+    soc: u64,
+}
+
+/// A with-loop part (or loop) the walk is inside.
+struct Enclosing {
+    /// The part's index components, by atom.
+    atoms: HashMap<Atom, usize>,
+    /// The shape the part writes (its index covers it), if known.
+    frame: Option<Vec<Affine>>,
+    /// The part's write offset, once something needs it.
+    offset: Option<ValueId>,
+    /// Loops have no write offset.
+    is_part: bool,
+    /// The part's index vector and its length.
+    index: Option<(ValueId, usize)>,
+    /// The part's index components, once something needs them.
+    scalars: Option<Vec<ValueId>>,
+}
+
+/// Arrays whose shape is held in a value.
+fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
+    let mut out = HashMap::new();
+    f.body.walk(&mut |s| {
+        if let Op::Prim { prim: Prim::Shape, args, .. } = &s.op {
+            out.entry(args[0]).or_insert(s.defs[0]);
+        }
+    });
+    out
+}
+
+fn same(a: &[Affine], b: &[Affine]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.minus(y) == Some(0))
+}
+
+struct Ive<'a> {
+    reader: &'a Reader<'a>,
+    shapes: &'a HashMap<ValueId, ValueId>,
+    enclosing: Vec<Enclosing>,
+    counts: Counts,
+}
+
+impl Ive<'_> {
+    fn shape_of(&self, a: ValueId) -> Option<Vec<Affine>> {
+        if let Some(e) = self.reader.ty(a).shape.extents() {
+            return Some(e.iter().map(|&x| Affine::constant(x as i64)).collect());
+        }
+        self.reader.vector(*self.shapes.get(&a)?)
+    }
+
+    fn block(&mut self, f: &mut Function, b: &mut Block) {
+        let stmts = std::mem::take(&mut b.stmts);
+        let mut out = Vec::with_capacity(stmts.len());
+        for mut s in stmts {
+            match &mut s.op {
+                Op::With(w) => {
+                    let frame: Option<Vec<Affine>> = w
+                        .ops
+                        .iter()
+                        .find_map(|op| match op {
+                            WithOp::Genarray { shape, .. } => Some(self.reader.vector(*shape)),
+                            WithOp::Modarray { array } => Some(self.shape_of(*array)),
+                            WithOp::Fold { .. } => None,
+                        })
+                        .flatten();
+                    for p in &mut w.parts {
+                        let n = self.reader.vector(p.lower).map(|v| v.len());
+                        let scalar_cells = w.ops.iter().enumerate().all(|(o, op)| {
+                            matches!(op, WithOp::Fold { .. }) || f.ty(p.body.yields[o]).shape.is_scalar()
+                        });
+                        // The write offset is the index's offset in the result
+                        // only when the index covers the whole result shape.
+                        let frame = frame.clone().filter(|fr| Some(fr.len()) == n && scalar_cells);
+                        let mut atoms = HashMap::new();
+                        if let Some(iv) = p.index {
+                            for c in 0..n.unwrap_or(0) {
+                                atoms.insert(Atom { value: iv, component: Some(c) }, c);
+                            }
+                        }
+                        if let Some(ss) = &p.scalars {
+                            for (c, x) in ss.iter().enumerate() {
+                                atoms.insert(Atom { value: *x, component: None }, c);
+                            }
+                        }
+                        let index = p.index.zip(n);
+                        self.enclosing.push(Enclosing {
+                            atoms,
+                            frame,
+                            offset: p.offset,
+                            is_part: true,
+                            index,
+                            scalars: p.scalars.clone(),
+                        });
+                        self.block(f, &mut p.body);
+                        let e = self.enclosing.pop().expect("pushed");
+                        p.offset = e.offset;
+                        p.scalars = e.scalars;
+                    }
+                }
+                Op::Loop { cond, body, .. } => {
+                    self.enclosing.push(Enclosing {
+                        atoms: HashMap::new(),
+                        frame: None,
+                        offset: None,
+                        is_part: false,
+                        index: None,
+                        scalars: None,
+                    });
+                    self.block(f, cond);
+                    self.block(f, body);
+                    self.enclosing.pop();
+                }
+                other => other.walk_blocks_mut(&mut |inner| self.block(f, inner)),
+            }
+            if !self.enclosing.is_empty() {
+                if let Some(rewritten) = self.selection(f, &s, &mut out) {
+                    out.push(rewritten);
+                    continue;
+                }
+            }
+            out.push(s);
+        }
+        b.stmts = out;
+    }
+
+    /// A component of an enclosing part's index vector: the part's scalar.
+    fn component(&mut self, f: &mut Function, s: &Stmt) -> Option<ValueId> {
+        let Op::Prim { prim: Prim::Sel, args, .. } = &s.op else { return None };
+        let k = match self.reader.defs.def(args[0]) {
+            Some(index::Def::Const(c)) => util::int_vec(&c).filter(|v| v.len() == 1)?[0],
+            _ => return None,
+        };
+        let encl = self.enclosing.iter_mut().rev().find(|e| e.index.is_some_and(|(iv, _)| iv == args[1]))?;
+        let (_, n) = encl.index?;
+        if k < 0 || k as usize >= n {
+            return None;
+        }
+        let scalars = encl.scalars.get_or_insert_with(|| (0..n).map(|_| f.new_value(util::int_ty(), None)).collect());
+        Some(scalars[k as usize])
+    }
+
+    /// The offset form of a selection or element update, if it is one.
+    fn selection(&mut self, f: &mut Function, s: &Stmt, out: &mut Vec<Stmt>) -> Option<Stmt> {
+        if let Some(x) = self.component(f, s) {
+            // `iv[k]` is the part's k-th index scalar: the statement forwards it
+            // (through an identity that simplification removes).
+            self.counts.components += 1;
+            let zero = util::emit_const(
+                f,
+                out,
+                crate::interp::value::Value::Scalar(crate::interp::value::Scalar::int(0)),
+                s.span,
+            );
+            return Some(Stmt {
+                defs: s.defs.clone(),
+                op: Op::prim(Prim::Bin(BinOp::Add), vec![x, zero]),
+                span: s.span,
+                blame: s.blame,
+            });
+        }
+        let Op::Prim { prim: prim @ (Prim::Sel | Prim::Modarray), args, checked, in_place } = &s.op else {
+            return None;
+        };
+        let (idx, array) = if *prim == Prim::Sel { (args[0], args[1]) } else { (args[1], args[0]) };
+        let rank = self.reader.ty(array).shape.rank_if_known()?;
+        let n = crate::sema::prim_ty::vector_len(self.reader.ty(idx))?;
+        let scalar_value = *prim == Prim::Sel || self.reader.ty(args[2]).shape.is_scalar();
+        if rank != n || rank == 0 || !scalar_value || self.reader.ty(idx).elem != Elem::Base(BaseType::Int) {
+            return None;
+        }
+        let span = s.span;
+        let mut pre = Vec::new();
+        let int = util::int_ty();
+        let shape_value = |f: &mut Function, pre: &mut Vec<Stmt>| {
+            util::emit_prim(f, pre, Prim::Shape, vec![array], util::int_vec_ty(Some(rank)), span)
+        };
+        // REUSE / SOC: the part's index plus an offset, into an array of the part's shape.
+        let plus = self.index_plus_offset(idx, array);
+        let offset = match plus {
+            Some(plus) => {
+                let encl = self.enclosing.last_mut().expect("inside");
+                let base = *encl.offset.get_or_insert_with(|| f.new_value(int.clone(), None));
+                if plus.iter().all(|o| o.as_const() == Some(0)) {
+                    self.counts.reused += 1;
+                    base
+                } else {
+                    self.counts.soc += 1;
+                    let shape = shape_value(f, &mut pre);
+                    let cv = index::emit_vector(f, &mut pre, &plus, span);
+                    let co = util::emit_prim(f, &mut pre, Prim::Vect2Offset, vec![shape, cv], int.clone(), span);
+                    util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Add), vec![base, co], int, span)
+                }
+            }
+            None => {
+                let shape = shape_value(f, &mut pre);
+                util::emit_prim(f, &mut pre, Prim::Vect2Offset, vec![shape, idx], int, span)
+            }
+        };
+        self.counts.split += 1;
+        for t in &mut pre {
+            t.blame = s.blame;
+        }
+        out.extend(pre);
+        let op = if *prim == Prim::Sel {
+            Op::Prim { prim: Prim::IdxSel, args: vec![offset, array], checked: *checked, in_place: false }
+        } else {
+            Op::Prim {
+                prim: Prim::IdxModarray,
+                args: vec![array, offset, args[2]],
+                checked: *checked,
+                in_place: *in_place,
+            }
+        };
+        Some(Stmt { defs: s.defs.clone(), op, span, blame: s.blame })
+    }
+
+    /// `idx = part index + c` with `array` shaped like the part's result: `c`.
+    fn index_plus_offset(&self, idx: ValueId, array: ValueId) -> Option<Vec<Affine>> {
+        let encl = self.enclosing.last()?;
+        if !encl.is_part {
+            return None;
+        }
+        let frame = encl.frame.as_ref()?;
+        let shape = self.shape_of(array)?;
+        if !same(&shape, frame) {
+            return None;
+        }
+        let comps = self.reader.vector(idx)?;
+        if comps.len() != frame.len() {
+            return None;
+        }
+        let mut plus = Vec::with_capacity(comps.len());
+        for (k, c) in comps.iter().enumerate() {
+            let mut hit = None;
+            for (a, coeff) in &c.terms {
+                match encl.atoms.get(a) {
+                    Some(ax) if *ax == k && *coeff == 1 && hit.is_none() => hit = Some(*a),
+                    Some(_) => return None,
+                    None => {}
+                }
+            }
+            let mut o = c.clone();
+            o.terms.remove(&hit?);
+            plus.push(o);
+        }
+        Some(plus)
+    }
+}

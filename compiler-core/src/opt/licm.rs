@@ -1,0 +1,149 @@
+//! # licm: loop- and with-loop-invariant code motion
+//!
+//! Statements in a loop body (or condition) or a with-loop part that read
+//! nothing the loop or part defines are computed once, before it. Only
+//! statements that cannot fail and have no effect move (moving a failing one out
+//! of a loop that may not run at all would make the program fail): constants,
+//! array literals, total primitives, and `if`s and with-loops made only of such
+//! statements.
+//!
+//! ```text
+//! %9 = with {                                %c = const [10]
+//!   part … index %i {                        %n = prim mul(%k, %k)
+//!     %c = const [10]                  ⇒     %9 = with {
+//!     %n = prim mul(%k, %k)                    part … index %i {
+//!     %j = prim add(%i, %c) …                    %j = prim add(%i, %c) …
+//! ```
+//!
+//! Checks that do not depend on the loop move too, out of `do`-loops (which run
+//! at least once) and with-loop parts whose index set is statically non-empty,
+//! when nothing before them in the body can fail — the check then fails at the
+//! same point in the program as before, once instead of per iteration.
+//! Limits: nothing moves out of `while` conditions' side effects; failing
+//! statements other than checks stay.
+
+use std::collections::HashSet;
+
+use super::util;
+use super::{Pass, PassCx};
+use crate::ir::*;
+
+pub const PASS: Pass =
+    Pass { name: "licm", description: "loop- and with-loop-invariant statements (and checks) move out of loops", run };
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let consts = util::constants(f);
+        let mut hoisted = 0;
+        let mut checks = 0;
+        block(&mut f.body, &consts, &mut hoisted, &mut checks);
+        cx.count("statements_hoisted", hoisted);
+        cx.count("checks_hoisted", checks);
+    }
+}
+
+/// Whether a statement can neither fail nor have an effect (nested ones included).
+fn total(op: &Op) -> bool {
+    match op {
+        Op::Const(_) | Op::Array(_) => true,
+        Op::Prim { prim, .. } => !util::prim_may_fail(prim) && !prim.has_effect(),
+        Op::If { then_block, else_block, .. } => total_block(then_block) && total_block(else_block),
+        _ => false,
+    }
+}
+
+fn total_block(b: &Block) -> bool {
+    b.stmts.iter().all(|s| total(&s.op))
+}
+
+fn block(
+    b: &mut Block,
+    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
+    hoisted: &mut u64,
+    checks: &mut u64,
+) {
+    let stmts = std::mem::take(&mut b.stmts);
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts {
+        // Inner loops first: what leaves them may leave this one next.
+        s.op.walk_blocks_mut(&mut |inner| block(inner, consts, hoisted, checks));
+        let mut moved = Vec::new();
+        match &mut s.op {
+            Op::Loop { params, cond, body, test_first, .. } => {
+                let bound: HashSet<ValueId> = params.iter().copied().collect();
+                hoist(cond, &bound, &mut moved, false, hoisted, checks);
+                hoist(body, &bound, &mut moved, !*test_first && cond_is_pure(cond), hoisted, checks);
+            }
+            Op::With(w) => {
+                for p in &mut w.parts {
+                    let mut bound: HashSet<ValueId> = HashSet::new();
+                    bound.extend(p.index);
+                    bound.extend(p.scalars.iter().flatten());
+                    bound.extend(p.offset);
+                    let nonempty = nonempty(p, consts);
+                    hoist(&mut p.body, &bound, &mut moved, nonempty, hoisted, checks);
+                }
+            }
+            _ => {}
+        }
+        out.extend(moved);
+        out.push(s);
+    }
+    b.stmts = out;
+}
+
+fn cond_is_pure(_cond: &Block) -> bool {
+    // A do-loop's body runs before its condition: checks at the body's start run
+    // at least once whatever the condition says.
+    true
+}
+
+/// Whether a part's index set is statically non-empty.
+fn nonempty(p: &Part, consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>) -> bool {
+    let get = |v: ValueId| consts.get(&v).and_then(util::int_vec);
+    match (get(p.lower), get(p.upper)) {
+        (Some(l), Some(h)) => {
+            let dense = p.step.is_none_or(|s| get(s).is_some())
+                && p.width.is_none_or(|w| get(w).is_some_and(|w| w.iter().all(|&x| x > 0)));
+            dense && l.len() == h.len() && l.iter().zip(&h).all(|(a, b)| a < b)
+        }
+        _ => false,
+    }
+}
+
+/// Moves invariant statements of `b` into `out`. `checks_may_move`: the body
+/// surely runs once, so an invariant check can move when nothing before it in
+/// the body can fail.
+fn hoist(
+    b: &mut Block,
+    bound: &HashSet<ValueId>,
+    out: &mut Vec<Stmt>,
+    checks_may_move: bool,
+    hoisted: &mut u64,
+    checks: &mut u64,
+) {
+    let mut inside: HashSet<ValueId> = bound.clone();
+    let mut failed_before = false;
+    let stmts = std::mem::take(&mut b.stmts);
+    let mut kept = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        let invariant = util::free_uses(&s).iter().all(|v| !inside.contains(v));
+        let is_check = matches!(s.op, Op::Check(_));
+        if invariant && total(&s.op) {
+            *hoisted += 1;
+            out.push(s);
+            continue;
+        }
+        if invariant && is_check && checks_may_move && !failed_before {
+            *checks += 1;
+            out.push(s);
+            continue;
+        }
+        if util::may_fail(&s.op) {
+            failed_before = true;
+        }
+        inside.extend(s.defs.iter().copied());
+        kept.push(s);
+    }
+    b.stmts = kept;
+}

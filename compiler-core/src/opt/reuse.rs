@@ -1,0 +1,209 @@
+//! # reuse: memory reuse and updates in place
+//!
+//! Reference-count inference at compile time (seed 003 §3.4): an array whose
+//! value is read for the last time by a with-loop or an element update can lend
+//! its buffer to the result.
+//!
+//! * A `modarray(a)` with-loop, or a `genarray` with-loop over `a`'s shape and
+//!   element type, reuses `a` (`reuse %a`) when `a` is dead afterwards and the
+//!   with-loop reads `a` only at the index it writes (so no element is read after
+//!   it has been overwritten).
+//! * An element update `modarray(a, iv, v)` / `idx_modarray(a, off, v)` writes
+//!   in place (`in_place`) when `a` is dead afterwards — the typical
+//!   `a[i] = x` in a loop, whose array is a loop-carried value.
+//!
+//! ```text
+//! %r = with { part … offset %o {                  %r = with { part … offset %o {
+//!        %x = prim idx_sel(%o, %a) …       ⇒             %x = prim idx_sel(%o, %a) …
+//!      } } genarray(%s)                               } } genarray(%s) reuse %a
+//! ```
+//!
+//! "Dead afterwards" is decided per block: no later statement or yield reads
+//! the value, and the value is defined in the same block (or is a parameter of
+//! the function, for the function body), so a loop does not reuse a buffer it
+//! reads again in its next iteration. The back end still checks the buffer's
+//! reference count at run time (a caller may hold it too); the IR interpreter
+//! forgets a consumed value, so a wrong claim shows up as a compiler bug.
+//! Limits: aliases through `if` results and calls are not tracked, so those
+//! stay copies.
+
+use std::collections::HashSet;
+
+use super::index::{self, Reader};
+use super::util;
+use super::{Pass, PassCx};
+use crate::ir::*;
+use crate::sema::hir::Prim;
+
+pub const PASS: Pass = Pass {
+    name: "reuse",
+    description: "memory reuse: with-loop results take over dead argument buffers; element updates in place",
+    run,
+};
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    for f in &mut m.functions {
+        let defs = index::defs(f);
+        let values = f.values.clone();
+        let reader = Reader { values: &values, defs: &defs };
+        let shapes = shape_values(f);
+        let mut counts = (0u64, 0u64);
+        let params: HashSet<ValueId> = f.params.iter().copied().collect();
+        block(&mut f.body, &params, &reader, &shapes, &mut counts);
+        cx.count("buffers_reused", counts.0);
+        cx.count("updates_in_place", counts.1);
+    }
+}
+
+fn shape_values(f: &Function) -> std::collections::HashMap<ValueId, ValueId> {
+    let mut out = std::collections::HashMap::new();
+    f.body.walk(&mut |s| {
+        if let Op::Prim { prim: Prim::Shape, args, .. } = &s.op {
+            out.entry(args[0]).or_insert(s.defs[0]);
+        }
+    });
+    out
+}
+
+/// `local`: values defined in this block (and, for the function body, the
+/// parameters; for loop bodies, the loop's parameters).
+fn block(
+    b: &mut Block,
+    outer_local: &HashSet<ValueId>,
+    reader: &Reader,
+    shapes: &std::collections::HashMap<ValueId, ValueId>,
+    counts: &mut (u64, u64),
+) {
+    let mut local: HashSet<ValueId> = outer_local.clone();
+    // Uses from each statement on, for "dead afterwards".
+    let n = b.stmts.len();
+    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::new(); n + 1];
+    later[n].extend(b.yields.iter().copied());
+    for k in (0..n).rev() {
+        let mut set = later[k + 1].clone();
+        set.extend(util::free_uses(&b.stmts[k]));
+        later[k] = set;
+    }
+    for k in 0..n {
+        let dead_after = |v: ValueId, local: &HashSet<ValueId>| local.contains(&v) && !later[k + 1].contains(&v);
+        let s = &mut b.stmts[k];
+        match &mut s.op {
+            Op::Prim { prim: Prim::Modarray | Prim::IdxModarray, args, in_place, .. } => {
+                if !*in_place && dead_after(args[0], &local) && !args[1..].contains(&args[0]) {
+                    *in_place = true;
+                    counts.1 += 1;
+                }
+            }
+            // One result array per with-loop (a part's write offset is into it).
+            Op::With(w) if w.ops.iter().filter(|o| !matches!(o, WithOp::Fold { .. })).count() == 1 => {
+                let candidates: Vec<Option<ValueId>> = w
+                    .ops
+                    .iter()
+                    .enumerate()
+                    .map(|(k2, op)| match op {
+                        WithOp::Modarray { array } => Some(*array),
+                        WithOp::Genarray { shape, .. } => genarray_candidate(w, k2, *shape, reader, shapes),
+                        WithOp::Fold { .. } => None,
+                    })
+                    .collect();
+                let mut taken: HashSet<ValueId> = HashSet::new();
+                for (k2, cand) in candidates.into_iter().enumerate() {
+                    let Some(a) = cand else { continue };
+                    if w.reuse[k2].is_some() || taken.contains(&a) || !dead_after(a, &local) {
+                        continue;
+                    }
+                    if !read_only_at_written_index(w, a) {
+                        continue;
+                    }
+                    // Not an operand of the with-loop other than as the modarray array.
+                    let other_operand = w.ops.iter().enumerate().any(|(j, op)| match op {
+                        WithOp::Modarray { array } => j != k2 && *array == a,
+                        WithOp::Genarray { shape, default } => *shape == a || *default == Some(a),
+                        WithOp::Fold { partial, neutral, fixpoint, .. } => {
+                            partial.contains(&a) || *neutral == a || *fixpoint == Some(a)
+                        }
+                    });
+                    if other_operand {
+                        continue;
+                    }
+                    w.reuse[k2] = Some(a);
+                    taken.insert(a);
+                    counts.0 += 1;
+                }
+            }
+            _ => {}
+        }
+        // Nested blocks: their own locals.
+        match &mut s.op {
+            Op::Loop { params, cond, body, .. } => {
+                let ps: HashSet<ValueId> = params.iter().copied().collect();
+                block(cond, &HashSet::new(), reader, shapes, counts);
+                block(body, &ps, reader, shapes, counts);
+            }
+            other => other.walk_blocks_mut(&mut |inner| block(inner, &HashSet::new(), reader, shapes, counts)),
+        }
+        local.extend(b.stmts[k].defs.iter().copied());
+    }
+}
+
+/// For a genarray operator with scalar cells: an array of the same shape and
+/// element type it could write into.
+fn genarray_candidate(
+    w: &With,
+    k: usize,
+    shape: ValueId,
+    reader: &Reader,
+    shapes: &std::collections::HashMap<ValueId, ValueId>,
+) -> Option<ValueId> {
+    let frame = reader.vector(shape)?;
+    let elem = w.parts.first().map(|p| reader.ty(p.body.yields[k]).elem)?;
+    if !w.parts.iter().all(|p| reader.ty(p.body.yields[k]).shape.is_scalar()) {
+        return None;
+    }
+    // Arrays the with-loop reads at its own index.
+    let mut found = None;
+    for p in &w.parts {
+        p.body.walk(&mut |s| {
+            if found.is_some() {
+                return;
+            }
+            let a = match &s.op {
+                Op::Prim { prim: Prim::IdxSel, args, .. } if Some(args[0]) == p.offset => args[1],
+                Op::Prim { prim: Prim::Sel, args, .. } if Some(args[0]) == p.index => args[1],
+                _ => return,
+            };
+            if reader.ty(a).elem != elem {
+                return;
+            }
+            let shape_of = match reader.ty(a).shape.extents() {
+                Some(e) => Some(e.iter().map(|&x| index::Affine::constant(x as i64)).collect::<Vec<_>>()),
+                None => shapes.get(&a).and_then(|s| reader.vector(*s)),
+            };
+            if shape_of
+                .is_some_and(|sh| sh.len() == frame.len() && sh.iter().zip(&frame).all(|(x, y)| x.minus(y) == Some(0)))
+            {
+                found = Some(a);
+            }
+        });
+    }
+    found
+}
+
+/// Whether every read of `a` inside the with-loop is at the index being written.
+fn read_only_at_written_index(w: &With, a: ValueId) -> bool {
+    w.parts.iter().all(|p| {
+        let mut ok = true;
+        p.body.walk(&mut |s| {
+            if !s.op.operands().contains(&a) {
+                return;
+            }
+            ok &= match &s.op {
+                Op::Prim { prim: Prim::IdxSel, args, .. } => args[1] == a && Some(args[0]) == p.offset,
+                Op::Prim { prim: Prim::Sel, args, .. } => args[1] == a && Some(args[0]) == p.index,
+                Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => true,
+                _ => false,
+            };
+        });
+        ok
+    })
+}
