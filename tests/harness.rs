@@ -17,11 +17,17 @@
 //! // error: E0203 @ 7:5 "before it is assigned"   (compile error; repeat for several)
 //! // runtime-error: R0001 @ 12:10 "out of bounds"  (run-time error)
 //! // warning: W0011 @ 3:9                          (expected warnings, if any listed)
+//! // structure:                        (lines of `withloop compile --emit structure`,
+//! // | fn main: 1 with-loop              in this order, others may come between)
+//! // remark: wlf missed @ 12:5 "several consumers"  (an optimisation remark)
+//! // counter: with_loops_folded >= 2               (a report total: `=` or `>=`)
 //! ```
 //!
 //! `output` must match exactly. Compile errors must match as a set: every expected
 //! error reported (code, and line:col and message text when given) and nothing else.
 //! A run-time error must match, and any `output` is what was printed before it.
+//! Every program that runs also runs through the unoptimised and the optimised
+//! IR, which must print the same and fail the same way (code and location).
 //! Run one file: `cargo test -p withloop-tests --test lang -- det`.
 
 use std::path::{Path, PathBuf};
@@ -78,9 +84,21 @@ struct Expect {
     shapes: Vec<String>,
     maxspec: Option<usize>,
     instances: Option<String>,
+    structure: Option<Vec<String>>,
+    remarks: Vec<RemarkSpec>,
+    counters: Vec<(String, String, u64)>,
     errors: Vec<ErrSpec>,
     runtime_error: Option<ErrSpec>,
     warnings: Option<Vec<ErrSpec>>,
+}
+
+/// `remark: PASS KIND [@ LINE:COL] ["text"]`.
+#[derive(Debug, Clone)]
+struct RemarkSpec {
+    pass: String,
+    kind: String,
+    at: Option<(usize, usize)>,
+    contains: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -128,13 +146,36 @@ fn parse_err_spec(text: &str) -> Result<ErrSpec, String> {
     Ok(ErrSpec { code, at, contains })
 }
 
+fn parse_remark_spec(text: &str) -> Result<RemarkSpec, String> {
+    let (head, contains) = match text.find('"') {
+        Some(q) => {
+            let rest = &text[q + 1..];
+            let end = rest.rfind('"').ok_or("unterminated message text")?;
+            (&text[..q], Some(rest[..end].to_string()))
+        }
+        None => (text, None),
+    };
+    let (words, at) = match head.split_once('@') {
+        Some((w, pos)) => {
+            let (l, c) = pos.trim().split_once(':').ok_or("position must be LINE:COL")?;
+            (w, Some((l.trim().parse().map_err(|_| "bad line")?, c.trim().parse().map_err(|_| "bad column")?)))
+        }
+        None => (head, None),
+    };
+    let mut it = words.split_whitespace();
+    let pass = it.next().ok_or("remark: PASS KIND")?.to_string();
+    let kind = it.next().ok_or("remark: PASS KIND")?.to_string();
+    Ok(RemarkSpec { pass, kind, at, contains })
+}
+
 fn parse_expect(text: &str) -> Result<Expect, String> {
     let mut e = Expect::default();
     let mut in_block = false;
     let mut output: Option<Vec<String>> = None;
     let mut instances: Option<Vec<String>> = None;
+    let mut structure: Option<Vec<String>> = None;
     // Which block `|` lines belong to.
-    let mut in_instances = false;
+    let mut block = "";
     for line in text.lines() {
         let t = line.trim_start();
         let Some(body) = t.strip_prefix("//") else { break };
@@ -143,8 +184,12 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             continue;
         }
         if let Some(rest) = body.strip_prefix(" |").or_else(|| body.strip_prefix("|")) {
-            let block = if in_instances { instances.as_mut() } else { output.as_mut() };
-            let out = block.ok_or("`|` line outside `output:` or `instances:`")?;
+            let target = match block {
+                "instances" => instances.as_mut(),
+                "structure" => structure.as_mut(),
+                _ => output.as_mut(),
+            };
+            let out = target.ok_or("`|` line outside `output:`, `instances:` or `structure:`")?;
             out.push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
             continue;
         }
@@ -159,7 +204,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             "args" => e.args = value.split(';').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
             "flags" => e.flags = value.split_whitespace().map(str::to_string).collect(),
             "output" => {
-                in_instances = false;
+                block = "output";
                 if !value.is_empty() {
                     output = Some(vec![value.to_string()]);
                 } else {
@@ -167,8 +212,22 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
                 }
             }
             "instances" => {
-                in_instances = true;
+                block = "instances";
                 instances = Some(Vec::new());
+            }
+            "structure" => {
+                block = "structure";
+                structure = Some(Vec::new());
+            }
+            "remark" => e.remarks.push(parse_remark_spec(value)?),
+            "counter" => {
+                let parts: Vec<&str> = value.split_whitespace().collect();
+                match parts.as_slice() {
+                    [name, op @ ("=" | ">="), n] => {
+                        e.counters.push((name.to_string(), op.to_string(), n.parse().map_err(|_| "counter value")?))
+                    }
+                    _ => return Err("counter: NAME = N or NAME >= N".into()),
+                }
             }
             "shapes" => e.shapes = value.split(';').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
             "maxspec" => e.maxspec = Some(value.parse().map_err(|_| "maxspec must be a number")?),
@@ -183,6 +242,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
     }
     e.output = output.map(|lines| lines.iter().map(|l| format!("{l}\n")).collect());
     e.instances = instances.map(|lines| lines.iter().map(|l| format!("{l}\n")).collect());
+    e.structure = structure;
     Ok(e)
 }
 
@@ -272,6 +332,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
     ir_text_round_trips(&inv)?;
+    check_optimisation(&inv, &expect)?;
     // The same program through the IR must behave identically.
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
@@ -317,6 +378,44 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         return Err("the test states no `output:` (or errors, or instances) to check".into());
     }
     check_warnings(&expect, &report)
+}
+
+/// Structure, remark and counter expectations against the optimised program.
+fn check_optimisation(inv: &Invocation, expect: &Expect) -> Result<(), Failed> {
+    if expect.structure.is_none() && expect.remarks.is_empty() && expect.counters.is_empty() {
+        return Ok(());
+    }
+    let options = opt::PipelineOptions { verify: true, no_timing: true, ..Default::default() };
+    let (fe, module, outcome) = withloop_cli::optimised(inv, &options).map_err(|r| r.stderr)?;
+    let report = opt::report::build("", &outcome, &fe.program, &fe.typed, &fe.sources, true, false);
+    if let Some(want) = &expect.structure {
+        let got = ir::print::structure_text(&module);
+        let mut lines = got.lines();
+        for w in want {
+            if !lines.any(|l| l == w) {
+                return Err(format!("structure line not found (in order): {w}\n--- structure ---\n{got}").into());
+            }
+        }
+    }
+    for r in &expect.remarks {
+        let found = report.remarks.iter().any(|x| {
+            x.pass == r.pass
+                && x.kind == r.kind
+                && r.at.is_none_or(|(l, c)| x.at.as_ref().is_some_and(|a| a.line == l && a.column == c))
+                && r.contains.as_ref().is_none_or(|t| x.message.contains(t.as_str()))
+        });
+        if !found {
+            return Err(format!("remark not found: {r:?}\n--- report ---\n{}", report.to_text()).into());
+        }
+    }
+    for (name, op, n) in &expect.counters {
+        let got = report.totals.get(name.as_str()).copied().unwrap_or(0);
+        let ok = if op == "=" { got == *n } else { got >= *n };
+        if !ok {
+            return Err(format!("counter {name} is {got}, expected {op} {n}\n--- report ---\n{}", report.to_text()).into());
+        }
+    }
+    Ok(())
 }
 
 /// The lowered IR verifies, and its text form reads back to the same text.

@@ -259,6 +259,8 @@ pub enum Emit {
     Report,
     /// The optimisation report, as JSON.
     ReportJson,
+    /// A summary of the with-loops left after optimisation.
+    Structure,
 }
 
 /// Front end and lowering: the program as IR, or the report of why not.
@@ -327,6 +329,7 @@ pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> 
         Emit::Ir => ir::print::module_text(&module),
         Emit::Report => build().to_text(),
         Emit::ReportJson => build().to_json() + "\n",
+        Emit::Structure => ir::print::structure_text(&module),
     };
     report.stdout.extend_from_slice(text.as_bytes());
     report

@@ -62,7 +62,8 @@ enum Command {
         #[command(flatten)]
         source: SourceArgs,
         /// What to print: `ir` (the IR after all passes), `report` (the
-        /// optimisation report) or `report-json` (the same as JSON).
+        /// optimisation report), `report-json` (the same as JSON) or
+        /// `structure` (the with-loops that are left, with their index ranges).
         #[arg(long, default_value = "report")]
         emit: String,
         /// Include library functions in the report.
@@ -82,7 +83,7 @@ struct PassArgs {
     /// Switch a pass off (repeatable). Passes: see `withloop passes`.
     #[arg(long = "disable", value_name = "PASS")]
     disable: Vec<String>,
-    /// Run only these passes (comma-separated).
+    /// Run only these passes (comma-separated; `none` for none).
     #[arg(long, value_name = "PASS,…", value_delimiter = ',')]
     passes: Option<Vec<String>>,
     /// Print the IR after every run of this pass.
@@ -101,10 +102,11 @@ impl PassArgs {
         };
         let mut options = match &self.passes {
             Some(only) => {
-                for p in only {
+                let only: Vec<&str> = only.iter().map(String::as_str).filter(|p| *p != "none").collect();
+                for p in &only {
                     check(p)?;
                 }
-                opt::PipelineOptions::only(&only.iter().map(String::as_str).collect::<Vec<_>>())
+                opt::PipelineOptions::only(&only)
             }
             None => opt::PipelineOptions::default(),
         };
@@ -186,8 +188,9 @@ fn main() -> ExitCode {
                 "ir" => Emit::Ir,
                 "report" => Emit::Report,
                 "report-json" => Emit::ReportJson,
+                "structure" => Emit::Structure,
                 other => {
-                    eprintln!("error: unknown --emit `{other}` (expected `ir`, `report` or `report-json`)");
+                    eprintln!("error: unknown --emit `{other}` (expected `ir`, `report`, `report-json` or `structure`)");
                     return ExitCode::from(64);
                 }
             };

@@ -298,6 +298,14 @@ impl Interp<'_> {
                 Vec::new()
             }
             Op::Fail { code, message } => return Err(self.error(*code, message.clone(), at)),
+            Op::Narrow(v) => {
+                let x = self.get(frame, *v, at)?;
+                let want = f.ty(s.defs[0]);
+                if !want.admits(&x) {
+                    return Err(self.bug(format!("a {} was narrowed to {want}", describe_value(&x)), at));
+                }
+                vec![x]
+            }
             Op::Pattern { args, specs, vars, function } => {
                 let mut env = Bindings::new();
                 for (k, (a, spec)) in args.iter().zip(specs).enumerate() {

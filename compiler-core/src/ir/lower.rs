@@ -310,7 +310,8 @@ impl FnBuilder {
         let fails = |b: &Block| b.stmts.iter().any(|s| matches!(s.op, Op::Fail { .. }));
         let (dead, live) = match (fails(then_block), fails(else_block)) {
             (true, false) => (then_block, else_block),
-            (false, true) => (else_block, then_block),
+            // Both dead: any agreeing types will do.
+            (false, true) | (true, true) => (else_block, then_block),
             _ => return,
         };
         let tys: Vec<Ty> = live.yields.iter().map(|y| self.ty(*y)).collect();
@@ -1222,6 +1223,27 @@ impl FnLower<'_, '_> {
                 span: p.generator_span,
                 result_spans,
             });
+        }
+        // Parts inference never reached (they fail) yield values typed like what
+        // the operators expect.
+        for part in &mut parts {
+            if !part.body.stmts.iter().any(|s| matches!(s.op, Op::Fail { .. })) {
+                continue;
+            }
+            for (k, op) in ops.iter().enumerate() {
+                let want = cells.get(k).cloned().flatten().or_else(|| match op {
+                    WithOp::Genarray { default: Some(d), .. } => Some(self.b.ty(*d)),
+                    WithOp::Fold { neutral, .. } => Some(self.b.ty(*neutral)),
+                    WithOp::Modarray { array } => Some(Ty::new(self.b.ty(*array).elem, Shape::AtLeast(0))),
+                    _ => w.cell_hint.map(|b| Ty::new(Elem::Base(b), Shape::scalar())),
+                });
+                if let (Some(t), Some(y)) = (want, part.body.yields.get(k).copied()) {
+                    if self.b.ty(y).elem != t.elem {
+                        let p = self.b.placeholder_of(&mut part.body.stmts, &t, span);
+                        part.body.yields[k] = p;
+                    }
+                }
+            }
         }
         // Result types.
         let mut tys = Vec::new();

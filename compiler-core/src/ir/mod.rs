@@ -284,6 +284,10 @@ pub enum Op {
         code: crate::diagnostics::Code,
         message: String,
     },
+    /// The same value, known to have the (narrower) type of the statement's
+    /// definition: what a dispatch test established (after inlining an
+    /// instance into its wrapper). A value that does not fit is a compiler bug.
+    Narrow(ValueId),
     /// Matches the arguments' shapes against a function's type patterns
     /// (`int[n,n] a, int[n] b`), failing with R0014 when they disagree, and defines
     /// the pattern variables (`vars`, int scalars or int vectors) in order.
@@ -322,6 +326,16 @@ impl Block {
     }
 }
 
+impl Block {
+    /// Calls `f` on every statement, nested ones included (pre-order), mutably.
+    pub fn walk_mut(&mut self, f: &mut dyn FnMut(&mut Stmt)) {
+        for s in &mut self.stmts {
+            f(s);
+            s.op.walk_blocks_mut(&mut |b| b.walk_mut(f));
+        }
+    }
+}
+
 impl Op {
     /// A checked primitive, not in place.
     pub fn prim(prim: Prim, args: Vec<ValueId>) -> Op {
@@ -332,6 +346,7 @@ impl Op {
     pub fn operands(&self) -> Vec<ValueId> {
         match self {
             Op::Const(_) | Op::Fail { .. } => Vec::new(),
+            Op::Narrow(v) => vec![*v],
             Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.clone(),
             Op::If { cond, .. } => vec![*cond],
             Op::Loop { init, .. } => init.clone(),
@@ -373,6 +388,7 @@ impl Op {
     pub fn map_operands(&mut self, f: &mut dyn FnMut(ValueId) -> ValueId) {
         match self {
             Op::Const(_) | Op::Fail { .. } => {}
+            Op::Narrow(v) => *v = f(*v),
             Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.iter_mut().for_each(|a| *a = f(*a)),
             Op::If { cond, .. } => *cond = f(*cond),
             Op::Loop { init, .. } => init.iter_mut().for_each(|a| *a = f(*a)),

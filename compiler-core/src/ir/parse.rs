@@ -377,6 +377,10 @@ impl<'a> Parser<'a> {
                 let vars = vars_text.split(", ").filter(|v| !v.is_empty()).map(Name::new).collect();
                 Op::Pattern { args, specs, vars, function }
             }
+            "narrow" => match self.vals(&toks).as_slice() {
+                [v] => Op::Narrow(*v),
+                _ => return self.err("narrow takes one value"),
+            },
             "fail" => {
                 let (code, msg) = self.code_message(&toks)?;
                 Op::Fail { code, message: msg }

@@ -255,6 +255,7 @@ impl Printer<'_> {
                 .ok()
             }
             Op::Fail { code, message } => writeln!(self.out, "fail {} {:?}", code.id, message).ok(),
+            Op::Narrow(v) => writeln!(self.out, "narrow {}", self.v(*v)).ok(),
             Op::Check(c) => {
                 let what = match &c.check {
                     Check::SameShape(a, b) => format!("same_shape({}, {})", self.v(*a), self.v(*b)),
@@ -399,4 +400,99 @@ pub fn module_text(module: &Module) -> String {
         writeln!(out, "entry {name} = {}", module.function(*f).name).ok();
     }
     out
+}
+
+/// A summary of the with-loops of every function that has some, for structure
+/// tests and the playground:
+///
+/// ```text
+/// fn relax__d_5_6: 1 with-loop
+///   genarray [5,6]: 5 parts [0,0]..[1,6] [1,0]..[4,1] [1,1]..[4,5] [1,5]..[4,6] [4,0]..[5,6]; 0 checks
+/// ```
+///
+/// Bounds print when constant (`?` otherwise); nested with-loops are indented
+/// under the one containing them.
+pub fn structure_text(module: &Module) -> String {
+    let mut out = String::new();
+    for f in &module.functions {
+        let consts = constants(&f.body);
+        let mut lines = Vec::new();
+        let mut count = 0;
+        structure_block(f, &f.body, &consts, 1, &mut lines, &mut count);
+        if count > 0 {
+            writeln!(out, "fn {}: {count} with-loop{}", f.name, if count == 1 { "" } else { "s" }).ok();
+            for l in lines {
+                writeln!(out, "{l}").ok();
+            }
+        }
+    }
+    out
+}
+
+fn constants(b: &Block) -> std::collections::HashMap<ValueId, Value> {
+    let mut out = std::collections::HashMap::new();
+    b.walk(&mut |s| {
+        if let Op::Const(c) = &s.op {
+            out.insert(s.defs[0], c.clone());
+        }
+    });
+    out
+}
+
+fn structure_block(
+    f: &Function,
+    b: &Block,
+    consts: &std::collections::HashMap<ValueId, Value>,
+    depth: usize,
+    lines: &mut Vec<String>,
+    count: &mut usize,
+) {
+    let vec_text = |v: ValueId| -> String {
+        match consts.get(&v).and_then(|c| c.as_int_vec().filter(|_| c.rank() == 1)) {
+            Some(x) => format!("[{}]", x.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
+            None => "?".to_string(),
+        }
+    };
+    for s in &b.stmts {
+        match &s.op {
+            Op::With(w) => {
+                *count += 1;
+                let ops: Vec<String> = w
+                    .ops
+                    .iter()
+                    .map(|op| match op {
+                        WithOp::Genarray { shape, .. } => format!("genarray {}", vec_text(*shape)),
+                        WithOp::Modarray { .. } => "modarray".to_string(),
+                        WithOp::Fold { fun, .. } => match fun {
+                            FoldFn::Prim(p) => format!("fold {}", prim_name(p)),
+                            FoldFn::Call(_) => "fold call".to_string(),
+                        },
+                    })
+                    .collect();
+                let parts: Vec<String> =
+                    w.parts.iter().map(|p| format!("{}..{}", vec_text(p.lower), vec_text(p.upper))).collect();
+                let mut checks = 0;
+                for p in &w.parts {
+                    p.body.walk(&mut |t| {
+                        if matches!(t.op, Op::Check(_)) {
+                            checks += 1;
+                        }
+                    });
+                }
+                lines.push(format!(
+                    "{}{}: {} part{} {}; {checks} check{}",
+                    "  ".repeat(depth),
+                    ops.join(", "),
+                    w.parts.len(),
+                    if w.parts.len() == 1 { "" } else { "s" },
+                    parts.join(" "),
+                    if checks == 1 { "" } else { "s" }
+                ));
+                for p in &w.parts {
+                    structure_block(f, &p.body, consts, depth + 1, lines, count);
+                }
+            }
+            other => other.walk_blocks(&mut |inner| structure_block(f, inner, consts, depth, lines, count)),
+        }
+    }
 }

@@ -82,7 +82,7 @@ impl Verifier<'_> {
         }
         let n_defs = s.defs.len();
         let expected = match &s.op {
-            Op::Const(_) | Op::Prim { .. } | Op::Array(_) => Some(1),
+            Op::Const(_) | Op::Prim { .. } | Op::Array(_) | Op::Narrow(_) => Some(1),
             Op::Pattern { vars, .. } => Some(vars.len()),
             Op::Check(_) | Op::Fail { .. } => Some(0),
             Op::Call { func, args } => match self.module.functions.get(func.0 as usize) {
@@ -191,6 +191,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::With(_) => "with",
         Op::Check(_) => "check",
         Op::Fail { .. } => "fail",
+        Op::Narrow(_) => "narrow",
         Op::Pattern { .. } => "pattern",
     }
 }

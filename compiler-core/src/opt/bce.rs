@@ -43,7 +43,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut proven_prims: Vec<ValueId> = Vec::new();
         {
             let reader = Reader::new(f, &defs);
-            let mut ranges: Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)> = Vec::new();
+            let mut ranges: Ranges = Vec::new();
             walk(&f.body, &reader, &shapes, &mut ranges, &mut proven_checks, &mut proven_prims);
         }
         let mut removed = 0;
@@ -87,7 +87,7 @@ fn shape_of(reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> 
 /// Whether `idx` lies inside `shape` for every index of the enclosing parts.
 fn proven(
     reader: &Reader,
-    ranges: &[(HashMap<Atom, usize>, Vec<(Affine, Affine)>)],
+    ranges: &Ranges,
     idx: ValueId,
     shape: &[Affine],
 ) -> bool {
@@ -121,6 +121,7 @@ fn proven(
     })
 }
 
+/// Per enclosing part: its index atoms (→ axis) and bounds per axis.
 type Ranges = Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)>;
 
 fn walk(

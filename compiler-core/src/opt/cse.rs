@@ -127,6 +127,7 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
             Some(Key::Prim(format!("{} {}", prim_name(prim), type_text(f.ty(s.defs[0]))), args))
         }
         Op::Array(args) => Some(Key::Array(args.clone())),
+        Op::Narrow(v) => Some(Key::Prim(format!("narrow {}", type_text(f.ty(s.defs[0]))), vec![*v])),
         Op::Check(c) => {
             let (kind, vals) = match &c.check {
                 Check::SameShape(a, b) => ("same_shape".to_string(), vec![*a, *b]),

@@ -81,8 +81,10 @@ fn candidates(f: &Function) -> HashSet<ValueId> {
             if wanted.contains(d) {
                 continue;
             }
+            // Fed by a with-loop or an expanded operation, or feeding a with-loop
+            // or another element-wise operation (a chain fuses as a whole).
             let from = args.iter().any(|a| produced.contains(a) || wanted.contains(a));
-            let into = selected.contains(d) || prims.iter().any(|(e, xs)| wanted.contains(e) && xs.contains(d));
+            let into = selected.contains(d) || prims.iter().any(|(e, xs)| e != d && xs.contains(d));
             if from || into {
                 wanted.insert(*d);
                 grew = true;
@@ -125,6 +127,12 @@ fn block(f: &mut Function, b: &mut Block, wanted: &HashSet<ValueId>) -> u64 {
             out.push(s);
             continue;
         };
+        // Every argument is a scalar or an array of the result's rank (an
+        // argument of unknown rank could be either at run time).
+        if !args.iter().all(|a| matches!(f.ty(*a).shape.rank_if_known(), Some(r) if r == 0 || r == rank)) {
+            out.push(s);
+            continue;
+        }
         // The array argument that gives the shape.
         let Some(&shaped) = args.iter().find(|a| f.ty(**a).shape.rank_if_known() == Some(rank)) else {
             out.push(s);

@@ -41,7 +41,7 @@ pub const PASS: Pass = Pass {
 /// declared `inline`.
 pub const SMALL: usize = 40;
 /// Inlining stops when a caller would grow beyond this many statements.
-pub const MAX_CALLER: usize = 50_000;
+pub const MAX_CALLER: usize = 20_000;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     let recursive = util::recursive_functions(m);
@@ -74,6 +74,26 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             );
         }
     }
+    // Fold functions that are one primitive become that primitive.
+    let mut prim_folds = 0;
+    let as_prim: Vec<Option<crate::sema::hir::Prim>> = m.functions.iter().map(single_primitive).collect();
+    for f in &mut m.functions {
+        f.body.walk_mut(&mut |s| {
+            if let Op::With(w) = &mut s.op {
+                for op in &mut w.ops {
+                    if let WithOp::Fold { fun, .. } = op {
+                        if let FoldFn::Call(g) = fun {
+                            if let Some(Some(p)) = as_prim.get(g.0 as usize) {
+                                *fun = FoldFn::Prim(p.clone());
+                                prim_folds += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+    cx.count("fold_functions_inlined", prim_folds);
     let removed = remove_dead_functions(m);
     cx.count("functions_removed", removed as u64);
 }
@@ -119,9 +139,20 @@ impl Inliner<'_> {
             *size += callee_size;
             let caller = &mut self.module.functions[self.caller];
             let mut cloner = Cloner { src: Some(&callee.values), map: HashMap::new() };
+            // Arguments narrower in the callee (its instance was chosen for
+            // their types) keep the callee's parameter types.
+            let mut narrowed = Vec::new();
             for (p, a) in callee.params.iter().zip(args) {
-                cloner.map.insert(*p, *a);
+                let (want, have) = (callee.ty(*p), caller.ty(*a).clone());
+                if want.elem == have.elem && !have.subset_of(want) && want.subset_of(&have) {
+                    let n = caller.new_value(want.clone(), callee.values[p.0 as usize].name.clone());
+                    narrowed.push(Stmt { defs: vec![n], op: Op::Narrow(*a), span: s.span, blame: s.blame });
+                    cloner.map.insert(*p, n);
+                } else {
+                    cloner.map.insert(*p, *a);
+                }
             }
+            out.extend(narrowed);
             let mut copy = cloner.block(caller, &callee.body);
             let call_blame = match s.blame {
                 Blame::Caller => Blame::Caller,
@@ -136,6 +167,14 @@ impl Inliner<'_> {
         }
         b.stmts = out;
     }
+}
+
+/// `return prim p(a, b)` of the two parameters in order: `p`.
+fn single_primitive(f: &Function) -> Option<crate::sema::hir::Prim> {
+    let [s] = f.body.stmts.as_slice() else { return None };
+    let Op::Prim { prim, args, .. } = &s.op else { return None };
+    let binary = matches!(prim, crate::sema::hir::Prim::Bin(_));
+    (binary && f.params.len() == 2 && *args == f.params && f.body.yields == s.defs).then(|| prim.clone())
 }
 
 /// Inlined statements blamed on their caller, or in library code, are blamed

@@ -302,6 +302,15 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
         }
         outcome.rounds.push((stage.name, rounds));
     }
+    // A missed remark that a later round turned into an applied one (same pass,
+    // function and place) is history, not news.
+    let applied: BTreeSet<(&'static str, String, Option<Span>)> = outcome
+        .remarks
+        .iter()
+        .filter(|r| r.kind == RemarkKind::Applied)
+        .map(|r| (r.pass, r.function.clone(), r.span))
+        .collect();
+    outcome.remarks.retain(|r| r.kind != RemarkKind::Missed || !applied.contains(&(r.pass, r.function.clone(), r.span)));
     outcome.passes = stats;
     Ok(outcome)
 }

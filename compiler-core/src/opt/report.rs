@@ -232,11 +232,8 @@ impl Report {
             }
             let counters: Vec<String> = p.counters.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let time = p.time_us.map_or(String::new(), |t| format!(" {:>8.3}ms", t as f64 / 1000.0));
-            out.push_str(
-                &format!("  {:<10} {:>2} runs{}  {}\n", p.name, p.runs, time, counters.join(" "))
-                    .trim_end()
-                    .to_string(),
-            );
+            let line = format!("  {:<10} {:>2} runs{}  {}", p.name, p.runs, time, counters.join(" "));
+            out.push_str(line.trim_end());
             out.push('\n');
         }
         let stages: Vec<String> = self.stages.iter().map(|s| format!("{} {} round(s)", s.name, s.rounds)).collect();

@@ -88,11 +88,11 @@ fn block(
         let dead_after = |v: ValueId, local: &HashSet<ValueId>| local.contains(&v) && !later[k + 1].contains(&v);
         let s = &mut b.stmts[k];
         match &mut s.op {
-            Op::Prim { prim: Prim::Modarray | Prim::IdxModarray, args, in_place, .. } => {
-                if !*in_place && dead_after(args[0], &local) && !args[1..].contains(&args[0]) {
-                    *in_place = true;
-                    counts.1 += 1;
-                }
+            Op::Prim { prim: Prim::Modarray | Prim::IdxModarray, args, in_place, .. }
+                if !*in_place && dead_after(args[0], &local) && !args[1..].contains(&args[0]) =>
+            {
+                *in_place = true;
+                counts.1 += 1;
             }
             // One result array per with-loop (a part's write offset is into it).
             Op::With(w) if w.ops.iter().filter(|o| !matches!(o, WithOp::Fold { .. })).count() == 1 => {

@@ -417,6 +417,16 @@ impl Simplify {
                 Action::Splice(stmts)
             }
             Op::With(_) => self.rewrite_with(f, s),
+            Op::Narrow(v) => {
+                // Already that narrow: the value itself.
+                if f.ty(*v).subset_of(f.ty(s.defs[0])) {
+                    let v = *v;
+                    self.counts.copies += 1;
+                    self.forward(f, &s.defs, &[v]);
+                    return Action::Forward;
+                }
+                Action::Keep(s)
+            }
             _ => Action::Keep(s),
         }
     }

@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Constant folding then usually finishes the job (shape comparisons in library
-//! code, small index computations). Limits: `foldfix` (it stops early) and
+//! code, small index computations). Limits: at most [`MAX_COPIED`] statements are
+//! copied (nested with-loops would multiply otherwise); `foldfix` (it stops early) and
 //! with-loops whose generators are not constant or leave their frame stay, and
 //! so do arrays other with-loops select from (folding them is better).
 
@@ -35,6 +36,9 @@ pub const PASS: Pass =
 
 /// The most indices a with-loop may have to be unrolled.
 pub const MAX_INDICES: usize = 8;
+/// The most statements unrolling may copy (indices times body size), so that
+/// nested with-loops do not multiply code.
+pub const MAX_COPIED: usize = 160;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
@@ -144,6 +148,10 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>) -> Optio
         }
     }
     if all.is_empty() || all.len() > MAX_INDICES {
+        return None;
+    }
+    let copied: usize = all.iter().map(|(k, _)| util::size(&w.parts[*k].body) + 1).sum();
+    if copied > MAX_COPIED {
         return None;
     }
     // Frames (genarray shapes, modarray arguments) must be constant and hold
@@ -315,30 +323,39 @@ fn literal(
     ty: &Ty,
     s: &Stmt,
 ) -> ValueId {
-    fn build(
-        f: &mut Function,
-        out: &mut Vec<Stmt>,
-        frame: &[i64],
-        prefix: &mut Vec<i64>,
-        values: &[(Vec<i64>, Vec<ValueId>)],
-        k: usize,
-        ty: &Ty,
-        s: &Stmt,
-    ) -> ValueId {
-        if prefix.len() == frame.len() {
-            return values.iter().find(|(iv, _)| iv == prefix).map(|(_, ys)| ys[k]).expect("every index is covered");
+    let lit = Literal { frame, values, k, ty, s };
+    lit.build(f, out, &mut Vec::new())
+}
+
+/// What a nested literal is built from.
+struct Literal<'a> {
+    frame: &'a [i64],
+    values: &'a [(Vec<i64>, Vec<ValueId>)],
+    k: usize,
+    ty: &'a Ty,
+    s: &'a Stmt,
+}
+
+impl Literal<'_> {
+    fn build(&self, f: &mut Function, out: &mut Vec<Stmt>, prefix: &mut Vec<i64>) -> ValueId {
+        if prefix.len() == self.frame.len() {
+            return self
+                .values
+                .iter()
+                .find(|(iv, _)| iv == prefix)
+                .map(|(_, ys)| ys[self.k])
+                .expect("every index is covered");
         }
         let d = prefix.len();
         let mut elems = Vec::new();
-        for i in 0..frame[d] {
+        for i in 0..self.frame[d] {
             prefix.push(i);
-            elems.push(build(f, out, frame, prefix, values, k, ty, s));
+            elems.push(self.build(f, out, prefix));
             prefix.pop();
         }
-        let sub = Ty::new(ty.elem, ty.shape.drop_axes(d));
+        let sub = Ty::new(self.ty.elem, self.ty.shape.drop_axes(d));
         let v = f.new_value(sub, None);
-        out.push(Stmt { defs: vec![v], op: Op::Array(elems), span: s.span, blame: s.blame });
+        out.push(Stmt { defs: vec![v], op: Op::Array(elems), span: self.s.span, blame: self.s.blame });
         v
     }
-    build(f, out, frame, &mut Vec::new(), values, k, ty, s)
 }

@@ -209,7 +209,7 @@ pub fn prim_may_fail(p: &Prim) -> bool {
 /// moved to where they could run more often.
 pub fn may_fail(op: &Op) -> bool {
     match op {
-        Op::Const(_) | Op::Array(_) => false,
+        Op::Const(_) | Op::Array(_) | Op::Narrow(_) => false,
         Op::Prim { prim, .. } => prim_may_fail(prim) || prim.has_effect(),
         Op::Call { .. } | Op::Check(_) | Op::Fail { .. } | Op::Pattern { .. } | Op::Loop { .. } => true,
         Op::If { then_block, else_block, .. } => block_may_fail(then_block) || block_may_fail(else_block),
@@ -340,6 +340,7 @@ fn alpha_eq_stmt(f: &Function, x: &Stmt, y: &Stmt, map: &mut HashMap<ValueId, Va
         }
         (Op::Call { func: a, .. }, Op::Call { func: b, .. }) => a == b,
         (Op::Array(_), Op::Array(_)) => true,
+        (Op::Narrow(_), Op::Narrow(_)) => f.ty(x.defs[0]) == f.ty(y.defs[0]),
         (Op::Check(a), Op::Check(b)) => {
             a.code == b.code
                 && a.message == b.message

@@ -78,7 +78,7 @@ fn find(b: &Block, reader: &Reader) -> Option<Target> {
     found
 }
 
-fn inner_with<'a>(p: &'a Part) -> Option<(&'a Stmt, &'a With)> {
+fn inner_with(p: &Part) -> Option<(&Stmt, &With)> {
     let y = *p.body.yields.first()?;
     let s = p.body.stmts.iter().find(|s| s.defs.first() == Some(&y))?;
     match &s.op {
