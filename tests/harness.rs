@@ -412,7 +412,9 @@ fn check_optimisation(inv: &Invocation, expect: &Expect) -> Result<(), Failed> {
         let got = report.totals.get(name.as_str()).copied().unwrap_or(0);
         let ok = if op == "=" { got == *n } else { got >= *n };
         if !ok {
-            return Err(format!("counter {name} is {got}, expected {op} {n}\n--- report ---\n{}", report.to_text()).into());
+            return Err(
+                format!("counter {name} is {got}, expected {op} {n}\n--- report ---\n{}", report.to_text()).into()
+            );
         }
     }
     Ok(())

@@ -36,7 +36,8 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<Stri
     let options = FrontendOptions { shape_hints: hints.to_vec(), ..Default::default() };
     let mut fe = frontend("gen.sac", &p.source, &MemoryLoader::default(), &options);
     if fe.has_errors() {
-        let msgs: Vec<String> = fe.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{} {}", d.code.id, d.message)).collect();
+        let msgs: Vec<String> =
+            fe.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{} {}", d.code.id, d.message)).collect();
         return Some(format!("compile error: {}", msgs.join("; ")));
     }
     let mut args = Vec::new();
@@ -48,7 +49,10 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<Stri
     }
     let run_options = RunOptions { max_steps: Some(2_000_000), ..Default::default() };
     let mut out = Vec::new();
-    let reference = interp::run(&fe.program, Some(&fe.typed), &fe.sources, &p.entry, args.clone(), run_options.clone(), &mut |b| out.extend_from_slice(b));
+    let reference =
+        interp::run(&fe.program, Some(&fe.typed), &fe.sources, &p.entry, args.clone(), run_options.clone(), &mut |b| {
+            out.extend_from_slice(b)
+        });
     let want = match reference.result {
         Ok(values) => Ok(render(&out, &values)),
         Err(EntryError::Runtime(e)) if e.code.id == "R0015" => return None, // step limit: inconclusive
@@ -68,7 +72,9 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<Stri
             }
         }
         let mut out = Vec::new();
-        let got = match ir::interp::run(&m, &fe.sources, &p.entry, args.clone(), run_options.clone(), &mut |b| out.extend_from_slice(b)) {
+        let got = match ir::interp::run(&m, &fe.sources, &p.entry, args.clone(), run_options.clone(), &mut |b| {
+            out.extend_from_slice(b)
+        }) {
             Some(Ok(values)) => Ok(render(&out, &values)),
             Some(Err(e)) => Err(e.code.id.to_string()),
             None => return Some(format!("{what}: no entry")),

@@ -190,7 +190,9 @@ fn main() -> ExitCode {
                 "report-json" => Emit::ReportJson,
                 "structure" => Emit::Structure,
                 other => {
-                    eprintln!("error: unknown --emit `{other}` (expected `ir`, `report`, `report-json` or `structure`)");
+                    eprintln!(
+                        "error: unknown --emit `{other}` (expected `ir`, `report`, `report-json` or `structure`)"
+                    );
                     return ExitCode::from(64);
                 }
             };

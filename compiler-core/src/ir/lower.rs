@@ -55,6 +55,7 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
             body: Block::default(),
             values: Vec::new(),
             inline: f.inline == crate::syntax::ast::Inline::Inline,
+            noinline: f.inline == crate::syntax::ast::Inline::Noinline,
             library: f.is_library(),
             span: f.name_span,
         });
@@ -145,6 +146,7 @@ impl ModuleLower<'_> {
             body: Block::default(),
             values: Vec::new(),
             inline: false,
+            noinline: false,
             library,
             span: members.first().map_or(Span::new(crate::span::FileId(0), 0, 0), |i| {
                 self.program.function(self.typed.instance(*i).fun).name_span
@@ -234,6 +236,7 @@ fn placeholder() -> Function {
         body: Block::default(),
         values: Vec::new(),
         inline: false,
+        noinline: false,
         library: false,
         span: Span::new(crate::span::FileId(0), 0, 0),
     }

@@ -116,6 +116,8 @@ pub struct Function {
     pub values: Vec<ValueData>,
     /// Declared `inline` (library functions are).
     pub inline: bool,
+    /// Declared `noinline`: never inlined.
+    pub noinline: bool,
     /// Comes from library code.
     pub library: bool,
     pub span: Span,

@@ -697,6 +697,7 @@ pub fn parse_module(text: &str, span: Span) -> PResult<Module> {
             body,
             values,
             inline: others.contains(&"inline"),
+            noinline: others.contains(&"noinline"),
             library: others.contains(&"library"),
             span,
         });

@@ -372,6 +372,9 @@ pub fn function_text(module: &Module, f: &Function) -> String {
         FunctionKind::Wrapper => "wrapper",
     };
     let mut attrs = vec![format!("{kind} {}", f.source_name)];
+    if f.noinline {
+        attrs.push("noinline".into());
+    }
     if f.inline {
         attrs.push("inline".into());
     }

@@ -85,12 +85,7 @@ fn shape_of(reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> 
 }
 
 /// Whether `idx` lies inside `shape` for every index of the enclosing parts.
-fn proven(
-    reader: &Reader,
-    ranges: &Ranges,
-    idx: ValueId,
-    shape: &[Affine],
-) -> bool {
+fn proven(reader: &Reader, ranges: &Ranges, idx: ValueId, shape: &[Affine]) -> bool {
     let comps: Vec<Affine> = match reader.ty(idx).shape.is_scalar() {
         true => vec![reader.scalar(idx)],
         false => match reader.vector(idx) {

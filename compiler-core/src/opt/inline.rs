@@ -50,7 +50,9 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            !recursive[i] && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
+            !recursive[i]
+                && !f.noinline
+                && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
         })
         .collect();
     for i in 0..m.functions.len() {

@@ -310,7 +310,9 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
         .filter(|r| r.kind == RemarkKind::Applied)
         .map(|r| (r.pass, r.function.clone(), r.span))
         .collect();
-    outcome.remarks.retain(|r| r.kind != RemarkKind::Missed || !applied.contains(&(r.pass, r.function.clone(), r.span)));
+    outcome
+        .remarks
+        .retain(|r| r.kind != RemarkKind::Missed || !applied.contains(&(r.pass, r.function.clone(), r.span)));
     outcome.passes = stats;
     Ok(outcome)
 }

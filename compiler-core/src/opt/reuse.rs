@@ -49,7 +49,15 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let shapes = shape_values(f);
         let mut counts = (0u64, 0u64);
         let params: HashSet<ValueId> = f.params.iter().copied().collect();
-        block(&mut f.body, &params, &reader, &shapes, &mut counts);
+        // Constants are static data: never written.
+        let mut constants = HashSet::new();
+        f.body.walk(&mut |s| {
+            if matches!(s.op, Op::Const(_)) {
+                constants.extend(s.defs.iter().copied());
+            }
+        });
+        let cx2 = Cx { reader: &reader, shapes: &shapes, constants: &constants };
+        block(&mut f.body, &params, &cx2, &mut counts);
         cx.count("buffers_reused", counts.0);
         cx.count("updates_in_place", counts.1);
     }
@@ -67,13 +75,17 @@ fn shape_values(f: &Function) -> std::collections::HashMap<ValueId, ValueId> {
 
 /// `local`: values defined in this block (and, for the function body, the
 /// parameters; for loop bodies, the loop's parameters).
-fn block(
-    b: &mut Block,
-    outer_local: &HashSet<ValueId>,
-    reader: &Reader,
-    shapes: &std::collections::HashMap<ValueId, ValueId>,
-    counts: &mut (u64, u64),
-) {
+/// What the walk looks things up in.
+struct Cx<'a> {
+    reader: &'a Reader<'a>,
+    shapes: &'a std::collections::HashMap<ValueId, ValueId>,
+    constants: &'a HashSet<ValueId>,
+}
+
+/// `outer_local`: values the block may consume besides its own (for the
+/// function body, the parameters; for loop bodies, the loop's parameters).
+fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u64, u64)) {
+    let (reader, shapes) = (cx.reader, cx.shapes);
     let mut local: HashSet<ValueId> = outer_local.clone();
     // Uses from each statement on, for "dead afterwards".
     let n = b.stmts.len();
@@ -85,7 +97,9 @@ fn block(
         later[k] = set;
     }
     for k in 0..n {
-        let dead_after = |v: ValueId, local: &HashSet<ValueId>| local.contains(&v) && !later[k + 1].contains(&v);
+        let dead_after = |v: ValueId, local: &HashSet<ValueId>| {
+            local.contains(&v) && !later[k + 1].contains(&v) && !cx.constants.contains(&v)
+        };
         let s = &mut b.stmts[k];
         match &mut s.op {
             Op::Prim { prim: Prim::Modarray | Prim::IdxModarray, args, in_place, .. }
@@ -137,10 +151,10 @@ fn block(
         match &mut s.op {
             Op::Loop { params, cond, body, .. } => {
                 let ps: HashSet<ValueId> = params.iter().copied().collect();
-                block(cond, &HashSet::new(), reader, shapes, counts);
-                block(body, &ps, reader, shapes, counts);
+                block(cond, &HashSet::new(), cx, counts);
+                block(body, &ps, cx, counts);
             }
-            other => other.walk_blocks_mut(&mut |inner| block(inner, &HashSet::new(), reader, shapes, counts)),
+            other => other.walk_blocks_mut(&mut |inner| block(inner, &HashSet::new(), cx, counts)),
         }
         local.extend(b.stmts[k].defs.iter().copied());
     }
