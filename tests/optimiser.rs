@@ -66,10 +66,8 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<Stri
     let all = PipelineOptions { verify: true, ..Default::default() };
     for (what, options) in [("unoptimised", None), ("all passes", Some(&all)), ("pass subset", Some(subset))] {
         let mut m = base.clone();
-        if let Some(o) = options {
-            if let Err(broken) = opt::optimise(&mut m, &fe.sources, o) {
-                return Some(format!("{what}: pass `{}` broke the IR: {}", broken.pass, broken.problems.join("; ")));
-            }
+        if let Some(Err(broken)) = options.map(|o| opt::optimise(&mut m, &fe.sources, o)) {
+            return Some(format!("{what}: pass `{}` broke the IR: {}", broken.pass, broken.problems.join("; ")));
         }
         let mut out = Vec::new();
         let got = match ir::interp::run(&m, &fe.sources, &p.entry, args.clone(), run_options.clone(), &mut |b| {

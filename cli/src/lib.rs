@@ -289,6 +289,12 @@ pub fn optimised(
         Ok(outcome) => Ok((fe, module, outcome)),
         Err(broken) => {
             let mut report = Report::default();
+            for (stage, round, text) in &broken.outcome.dumps {
+                let pass = options.dump_after.as_deref().unwrap_or("");
+                report.stdout.extend_from_slice(
+                    format!("// IR after `{pass}` ({stage} stage, round {round})\n{text}\n").as_bytes(),
+                );
+            }
             report.stderr.push_str(&format!(
                 "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
                 broken.pass,

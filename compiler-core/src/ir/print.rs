@@ -421,7 +421,7 @@ pub fn structure_text(module: &Module) -> String {
         let consts = constants(&f.body);
         let mut lines = Vec::new();
         let mut count = 0;
-        structure_block(f, &f.body, &consts, 1, &mut lines, &mut count);
+        structure_block(&f.body, &consts, 1, &mut lines, &mut count);
         if count > 0 {
             writeln!(out, "fn {}: {count} with-loop{}", f.name, if count == 1 { "" } else { "s" }).ok();
             for l in lines {
@@ -443,7 +443,6 @@ fn constants(b: &Block) -> std::collections::HashMap<ValueId, Value> {
 }
 
 fn structure_block(
-    f: &Function,
     b: &Block,
     consts: &std::collections::HashMap<ValueId, Value>,
     depth: usize,
@@ -492,10 +491,10 @@ fn structure_block(
                     if checks == 1 { "" } else { "s" }
                 ));
                 for p in &w.parts {
-                    structure_block(f, &p.body, consts, depth + 1, lines, count);
+                    structure_block(&p.body, consts, depth + 1, lines, count);
                 }
             }
-            other => other.walk_blocks(&mut |inner| structure_block(f, inner, consts, depth, lines, count)),
+            other => other.walk_blocks(&mut |inner| structure_block(inner, consts, depth, lines, count)),
         }
     }
 }

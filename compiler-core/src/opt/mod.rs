@@ -247,6 +247,9 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
     let mut seen_remarks: BTreeSet<Remark> = BTreeSet::new();
     for stage in PIPELINE {
         let mut rounds = 0;
+        // Missed opportunities are reported as of the last round: earlier ones may
+        // have been taken later, or may concern code that is gone.
+        let mut missed: Vec<Remark> = Vec::new();
         loop {
             if rounds == stage.max_rounds {
                 outcome.remarks.push(Remark {
@@ -262,6 +265,7 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
                 break;
             }
             rounds += 1;
+            missed.clear();
             let mut changed = false;
             for pass in stage.passes {
                 if !options.enabled(pass.name) {
@@ -281,7 +285,11 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
                     *st.counters.entry(k).or_default() += v;
                 }
                 for r in cx.remarks {
-                    if seen_remarks.insert(r.clone()) {
+                    if r.kind == RemarkKind::Missed {
+                        if !missed.contains(&r) {
+                            missed.push(r);
+                        }
+                    } else if seen_remarks.insert(r.clone()) {
                         outcome.remarks.push(r);
                     }
                 }
@@ -298,6 +306,11 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
             }
             if !changed {
                 break;
+            }
+        }
+        for r in missed {
+            if seen_remarks.insert(r.clone()) {
+                outcome.remarks.push(r);
             }
         }
         outcome.rounds.push((stage.name, rounds));

@@ -227,12 +227,12 @@ impl Report {
         out.push_str("\npasses:\n");
         for p in &self.passes {
             if !p.enabled {
-                out.push_str(&format!("  {:<10} off\n", p.name));
+                out.push_str(&format!("  {:<12} off\n", p.name));
                 continue;
             }
             let counters: Vec<String> = p.counters.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let time = p.time_us.map_or(String::new(), |t| format!(" {:>8.3}ms", t as f64 / 1000.0));
-            let line = format!("  {:<10} {:>2} runs{}  {}", p.name, p.runs, time, counters.join(" "));
+            let line = format!("  {:<12} {:>2} runs{}  {}", p.name, p.runs, time, counters.join(" "));
             out.push_str(line.trim_end());
             out.push('\n');
         }

@@ -496,16 +496,17 @@ fn apply(f: &mut Function, rf: &Reference, plan: Plan) {
             let original = w.parts[rf.part].clone();
             let mut new_parts = Vec::new();
             for (region, src) in &plan.regions {
-                let (mut part, ref_def) = if plan.whole {
-                    (original.clone(), rf.def)
+                let (mut part, map) = if plan.whole {
+                    (original.clone(), HashMap::new())
                 } else {
                     let lower = index::emit_vector(f, &mut pre, &region.lo, span);
                     let upper = index::emit_vector(f, &mut pre, &region.hi, span);
-                    let (copy, map) = clone_part(f, &original, lower, upper);
-                    // The reference in this copy.
-                    (copy, map.get(&rf.def).copied().unwrap_or(rf.def))
+                    clone_part(f, &original, lower, upper)
                 };
-                substitute_reference(f, &mut part.body, ref_def, src, &plan.producer);
+                // The reference in this copy; the producer may itself live in the
+                // consumer's part, so what it reads is renamed like the copy.
+                let ref_def = map.get(&rf.def).copied().unwrap_or(rf.def);
+                substitute_reference(f, &mut part.body, ref_def, src, &plan.producer, &map);
                 new_parts.push(part);
             }
             w.parts.splice(rf.part..=rf.part, new_parts);
@@ -567,7 +568,15 @@ fn clone_part(f: &mut Function, p: &Part, lower: ValueId, upper: ValueId) -> (Pa
 
 /// Replaces the statement defining `ref_def` (a selection) by what the producer
 /// computes there.
-fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, src: &Source, prod: &Producer) {
+fn substitute_reference(
+    f: &mut Function,
+    body: &mut Block,
+    ref_def: ValueId,
+    src: &Source,
+    prod: &Producer,
+    renamed: &HashMap<ValueId, ValueId>,
+) {
+    let rename = |v: ValueId| renamed.get(&v).copied().unwrap_or(v);
     let mut forward: Option<(ValueId, ValueId)> = None;
     edit_stmt(body, ref_def, &mut |stmts: &mut Vec<Stmt>, at: usize| {
         let s = stmts[at].clone();
@@ -578,7 +587,7 @@ fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, sr
         match src {
             Source::Part(k) => {
                 let p = &prod.with.parts[*k];
-                let mut cl = Cloner { src: None, map: HashMap::new() };
+                let mut cl = Cloner { src: None, map: renamed.clone() };
                 if let Some(iv) = p.index {
                     cl.map.insert(iv, idx);
                 }
@@ -596,7 +605,7 @@ fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, sr
             Source::Default => {
                 let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };
                 let v = match default {
-                    Some(d) => *d,
+                    Some(d) => rename(*d),
                     None => {
                         let zero = match f.ty(s.defs[0]).elem {
                             Elem::Base(b) => Scalar::zero(b),
@@ -617,7 +626,7 @@ fn substitute_reference(f: &mut Function, body: &mut Block, ref_def: ValueId, sr
             }
             Source::Unchanged(a) => {
                 let ty = f.ty(s.defs[0]).clone();
-                let v = util::emit_prim(f, &mut out, Prim::Sel, vec![idx, *a], ty, span);
+                let v = util::emit_prim(f, &mut out, Prim::Sel, vec![idx, rename(*a)], ty, span);
                 forward = Some((s.defs[0], v));
             }
         }
