@@ -425,6 +425,24 @@ impl Interp<'_> {
                     let done = fix.as_ref().is_some_and(|x| acc.identical(x));
                     State::Fold { acc, fun: fun.clone(), partial, fix, done }
                 }
+                WithOp::Scan { shape, fun, partial, neutral } => {
+                    let shp = self.get(frame, *shape, at)?;
+                    let shape = shape_vector(&shp)
+                        .map_err(|m| self.error(codes::INVALID_ARGUMENT, format!("scan shape {m}"), at))?;
+                    let n = shape_size(&shape)
+                        .ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", at))?;
+                    let neutral = self.get(frame, *neutral, at)?;
+                    let partial = partial.iter().map(|p| self.get(frame, *p, at)).collect::<Res<Vec<_>>>()?;
+                    State::Scan { frame: shape, values: vec![None; n], neutral, fun: fun.clone(), partial }
+                }
+                WithOp::Filter { shape } => {
+                    let shp = self.get(frame, *shape, at)?;
+                    let shape = shape_vector(&shp)
+                        .map_err(|m| self.error(codes::INVALID_ARGUMENT, format!("filter shape {m}"), at))?;
+                    let n = shape_size(&shape)
+                        .ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", at))?;
+                    State::Filter { frame: shape, values: vec![None; n], cell_ty: w.cells.get(k).cloned().flatten() }
+                }
             });
         }
         let frame_shape: Option<Vec<usize>> = states.iter().find_map(|s| s.frame().map(<[usize]>::to_vec));
@@ -492,10 +510,28 @@ impl Interp<'_> {
                         };
                         frame[o.0 as usize] = Some(Value::Scalar(Scalar::int(off as i64)));
                     }
-                    let values = self.block(f, frame, &part.body)?;
-                    for (k, (v, st)) in values.into_iter().zip(states.iter_mut()).enumerate() {
+                    let mut values = self.block(f, frame, &part.body)?.into_iter();
+                    for (k, st) in states.iter_mut().enumerate() {
                         let rat = part.result_spans.get(k).map_or(at, |s| self.sub_span(*s, at));
-                        self.apply(st, &index, v, rat)?;
+                        let first = values.next().ok_or_else(|| self.bug("a part yields too few values", rat))?;
+                        if let State::Filter { frame: fs, values: kept, .. } = st {
+                            let v = values.next().ok_or_else(|| self.bug("a part yields too few values", rat))?;
+                            let keep = match first {
+                                Value::Scalar(Scalar::Bool(b)) => b,
+                                other => {
+                                    return Err(self.error(
+                                        codes::RUNTIME_TYPE_MISMATCH,
+                                        format!("a filter's flag must be a bool, not {}", describe_value(&other)),
+                                        rat,
+                                    ));
+                                }
+                            };
+                            let o = row_major_offset(&index, fs)
+                                .ok_or_else(|| self.bug("filter index outside its frame", rat))?;
+                            kept[o] = Some((keep, v));
+                            continue;
+                        }
+                        self.apply(st, &index, first, rat)?;
                     }
                     if states.iter().all(State::done) && !states.is_empty() {
                         break 'parts;
@@ -547,23 +583,18 @@ impl Interp<'_> {
                 let c = cells.as_mut().expect("allocated");
                 write_cell(c, offset, &v).map_err(|(code, m)| self.error(code, m, at))
             }
+            State::Scan { frame, values, .. } => {
+                let o = row_major_offset(index, frame).ok_or_else(|| self.bug("scan index outside its frame", at))?;
+                values[o] = Some(v);
+                Ok(())
+            }
+            State::Filter { .. } => Err(self.bug("a filter takes two values", at)),
             State::Fold { acc, fun, partial, fix, done } => {
                 if *done {
                     return Ok(());
                 }
-                let mut args: Vec<Value> = partial.clone();
-                args.push(std::mem::replace(acc, Value::Scalar(Scalar::int(0))));
-                args.push(v);
-                let next = match fun {
-                    FoldFn::Prim(p) => apply_prim(p, args, self.out).map_err(|e| self.op_error(e, at))?,
-                    FoldFn::Call(g) => {
-                        let mut r = self.call(*g, args, at)?;
-                        if r.len() != 1 {
-                            return Err(self.bug("a fold function returned several values", at));
-                        }
-                        r.pop().expect("one")
-                    }
-                };
+                let prev = std::mem::replace(acc, Value::Scalar(Scalar::int(0)));
+                let next = self.combine(fun, partial, prev, v, at)?;
                 if let Some(x) = fix {
                     *done = next.identical(x);
                 }
@@ -571,6 +602,43 @@ impl Interp<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// `fun(partial…, acc, v)`: one step of a fold or scan.
+    fn combine(&mut self, fun: &FoldFn, partial: &[Value], acc: Value, v: Value, at: Option<Span>) -> Res<Value> {
+        let mut args: Vec<Value> = partial.to_vec();
+        args.push(acc);
+        args.push(v);
+        match fun {
+            FoldFn::Prim(p) => apply_prim(p, args, self.out).map_err(|e| self.op_error(e, at)),
+            FoldFn::Call(g) => {
+                let mut r = self.call(*g, args, at)?;
+                if r.len() != 1 {
+                    return Err(self.bug("a fold function returned several values", at));
+                }
+                Ok(r.pop().expect("one"))
+            }
+        }
+    }
+
+    /// Values of one shape stacked over a frame.
+    fn over_frame(
+        &self,
+        frame: &[usize],
+        items: Vec<Value>,
+        cell: &[usize],
+        base: crate::syntax::ast::BaseType,
+        at: Option<Span>,
+    ) -> Res<Value> {
+        let mut shape = frame.to_vec();
+        shape.extend_from_slice(cell);
+        if items.is_empty() {
+            let elems =
+                Elems::with_capacity(base, 0).map_err(|e| self.op_error(crate::interp::ops::too_large(e), at))?;
+            return Ok(Value::from_parts(shape, elems));
+        }
+        let stacked = prims::stack(items).map_err(|e| self.op_error(e, at))?;
+        prims::reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>(), &stacked).map_err(|e| self.op_error(e, at))
     }
 
     fn alloc(&self, frame: &[usize], proto: &Value, at: Option<Span>) -> Res<Cells> {
@@ -614,6 +682,35 @@ impl Interp<'_> {
                 None => array,
             }),
             State::Fold { acc, .. } => Ok(acc),
+            State::Scan { frame, values, neutral, fun, partial } => {
+                let base = neutral
+                    .base()
+                    .ok_or_else(|| self.error(codes::RUNTIME_TYPE_MISMATCH, "cannot scan strings", at))?;
+                let cell = neutral.shape().to_vec();
+                let mut acc = neutral;
+                let mut out = Vec::with_capacity(values.len());
+                for v in values {
+                    if let Some(v) = v {
+                        acc = self.combine(&fun, &partial, acc, v, at)?;
+                    }
+                    out.push(acc.clone());
+                }
+                self.over_frame(&frame, out, &cell, base, at)
+            }
+            State::Filter { values, cell_ty, .. } => {
+                let kept: Vec<Value> = values.into_iter().flatten().filter(|(k, _)| *k).map(|(_, v)| v).collect();
+                let (base, cell) = match (kept.first(), &cell_ty) {
+                    (Some(v), _) => (v.base(), v.shape().to_vec()),
+                    (None, Some(t)) => match (t.elem, t.shape.extents()) {
+                        (Elem::Base(b), Some(e)) => (Some(b), e),
+                        _ => return Err(self.unknown_result_shape(at)),
+                    },
+                    (None, None) => return Err(self.unknown_result_shape(at)),
+                };
+                let base = base.ok_or_else(|| self.error(codes::RUNTIME_TYPE_MISMATCH, "cannot filter strings", at))?;
+                let n = kept.len();
+                self.over_frame(&[n], kept, &cell, base, at)
+            }
         }
     }
 
@@ -719,12 +816,17 @@ enum State {
     Gen { frame: Vec<usize>, default: Option<Value>, cells: Option<Cells>, cell_ty: Option<Ty> },
     Mod { frame: Vec<usize>, array: Value, cells: Option<Cells> },
     Fold { acc: Value, fun: FoldFn, partial: Vec<Value>, fix: Option<Value>, done: bool },
+    Scan { frame: Vec<usize>, values: Vec<Option<Value>>, neutral: Value, fun: FoldFn, partial: Vec<Value> },
+    Filter { frame: Vec<usize>, values: Vec<Option<(bool, Value)>>, cell_ty: Option<Ty> },
 }
 
 impl State {
     fn frame(&self) -> Option<&[usize]> {
         match self {
-            State::Gen { frame, .. } | State::Mod { frame, .. } => Some(frame),
+            State::Gen { frame, .. }
+            | State::Mod { frame, .. }
+            | State::Scan { frame, .. }
+            | State::Filter { frame, .. } => Some(frame),
             State::Fold { .. } => None,
         }
     }

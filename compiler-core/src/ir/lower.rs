@@ -1286,6 +1286,11 @@ impl FnLower<'_, '_> {
                     };
                     Ty::new(elem, frame_shape.concat(&cell_shape))
                 }
+                // SaC has no scans or filters; other front ends build them directly.
+                WithOp::Scan { neutral, .. } => Ty::new(self.b.ty(*neutral).elem, Shape::AtLeast(0)),
+                WithOp::Filter { .. } => {
+                    Ty::new(cell.as_ref().map_or(Elem::Base(BaseType::Int), |c| c.elem), Shape::AtLeast(1))
+                }
                 WithOp::Modarray { array } => self.b.ty(*array),
                 WithOp::Fold { neutral, .. } => {
                     let n = self.b.ty(*neutral);

@@ -42,7 +42,19 @@
 //!   `array`'s elements.
 //! * `fold(f, neutral)`: combines the values of all covered indices, in index
 //!   order per part and parts in order, starting from `neutral`;
-//!   `foldfix(f, neutral, fix)` stops once the accumulator equals `fix`.
+//!   `foldfix(f, neutral, fix)` stops once the accumulator equals `fix`. A fold
+//!   whose body computes the values it combines is a map–reduce (L0's `redomap`).
+//! * `scan(shape, f, neutral)`: visits the indices of `shape` in row-major order,
+//!   combining the value yielded at each covered index into an accumulator that
+//!   starts at `neutral`; the result at every index is the accumulator there
+//!   (uncovered indices leave it unchanged). L0's `scan`.
+//! * `filter(shape)`: takes two yields per part, a `bool` flag and a value; the
+//!   result is the vector of the values whose flag is true, in row-major order of
+//!   `shape`. L0's `filter`.
+//!
+//! Scans and filters traverse their frame in row-major order whatever the parts
+//! are, so splitting or reordering parts does not change them; folds combine in
+//! part order, so only exactly associative folds may be split.
 //!
 //! With every part dense (step = width = 1) and the parts plus the complement
 //! known statically, a with-loop is exactly seed 002's partition of the index
@@ -75,6 +87,9 @@ pub mod lower;
 pub mod parse;
 pub mod print;
 pub mod verify;
+
+#[cfg(test)]
+mod tests;
 
 use crate::interp::value::Value;
 use crate::sema::hir::Prim;
@@ -187,6 +202,28 @@ pub enum WithOp {
     Genarray { shape: ValueId, default: Option<ValueId> },
     Modarray { array: ValueId },
     Fold { fun: FoldFn, partial: Vec<ValueId>, neutral: ValueId, fixpoint: Option<ValueId> },
+    Scan { shape: ValueId, fun: FoldFn, partial: Vec<ValueId>, neutral: ValueId },
+    Filter { shape: ValueId },
+}
+
+impl WithOp {
+    /// How many values a part yields for this operator.
+    pub fn arity(&self) -> usize {
+        match self {
+            WithOp::Filter { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The shape value of the index space the operator lays its result over
+    /// (for `modarray`, its array: the frame is that array's shape).
+    pub fn frame_operand(&self) -> Option<ValueId> {
+        match self {
+            WithOp::Genarray { shape, .. } | WithOp::Scan { shape, .. } | WithOp::Filter { shape } => Some(*shape),
+            WithOp::Modarray { array } => Some(*array),
+            WithOp::Fold { .. } => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -220,6 +257,25 @@ pub struct With {
     /// Memory reuse: per operator, an argument whose buffer the result may take
     /// over (it is dead afterwards and read only at the written index).
     pub reuse: Vec<Option<ValueId>>,
+}
+
+impl With {
+    /// Where operator `k`'s values start among a part's yields.
+    pub fn yield_index(&self, k: usize) -> usize {
+        self.ops[..k].iter().map(WithOp::arity).sum()
+    }
+
+    /// How many values each part yields.
+    pub fn yields_per_part(&self) -> usize {
+        self.ops.iter().map(WithOp::arity).sum()
+    }
+
+    /// The value part bodies yield as operator `k`'s element (the value, for a
+    /// filter, not its flag).
+    pub fn element_yield(&self, part: &Part, k: usize) -> ValueId {
+        let i = self.yield_index(k) + self.ops[k].arity() - 1;
+        part.body.yields[i]
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -367,6 +423,12 @@ impl Op {
                             v.extend(default);
                         }
                         WithOp::Modarray { array } => v.push(*array),
+                        WithOp::Scan { shape, partial, neutral, .. } => {
+                            v.push(*shape);
+                            v.extend(partial);
+                            v.push(*neutral);
+                        }
+                        WithOp::Filter { shape } => v.push(*shape),
                         WithOp::Fold { partial, neutral, fixpoint, .. } => {
                             v.extend(partial);
                             v.push(*neutral);
@@ -416,6 +478,12 @@ impl Op {
                             }
                         }
                         WithOp::Modarray { array } => *array = f(*array),
+                        WithOp::Scan { shape, partial, neutral, .. } => {
+                            *shape = f(*shape);
+                            partial.iter_mut().for_each(|a| *a = f(*a));
+                            *neutral = f(*neutral);
+                        }
+                        WithOp::Filter { shape } => *shape = f(*shape),
                         WithOp::Fold { partial, neutral, fixpoint, .. } => {
                             partial.iter_mut().for_each(|a| *a = f(*a));
                             *neutral = f(*neutral);
@@ -499,7 +567,12 @@ impl Op {
             Op::Loop { cond, body, .. } => block_pure(cond) && block_pure(body),
             Op::With(w) => {
                 w.parts.iter().all(|p| block_pure(&p.body))
-                    && w.ops.iter().all(|o| !matches!(o, WithOp::Fold { fun: FoldFn::Call(_), .. }))
+                    && w.ops.iter().all(|o| {
+                        !matches!(
+                            o,
+                            WithOp::Fold { fun: FoldFn::Call(_), .. } | WithOp::Scan { fun: FoldFn::Call(_), .. }
+                        )
+                    })
             }
             _ => true,
         }

@@ -583,7 +583,16 @@ impl<'a> Parser<'a> {
             ops.push(match name {
                 "genarray" => WithOp::Genarray { shape: vs[0], default: vs.get(1).copied() },
                 "modarray" => WithOp::Modarray { array: vs[0] },
-                "fold" | "foldfix" => {
+                "filter" => WithOp::Filter { shape: vs[0] },
+                "fold" | "foldfix" | "scan" => {
+                    // A scan's first argument is its shape; the rest reads like a fold.
+                    let (shape, inner) = if name == "scan" {
+                        let (first, rest) = inner.split_once(',').unwrap_or((inner, ""));
+                        (self.vals(&tokenize(first)).first().copied(), rest.trim_start())
+                    } else {
+                        (None, inner)
+                    };
+                    let vs = self.vals(&tokenize(inner));
                     let fun_text = inner.split(',').next().unwrap_or("").trim();
                     let fun_name = fun_text.split_whitespace().nth(1).unwrap_or("");
                     let fun = if fun_text.starts_with("prim ") {
@@ -602,10 +611,12 @@ impl<'a> Parser<'a> {
                         None => Vec::new(),
                     };
                     let rest: Vec<ValueId> = vs[partial.len()..].to_vec();
-                    if name == "foldfix" {
-                        WithOp::Fold { fun, partial, neutral: rest[0], fixpoint: rest.get(1).copied() }
-                    } else {
-                        WithOp::Fold { fun, partial, neutral: rest[0], fixpoint: None }
+                    let Some(&neutral) = rest.first() else { return self.err("missing neutral element") };
+                    match (name, shape) {
+                        ("scan", Some(shape)) => WithOp::Scan { shape, fun, partial, neutral },
+                        ("scan", None) => return self.err("scan needs a shape"),
+                        ("foldfix", _) => WithOp::Fold { fun, partial, neutral, fixpoint: rest.get(1).copied() },
+                        _ => WithOp::Fold { fun, partial, neutral, fixpoint: None },
                     }
                 }
                 other => return self.err(format!("unknown with-loop operator `{other}`")),

@@ -331,6 +331,19 @@ impl Printer<'_> {
                                 None => format!("genarray({})", self.v(*shape)),
                             },
                             WithOp::Modarray { array } => format!("modarray({})", self.v(*array)),
+                            WithOp::Filter { shape } => format!("filter({})", self.v(*shape)),
+                            WithOp::Scan { shape, fun, partial, neutral } => {
+                                let f = match fun {
+                                    FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
+                                    FoldFn::Call(f) => format!("call {}", self.module.function(*f).name),
+                                };
+                                let partial = if partial.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(" partial({})", self.list(partial))
+                                };
+                                format!("scan({}, {f}{partial}, {})", self.v(*shape), self.v(*neutral))
+                            }
                             WithOp::Fold { fun, partial, neutral, fixpoint } => {
                                 let f = match fun {
                                     FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
@@ -469,6 +482,11 @@ fn structure_block(
                             FoldFn::Prim(p) => format!("fold {}", prim_name(p)),
                             FoldFn::Call(_) => "fold call".to_string(),
                         },
+                        WithOp::Scan { shape, fun, .. } => match fun {
+                            FoldFn::Prim(p) => format!("scan {} {}", prim_name(p), vec_text(*shape)),
+                            FoldFn::Call(_) => format!("scan call {}", vec_text(*shape)),
+                        },
+                        WithOp::Filter { shape } => format!("filter {}", vec_text(*shape)),
                     })
                     .collect();
                 let parts: Vec<String> =

@@ -168,7 +168,7 @@ impl Verifier<'_> {
                     for v in p.index.iter().chain(p.scalars.iter().flatten()).chain(p.offset.iter()) {
                         self.define(*v);
                     }
-                    self.block(&p.body, Some(w.ops.len()), "a with-loop part");
+                    self.block(&p.body, Some(w.yields_per_part()), "a with-loop part");
                     self.scope.pop();
                 }
             }

@@ -64,7 +64,7 @@ fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
         Op::With(w) => {
             for (k, op) in w.ops.iter().enumerate() {
                 if let WithOp::Genarray { shape, .. } = op {
-                    let scalar_cells = w.parts.iter().all(|p| f.ty(p.body.yields[k]).shape.is_scalar());
+                    let scalar_cells = w.parts.iter().all(|p| f.ty(w.element_yield(p, k)).shape.is_scalar());
                     if scalar_cells {
                         out.entry(s.defs[k]).or_insert(*shape);
                     }

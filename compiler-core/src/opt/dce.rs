@@ -117,6 +117,8 @@ impl Dce<'_> {
                 self.removed += 1;
             }
             Op::With(w) if live.iter().any(|l| *l) => {
+                let yield_live: Vec<bool> =
+                    w.ops.iter().zip(&live).flat_map(|(o, l)| std::iter::repeat_n(*l, o.arity())).collect();
                 let pick = |k: usize| live[k];
                 let mut k = 0;
                 w.ops.retain(|_| {
@@ -126,7 +128,7 @@ impl Dce<'_> {
                 keep_live(&mut w.cells, &live);
                 keep_live(&mut w.reuse, &live);
                 for p in &mut w.parts {
-                    keep_live(&mut p.body.yields, &live);
+                    keep_live(&mut p.body.yields, &yield_live);
                     if p.result_spans.len() == live.len() {
                         keep_live(&mut p.result_spans, &live);
                     }

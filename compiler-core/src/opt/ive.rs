@@ -118,23 +118,20 @@ impl Ive<'_> {
         for mut s in stmts {
             match &mut s.op {
                 Op::With(w) => {
+                    // The write offset is into the first operator's frame that has one.
                     let frame: Option<Vec<Affine>> = w
                         .ops
                         .iter()
                         .find_map(|op| match op {
-                            WithOp::Genarray { shape, .. } => Some(self.reader.vector(*shape)),
                             WithOp::Modarray { array } => Some(self.shape_of(*array)),
-                            WithOp::Fold { .. } => None,
+                            other => other.frame_operand().map(|s| self.reader.vector(s)),
                         })
                         .flatten();
                     for p in &mut w.parts {
                         let n = self.reader.vector(p.lower).map(|v| v.len());
-                        let scalar_cells = w.ops.iter().enumerate().all(|(o, op)| {
-                            matches!(op, WithOp::Fold { .. }) || f.ty(p.body.yields[o]).shape.is_scalar()
-                        });
                         // The write offset is the index's offset in the result
-                        // only when the index covers the whole result shape.
-                        let frame = frame.clone().filter(|fr| Some(fr.len()) == n && scalar_cells);
+                        // only when the index covers the whole frame.
+                        let frame = frame.clone().filter(|fr| Some(fr.len()) == n);
                         let mut atoms = HashMap::new();
                         if let Some(iv) = p.index {
                             for c in 0..n.unwrap_or(0) {

@@ -117,7 +117,7 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
                     .map(|(k2, op)| match op {
                         WithOp::Modarray { array } => Some(*array),
                         WithOp::Genarray { shape, .. } => genarray_candidate(w, k2, *shape, reader, shapes),
-                        WithOp::Fold { .. } => None,
+                        WithOp::Fold { .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => None,
                     })
                     .collect();
                 let mut taken: HashSet<ValueId> = HashSet::new();
@@ -136,6 +136,10 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
                         WithOp::Fold { partial, neutral, fixpoint, .. } => {
                             partial.contains(&a) || *neutral == a || *fixpoint == Some(a)
                         }
+                        WithOp::Scan { shape, partial, neutral, .. } => {
+                            *shape == a || partial.contains(&a) || *neutral == a
+                        }
+                        WithOp::Filter { shape } => *shape == a,
                     });
                     if other_operand {
                         continue;
@@ -170,8 +174,8 @@ fn genarray_candidate(
     shapes: &std::collections::HashMap<ValueId, ValueId>,
 ) -> Option<ValueId> {
     let frame = reader.vector(shape)?;
-    let elem = w.parts.first().map(|p| reader.ty(p.body.yields[k]).elem)?;
-    if !w.parts.iter().all(|p| reader.ty(p.body.yields[k]).shape.is_scalar()) {
+    let elem = w.parts.first().map(|p| reader.ty(w.element_yield(p, k)).elem)?;
+    if !w.parts.iter().all(|p| reader.ty(w.element_yield(p, k)).shape.is_scalar()) {
         return None;
     }
     // Arrays the with-loop reads at its own index.

@@ -274,7 +274,7 @@ impl Simplify {
                     let d = s.defs[k];
                     match op {
                         WithOp::Genarray { shape, default } => {
-                            let cell_scalar = w.parts.iter().all(|p| f.ty(p.body.yields[k]).shape.is_scalar())
+                            let cell_scalar = w.parts.iter().all(|p| f.ty(w.element_yield(p, k)).shape.is_scalar())
                                 && default.is_none_or(|d| f.ty(d).shape.is_scalar())
                                 && (!w.parts.is_empty()
                                     || default.is_some()
@@ -288,7 +288,7 @@ impl Simplify {
                                     let frame: Vec<usize> = frame.iter().map(|&e| e as usize).collect();
                                     let mut cell: Option<Shape> = default.map(|d| f.ty(d).shape.clone());
                                     for p in &w.parts {
-                                        let t = f.ty(p.body.yields[k]).shape.clone();
+                                        let t = f.ty(w.element_yield(p, k)).shape.clone();
                                         cell = Some(match cell {
                                             Some(c) => c.meet(&t).unwrap_or(c),
                                             None => t,
@@ -306,7 +306,12 @@ impl Simplify {
                             let t = f.ty(*array).shape.clone();
                             self.refine(f, d, &t);
                         }
-                        WithOp::Fold { .. } => {}
+                        WithOp::Scan { shape, neutral, .. } => {
+                            if f.ty(*neutral).shape.is_scalar() {
+                                self.shape_src.insert(d, ShapeSrc::Value(*shape));
+                            }
+                        }
+                        WithOp::Fold { .. } | WithOp::Filter { .. } => {}
                     }
                 }
             }
@@ -910,6 +915,7 @@ impl Simplify {
             let r = match op {
                 WithOp::Modarray { array } => *array,
                 WithOp::Fold { neutral, .. } => *neutral,
+                WithOp::Scan { .. } | WithOp::Filter { .. } => return Action::Keep(s),
                 WithOp::Genarray { shape, default } => {
                     let fill = match default {
                         Some(d) => *d,
@@ -967,7 +973,7 @@ impl Simplify {
         let frame: Vec<i64> = match op {
             WithOp::Genarray { shape, .. } => self.konst(*shape).and_then(util::int_vec)?,
             WithOp::Modarray { array } => util::extents(f, *array)?.iter().map(|&e| e as i64).collect(),
-            WithOp::Fold { .. } => return None,
+            WithOp::Fold { .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => return None,
         };
         let lo = self.konst(p.lower).and_then(util::int_vec)?;
         let hi = self.konst(p.upper).and_then(util::int_vec)?;

@@ -160,7 +160,7 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>) -> Optio
         let frame: Vec<i64> = match op {
             WithOp::Genarray { shape, .. } => consts.get(shape).and_then(util::int_vec)?,
             WithOp::Modarray { array } => util::extents(f, *array)?.iter().map(|&e| e as i64).collect(),
-            WithOp::Fold { fixpoint: Some(_), .. } => return None,
+            WithOp::Fold { fixpoint: Some(_), .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => return None,
             WithOp::Fold { .. } => continue,
         };
         if all.iter().any(|(_, iv)| iv.len() > frame.len() || iv.iter().zip(&frame).any(|(i, e)| *i < 0 || i >= e)) {
@@ -257,6 +257,8 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>) -> Optio
                 }
             }
             WithOp::Modarray { array } => write_cells(f, &mut out, *array, &values, k, &ty, s),
+            // Not unrolled (see above).
+            WithOp::Scan { .. } | WithOp::Filter { .. } => return None,
         };
         // The statement's value is the unrolled result, which the last
         // statement of `out` defining it now defines under the old name.

@@ -150,6 +150,7 @@ fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer
             None => return Err("the shape of the array it modifies is not known statically".into()),
         },
         WithOp::Fold { .. } => return Err("it is a fold".into()),
+        WithOp::Scan { .. } | WithOp::Filter { .. } => return Err("it is a scan or filter".into()),
     };
     if frame_vec.len() < n {
         return Err("its index is longer than its result's rank".into());
@@ -205,6 +206,7 @@ fn exact_fold(f: &Function, op: &WithOp) -> bool {
             }
         }
         WithOp::Fold { .. } => false,
+        // Scans and filters traverse their frame in order, whatever the parts.
         _ => true,
     }
 }
@@ -600,7 +602,7 @@ fn substitute_reference(
                 }
                 let copy = cl.block(f, &p.body);
                 out.extend(copy.stmts);
-                forward = Some((s.defs[0], copy.yields[prod.op]));
+                forward = Some((s.defs[0], copy.yields[prod.with.yield_index(prod.op)]));
             }
             Source::Default => {
                 let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };

@@ -1,0 +1,172 @@
+//! IR-level tests: the constructs no SaC program lowers to (scans, filters),
+//! written in the text form, run before and after the optimisation pipeline.
+
+use super::*;
+use crate::interp::format::value_literal;
+use crate::interp::{RunOptions, value::Value};
+use crate::opt::{self, PipelineOptions};
+use crate::span::{FileKind, SourceMap};
+
+fn run_text(text: &str, optimise: bool) -> Result<Vec<String>, String> {
+    let mut sources = SourceMap::new();
+    let file = sources.add("test.ir", text, FileKind::User);
+    let mut m = parse::parse_module(text, Span::new(file, 0, 0)).map_err(|e| e.to_string())?;
+    verify::verify(&m).map_err(|e| e.join("; "))?;
+    // The text form round-trips.
+    assert_eq!(
+        print::module_text(&parse::parse_module(&print::module_text(&m), Span::new(file, 0, 0)).unwrap()),
+        print::module_text(&m)
+    );
+    if optimise {
+        opt::optimise(&mut m, &sources, &PipelineOptions { verify: true, ..Default::default() })
+            .map_err(|b| b.problems.join("; "))?;
+    }
+    let mut out = Vec::new();
+    let result = interp::run(&m, &sources, "main", Vec::<Value>::new(), RunOptions::default(), &mut |b| {
+        out.extend_from_slice(b)
+    })
+    .ok_or("no entry")?
+    .map_err(|e| format!("{} {}", e.code.id, e.message))?;
+    Ok(result.iter().map(value_literal).collect())
+}
+
+fn both(text: &str) -> Vec<String> {
+    let plain = run_text(text, false).expect("runs");
+    let optimised = run_text(text, true).expect("runs optimised");
+    assert_eq!(plain, optimised, "optimisation changed the result");
+    plain
+}
+
+const SCAN: &str = "fn main() -> (int[6])  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [6]
+  %2: int = const 0
+  %3: int[6] = with {
+    part lower %0 upper %1 scalars [%4#i: int] {
+      %5: int = prim mul(%4, %4)
+      yield %5
+    }
+  } scan(%1, prim add, %2)
+  return %3
+}
+
+entry main = main
+";
+
+#[test]
+fn scan_accumulates_in_row_major_order() {
+    // Prefix sums of the squares 0, 1, 4, 9, 16, 25.
+    assert_eq!(both(SCAN), vec!["[0, 1, 5, 14, 30, 55]"]);
+}
+
+const SCAN_SPLIT: &str = "fn main() -> (int[6])  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [6]
+  %2: int = const 100
+  %6: int[1] = const [4]
+  %3: int[6] = with {
+    part lower %6 upper %1 scalars [%4#i: int] {
+      yield %4
+    }
+    part lower %0 upper %6 scalars [%7#j: int] {
+      %8: int = const 1
+      yield %8
+    }
+  } scan(%1, prim sub, %2)
+  return %3
+}
+
+entry main = main
+";
+
+#[test]
+fn scan_follows_the_frame_not_the_parts() {
+    // Values by index: 1 1 1 1 4 5; running differences from 100.
+    assert_eq!(both(SCAN_SPLIT), vec!["[99, 98, 97, 96, 92, 87]"]);
+}
+
+const FILTER: &str = "fn main() -> (int[.], int)  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [10]
+  %2: int = const 3
+  %9: int = const 0
+  %3: int[.], %10: int = with {
+    part lower %0 upper %1 scalars [%4#i: int] {
+      %5: int = prim mod(%4, %2)
+      %6: bool = prim eq(%5, %9)
+      %7: int = prim mul(%4, %4)
+      yield %6, %7, %7
+    }
+  } filter(%1) cell int, fold(prim add, %9)
+  return %3, %10
+}
+
+entry main = main
+";
+
+#[test]
+fn filter_keeps_flagged_values_in_order() {
+    // Squares of 0, 3, 6, 9; and, alongside, the sum of all squares (a redomap).
+    assert_eq!(both(FILTER), vec!["[0, 9, 36, 81]", "285"]);
+}
+
+const FILTER_EMPTY: &str = "fn main() -> (double[.])  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [4]
+  %3: double[.] = with {
+    part lower %0 upper %1 scalars [%4#i: int] {
+      %6: bool = const false
+      %7: double = const 1.5
+      yield %6, %7
+    }
+  } filter(%1) cell double
+  return %3
+}
+
+entry main = main
+";
+
+#[test]
+fn an_empty_filter_is_an_empty_vector_of_its_cell_type() {
+    assert_eq!(both(FILTER_EMPTY), vec!["genarray([0], 0.0)"]);
+}
+
+const REDOMAP: &str = "fn main() -> (int)  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [20]
+  %2: int = const 0
+  %3: int[20] = with {
+    part lower %0 upper %1 scalars [%4#i: int] {
+      %5: int = prim mul(%4, %4)
+      yield %5
+    }
+  } genarray(%1, %2)
+  %6: int = with {
+    part lower %0 upper %1 index %7#iv: int[1] {
+      %8: int = prim sel(%7, %3)
+      %9: int = const 1
+      %10: int = prim add(%8, %9)
+      yield %10
+    }
+  } fold(prim max, %2)
+  return %6
+}
+
+entry main = main
+";
+
+#[test]
+fn map_then_reduce_is_one_fold() {
+    assert_eq!(both(REDOMAP), vec!["362"]);
+    // After optimisation the map is folded into the reduction (a redomap).
+    let mut sources = SourceMap::new();
+    let file = sources.add("test.ir", REDOMAP, FileKind::User);
+    let mut m = parse::parse_module(REDOMAP, Span::new(file, 0, 0)).unwrap();
+    opt::optimise(&mut m, &sources, &PipelineOptions { verify: true, ..Default::default() }).unwrap();
+    assert_eq!(print::structure_text(&m), "fn main: 1 with-loop\n  fold max: 1 part [0]..[20]; 0 checks\n");
+}
