@@ -340,6 +340,10 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let mut optimised = inv.clone();
     optimised.engine = Engine::Optimised(opt::PipelineOptions { verify: true, ..Default::default() });
     same_behaviour("the optimised IR", &report, &run(&optimised))?;
+    // And natively, compiled by LLVM.
+    let mut native = inv.clone();
+    native.engine = Engine::Native(opt::PipelineOptions::default(), withloop_codegen::Options::default());
+    same_behaviour("native code", &report, &run(&native))?;
     if report.untyped_fallbacks > 0 {
         return Err(format!(
             "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",

@@ -74,6 +74,8 @@ pub enum Engine {
     Ir,
     /// The IR interpreter over the program after the optimisation pipeline.
     Optimised(opt::PipelineOptions),
+    /// Native code: the optimised program compiled by LLVM and run in-process.
+    Native(opt::PipelineOptions, withloop_codegen::Options),
 }
 
 /// A diagnostic with where it points, for tests and tooling.
@@ -192,7 +194,7 @@ fn run_here(inv: &Invocation) -> Report {
             report.untyped_fallbacks = run.untyped_fallbacks;
             run.result
         }
-        Engine::Ir | Engine::Optimised(_) => {
+        Engine::Ir | Engine::Optimised(_) | Engine::Native(..) => {
             let mut module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
             if let Err(problems) = ir::verify::verify(&module) {
                 report
@@ -201,7 +203,7 @@ fn run_here(inv: &Invocation) -> Report {
                 report.exit_code = EXIT_RUNTIME_ERROR;
                 return report;
             }
-            if let Engine::Optimised(options) = &inv.engine {
+            if let Engine::Optimised(options) | Engine::Native(options, _) = &inv.engine {
                 if let Err(broken) = opt::optimise(&mut module, &fe.sources, options) {
                     report.stderr.push_str(&format!(
                         "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
@@ -212,11 +214,26 @@ fn run_here(inv: &Invocation) -> Report {
                     return report;
                 }
             }
-            match ir::interp::run(&module, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
-                stdout.extend_from_slice(b)
-            }) {
-                None => Err(EntryError::Unknown(entry.clone())),
-                Some(r) => r.map_err(EntryError::Runtime),
+            if let Engine::Native(_, codegen) = &inv.engine {
+                let mut sink = |b: &[u8]| stdout.extend_from_slice(b);
+                match withloop_codegen::jit::run(&module, &fe.sources, &entry, args, codegen, None, &mut sink) {
+                    Ok(values) => Ok(values),
+                    Err(withloop_codegen::jit::RunError::UnknownEntry(name)) => Err(EntryError::Unknown(name)),
+                    Err(withloop_codegen::jit::RunError::Runtime(e)) => Err(EntryError::Runtime(e)),
+                    Err(withloop_codegen::jit::RunError::Codegen(e)) => {
+                        report.stdout = stdout;
+                        report.stderr.push_str(&format!("error: {e}\n"));
+                        report.exit_code = EXIT_COMPILE_ERROR;
+                        return report;
+                    }
+                }
+            } else {
+                match ir::interp::run(&module, &fe.sources, &entry, args, RunOptions::default(), &mut |b: &[u8]| {
+                    stdout.extend_from_slice(b)
+                }) {
+                    None => Err(EntryError::Unknown(entry.clone())),
+                    Some(r) => r.map_err(EntryError::Runtime),
+                }
             }
         }
     };

@@ -42,7 +42,7 @@ enum Command {
         /// `reshape([2,2], [1,2,3,4])`); repeat for several.
         #[arg(long = "arg", value_name = "VALUE", allow_hyphen_values = true)]
         args: Vec<String>,
-        /// Use the reference interpreter (the only engine until native code generation lands).
+        /// Use the reference interpreter (the semantic oracle) instead of native code.
         #[arg(long)]
         interp: bool,
         /// Run the lowered IR in the IR interpreter instead.
@@ -208,8 +208,17 @@ fn main() -> ExitCode {
             };
             compile(&inv, &options, emit)
         }
-        Command::Run { source, entry, args, interp: _, ir, opt, passes, untyped } => {
+        Command::Run { source, entry, args, interp, ir, opt, passes, untyped } => {
             let mut inv = source.invocation();
+            if !interp && !ir && !opt && !untyped {
+                match passes.options() {
+                    Ok(o) => inv.engine = Engine::Native(o, withloop_codegen::Options::default()),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(64);
+                    }
+                }
+            }
             if ir {
                 inv.engine = Engine::Ir;
             }

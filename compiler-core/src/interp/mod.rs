@@ -10,7 +10,7 @@ pub mod dispatch;
 mod eval;
 pub mod format;
 pub mod ops;
-pub(crate) mod prims;
+pub mod prims;
 pub mod value;
 
 use crate::diagnostics::{Code, Diagnostic};

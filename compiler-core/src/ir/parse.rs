@@ -358,18 +358,8 @@ impl<'a> Parser<'a> {
                     .unwrap_or("");
                 let mut specs = Vec::new();
                 for s in specs_text.split("; ").filter(|s| !s.is_empty()) {
-                    let mut d = crate::diagnostics::Diagnostics::new();
-                    let ty = format!("int{}", if s == "[]" { "" } else { s });
-                    let mut tokens = crate::syntax::lexer::lex(crate::span::FileId(0), &ty, &mut d);
-                    tokens.push(crate::syntax::token::Token {
-                        kind: crate::syntax::token::TokenKind::Eof,
-                        text: Default::default(),
-                        span: self.span,
-                        line_start: true,
-                        space_before: true,
-                    });
-                    match crate::syntax::parser::parse_type_expr(&tokens, &mut d) {
-                        Some(t) => specs.push(t.shape),
+                    match parse_shape_spec(s) {
+                        Some(spec) => specs.push(spec),
                         None => return self.err(format!("bad pattern `{s}`")),
                     }
                 }
@@ -624,6 +614,23 @@ impl<'a> Parser<'a> {
         }
         Ok((ops, cells, reuse))
     }
+}
+
+/// A shape pattern as SaC writes it (`[n,.]`, `[d:shp]`, `[]` for a scalar).
+pub fn parse_shape_spec(text: &str) -> Option<crate::syntax::ast::ShapeSpec> {
+    let mut d = crate::diagnostics::Diagnostics::new();
+    let ty = format!("int{}", if text == "[]" { "" } else { text });
+    let mut tokens = crate::syntax::lexer::lex(crate::span::FileId(0), &ty, &mut d);
+    let end = Span::new(crate::span::FileId(0), ty.len(), ty.len());
+    tokens.push(crate::syntax::token::Token {
+        kind: crate::syntax::token::TokenKind::Eof,
+        text: Default::default(),
+        span: end,
+        line_start: true,
+        space_before: true,
+    });
+    let t = crate::syntax::parser::parse_type_expr(&tokens, &mut d)?;
+    (!d.has_errors()).then_some(t.shape)
 }
 
 /// The text of a string written with `{:?}`.

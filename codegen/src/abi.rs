@@ -1,0 +1,1 @@
+//! The C ABI of compiled code (filled in with shared libraries and headers).

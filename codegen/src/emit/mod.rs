@@ -1,0 +1,892 @@
+//! IR to LLVM IR.
+//!
+//! Every IR function becomes an LLVM function `void f(ctx, out₀…, args…)`:
+//! results go to out-pointers, run-time errors are recorded in the context and
+//! the function returns at once (callers test `ctx->error` after each call).
+//! Values with a statically scalar type are LLVM scalars; everything else is a
+//! pointer to a runtime array (`WlArray`), reference counted:
+//!
+//! * a definition owns one reference; operands only borrow;
+//! * a block's values die after their last use (a `wl_dec` there), unless the
+//!   block yields them (ownership moves to the statement that runs the block);
+//! * a yield of a value the block does not own takes a new reference;
+//! * function parameters are borrowed from the caller;
+//! * in-place updates and with-loop buffer reuse consume their array: moved when
+//!   it dies there, else a new reference is taken first (so the runtime copies).
+//!
+//! With-loops become loop nests (`withloop.rs`); scalar arithmetic follows the
+//! reference interpreter's semantics exactly (`scalar.rs`); structural primitives
+//! and printing call the runtime's generic path.
+
+mod ops;
+mod scalar;
+mod withloop;
+
+use std::collections::{HashMap, HashSet};
+
+use compiler_core::interp::value::{Scalar, Value};
+use compiler_core::ir::{self, Blame, Block, Function, Op, Stmt, ValueId};
+use compiler_core::sema::hir::Elem;
+use compiler_core::sema::ty::{Shape, Ty};
+use compiler_core::span::{SourceMap, Span};
+use compiler_core::syntax::ast::BaseType;
+use inkwell::AddressSpace;
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+
+use crate::rt::{self, Rt};
+use crate::{CodegenError, Options, TargetSpec};
+
+pub(crate) type R<T> = Result<T, CodegenError>;
+
+impl From<inkwell::builder::BuilderError> for CodegenError {
+    fn from(e: inkwell::builder::BuilderError) -> Self {
+        CodegenError::Bug(format!("LLVM builder: {e}"))
+    }
+}
+
+/// Whether values of this type are LLVM scalars (else array pointers).
+pub(crate) fn scalar_repr(ty: &Ty) -> bool {
+    ty.elem != Elem::String && matches!(&ty.shape, Shape::Fixed(d) if d.is_empty())
+}
+
+pub(crate) fn base(ty: &Ty) -> BaseType {
+    match ty.elem {
+        Elem::Base(b) => b,
+        Elem::String => BaseType::Char,
+    }
+}
+
+pub(crate) fn signed(b: BaseType) -> bool {
+    matches!(b, BaseType::Byte | BaseType::Short | BaseType::Int | BaseType::Long | BaseType::LongLong)
+}
+
+/// The element type code the runtime uses.
+pub(crate) fn elem_code(b: BaseType) -> u64 {
+    BaseType::ALL.iter().position(|x| *x == b).unwrap_or(4) as u64
+}
+
+/// The module-wide state.
+pub(crate) struct Emitter<'ctx, 'a> {
+    pub ctx: &'ctx Context,
+    pub module: Module<'ctx>,
+    pub b: Builder<'ctx>,
+    pub ir: &'a ir::Module,
+    pub sources: &'a SourceMap,
+    pub rt: Rt<'ctx>,
+    pub funcs: Vec<FunctionValue<'ctx>>,
+    strings: HashMap<Vec<u8>, PointerValue<'ctx>>,
+    locs: HashMap<Span, PointerValue<'ctx>>,
+    counter: usize,
+    pub parallel: bool,
+}
+
+/// Per-function state.
+pub(crate) struct Fx<'ctx, 'a> {
+    pub func: FunctionValue<'ctx>,
+    pub irf: &'a Function,
+    pub vals: HashMap<ValueId, BasicValueEnum<'ctx>>,
+    pub ctxp: PointerValue<'ctx>,
+    /// Where errors jump: the function returns.
+    pub fail_bb: BasicBlock<'ctx>,
+    pub entry_bb: BasicBlock<'ctx>,
+    /// The current statement's error location (null: the caller's).
+    pub loc: PointerValue<'ctx>,
+    /// The constants the function defines.
+    pub consts: HashMap<ValueId, &'a Value>,
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    pub fn new(ctx: &'ctx Context, ir: &'a ir::Module, sources: &'a SourceMap, parallel: bool) -> Self {
+        let module = ctx.create_module("withloop");
+        module.set_source_file_name("withloop");
+        let rt = Rt::declare(ctx, &module);
+        Emitter {
+            ctx,
+            module,
+            b: ctx.create_builder(),
+            ir,
+            sources,
+            rt,
+            funcs: Vec::new(),
+            strings: HashMap::new(),
+            locs: HashMap::new(),
+            counter: 0,
+            parallel,
+        }
+    }
+
+    pub fn ptr(&self) -> inkwell::types::PointerType<'ctx> {
+        self.ctx.ptr_type(AddressSpace::default())
+    }
+
+    pub fn i64(&self) -> inkwell::types::IntType<'ctx> {
+        self.ctx.i64_type()
+    }
+
+    pub fn i32(&self) -> inkwell::types::IntType<'ctx> {
+        self.ctx.i32_type()
+    }
+
+    pub fn fresh(&mut self, prefix: &str) -> String {
+        self.counter += 1;
+        format!("{prefix}.{}", self.counter)
+    }
+
+    /// The LLVM type of a scalar of a base type (in registers).
+    pub fn scalar_ty(&self, b: BaseType) -> BasicTypeEnum<'ctx> {
+        match b {
+            BaseType::Bool => self.ctx.bool_type().into(),
+            BaseType::Char | BaseType::Byte | BaseType::UByte => self.ctx.i8_type().into(),
+            BaseType::Short | BaseType::UShort => self.ctx.i16_type().into(),
+            BaseType::Int | BaseType::UInt => self.ctx.i32_type().into(),
+            BaseType::Long | BaseType::LongLong | BaseType::ULong | BaseType::ULongLong => self.ctx.i64_type().into(),
+            BaseType::Float => self.ctx.f32_type().into(),
+            BaseType::Double => self.ctx.f64_type().into(),
+        }
+    }
+
+    /// The LLVM type of an element in memory (`bool` takes a byte).
+    pub fn mem_ty(&self, b: BaseType) -> BasicTypeEnum<'ctx> {
+        match b {
+            BaseType::Bool => self.ctx.i8_type().into(),
+            other => self.scalar_ty(other),
+        }
+    }
+
+    pub fn value_ty(&self, ty: &Ty) -> BasicTypeEnum<'ctx> {
+        if scalar_repr(ty) { self.scalar_ty(base(ty)) } else { self.ptr().into() }
+    }
+
+    /// Declares every function of the module.
+    pub fn declare_functions(&mut self) {
+        for f in &self.ir.functions {
+            let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![self.ptr().into()];
+            params.extend(f.results.iter().map(|_| BasicMetadataTypeEnum::from(self.ptr())));
+            params.extend(f.params.iter().map(|p| BasicMetadataTypeEnum::from(self.value_ty(f.ty(*p)))));
+            let ty = self.ctx.void_type().fn_type(&params, false);
+            let func = self.module.add_function(&format!("wl.{}", f.name), ty, Some(Linkage::Internal));
+            self.funcs.push(func);
+        }
+    }
+
+    // ------------------------------------------------------------ constants
+
+    /// A constant NUL-terminated string; returns a pointer to its bytes.
+    pub fn cstring(&mut self, s: &str) -> PointerValue<'ctx> {
+        let mut bytes = s.as_bytes().to_vec();
+        bytes.push(0);
+        self.bytes_global(bytes)
+    }
+
+    fn bytes_global(&mut self, bytes: Vec<u8>) -> PointerValue<'ctx> {
+        if let Some(p) = self.strings.get(&bytes) {
+            return *p;
+        }
+        let value = self.ctx.const_string(&bytes, false);
+        let name = self.fresh("str");
+        let g = self.module.add_global(value.get_type(), None, &name);
+        g.set_initializer(&value);
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        let p = g.as_pointer_value();
+        self.strings.insert(bytes, p);
+        p
+    }
+
+    /// The location constant of a span (null for none).
+    pub fn loc(&mut self, span: Option<Span>) -> PointerValue<'ctx> {
+        let Some(span) = span else { return self.ptr().const_null() };
+        if let Some(p) = self.locs.get(&span) {
+            return *p;
+        }
+        let file = self.sources.get(span.file);
+        let (line, col) = file.line_col(span.start);
+        let name = file.name.to_string();
+        let fname = self.cstring(&name);
+        let i32t = self.i32();
+        let value = self.rt.loc.const_named_struct(&[
+            fname.into(),
+            i32t.const_int(line as u64, false).into(),
+            i32t.const_int(col as u64, false).into(),
+            i32t.const_int(span.file.0 as u64, false).into(),
+            i32t.const_int(span.start as u64, false).into(),
+            i32t.const_int(span.end as u64, false).into(),
+        ]);
+        let gname = self.fresh("loc");
+        let g = self.module.add_global(self.rt.loc, None, &gname);
+        g.set_initializer(&value);
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        let p = g.as_pointer_value();
+        self.locs.insert(span, p);
+        p
+    }
+
+    /// A scalar constant.
+    pub fn scalar_const(&self, s: Scalar) -> BasicValueEnum<'ctx> {
+        match s {
+            Scalar::Bool(b) => self.ctx.bool_type().const_int(b as u64, false).into(),
+            Scalar::Char(c) => self.ctx.i8_type().const_int(c as u64, false).into(),
+            Scalar::Int(t, v) => self.scalar_ty(t).into_int_type().const_int(v as u64, signed(t)).into(),
+            Scalar::Float(f) => self.ctx.f32_type().const_float(f as f64).into(),
+            Scalar::Double(d) => self.ctx.f64_type().const_float(d).into(),
+        }
+    }
+
+    /// A constant array (or a scalar as a rank-0 array): an immortal `WlArray`
+    /// in static data.
+    pub fn array_const(&mut self, v: &Value) -> R<PointerValue<'ctx>> {
+        let b = v.base().ok_or_else(|| CodegenError::Bug("array constant of strings".into()))?;
+        let n = v.len();
+        let shape_usize = v.shape().to_vec();
+        let mem = self.mem_ty(b);
+        let mut elems: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = v.elem(i).ok_or_else(|| CodegenError::Bug("constant element".into()))?;
+            let c = self.scalar_const(s);
+            elems.push(match (b, c) {
+                (BaseType::Bool, BasicValueEnum::IntValue(x)) => {
+                    self.ctx.i8_type().const_int(x.get_zero_extended_constant().unwrap_or(0), false).into()
+                }
+                (_, c) => c,
+            });
+        }
+        let data = match mem {
+            BasicTypeEnum::IntType(t) => t.const_array(&elems.iter().map(|e| e.into_int_value()).collect::<Vec<_>>()),
+            BasicTypeEnum::FloatType(t) => {
+                t.const_array(&elems.iter().map(|e| e.into_float_value()).collect::<Vec<_>>())
+            }
+            _ => return Err(CodegenError::Bug("constant element type".into())),
+        };
+        let dname = self.fresh("data");
+        let dg = self.module.add_global(data.get_type(), None, &dname);
+        dg.set_initializer(&data);
+        dg.set_constant(true);
+        dg.set_linkage(Linkage::Private);
+        dg.set_alignment(64);
+        let i64t = self.i64();
+        let i32t = self.i32();
+        let rank = shape_usize.len();
+        let shape_ty = i64t.array_type(rank as u32);
+        let header_ty = self.ctx.struct_type(
+            &[i64t.into(), i64t.into(), i64t.into(), self.ptr().into(), i32t.into(), i32t.into(), shape_ty.into()],
+            false,
+        );
+        let shape = i64t.const_array(&shape_usize.iter().map(|&d| i64t.const_int(d as u64, false)).collect::<Vec<_>>());
+        let value = header_ty.const_named_struct(&[
+            i64t.const_int(u64::MAX, true).into(),
+            i64t.const_int(rank as u64, false).into(),
+            i64t.const_int(n as u64, false).into(),
+            dg.as_pointer_value().into(),
+            i32t.const_int(elem_code(b), false).into(),
+            i32t.const_int(elem_bytes(b), false).into(),
+            shape.into(),
+        ]);
+        let hname = self.fresh("array");
+        let hg = self.module.add_global(header_ty, None, &hname);
+        hg.set_initializer(&value);
+        hg.set_constant(false);
+        hg.set_linkage(Linkage::Private);
+        hg.set_alignment(8);
+        Ok(hg.as_pointer_value())
+    }
+
+    /// A string constant: a pointer to `{ i64 len, [n x i8] bytes }`.
+    pub fn string_const(&mut self, s: &[u8]) -> PointerValue<'ctx> {
+        let i64t = self.i64();
+        let bytes = self.ctx.const_string(s, false);
+        let ty = self.ctx.struct_type(&[i64t.into(), bytes.get_type().into()], false);
+        let value = ty.const_named_struct(&[i64t.const_int(s.len() as u64, false).into(), bytes.into()]);
+        let name = self.fresh("string");
+        let g = self.module.add_global(ty, None, &name);
+        g.set_initializer(&value);
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        g.as_pointer_value()
+    }
+
+    // ------------------------------------------------------------ functions
+
+    /// Emits the body of IR function `k`.
+    pub fn function(&mut self, k: usize) -> R<()> {
+        let irf: &'a Function = &self.ir.functions[k];
+        let func = self.funcs[k];
+        let entry_bb = self.ctx.append_basic_block(func, "entry");
+        let body_bb = self.ctx.append_basic_block(func, "body");
+        let fail_bb = self.ctx.append_basic_block(func, "fail");
+        self.b.position_at_end(fail_bb);
+        self.b.build_return(None)?;
+        let ctxp = func.get_nth_param(0).ok_or_else(|| CodegenError::Bug("ctx parameter".into()))?.into_pointer_value();
+        let mut consts = HashMap::new();
+        collect_consts(&irf.body, &mut consts);
+        let mut fx =
+            Fx { func, irf, vals: HashMap::new(), ctxp, fail_bb, entry_bb, loc: self.ptr().const_null(), consts };
+        let n_out = irf.results.len();
+        for (i, p) in irf.params.iter().enumerate() {
+            let v = func.get_nth_param((1 + n_out + i) as u32).ok_or_else(|| CodegenError::Bug("parameter".into()))?;
+            fx.vals.insert(*p, v);
+        }
+        self.b.position_at_end(body_bb);
+        // Parameters are borrowed: the body owns none of them.
+        let yields = self.block(&mut fx, &irf.body, &[])?;
+        for (i, (y, ty)) in yields.iter().zip(&irf.results).enumerate() {
+            let v = self.owned_to(&fx, *y, irf.ty(irf.body.yields[i]), ty)?;
+            let out = func.get_nth_param((1 + i) as u32).ok_or_else(|| CodegenError::Bug("out parameter".into()))?;
+            self.b.build_store(out.into_pointer_value(), v)?;
+        }
+        self.b.build_return(None)?;
+        // The entry block only holds allocas; it falls through to the body.
+        self.b.position_at_end(entry_bb);
+        self.b.build_unconditional_branch(body_bb)?;
+        Ok(())
+    }
+
+    /// An `alloca` in the function's entry block.
+    pub fn alloca(&self, fx: &Fx<'ctx, 'a>, ty: BasicTypeEnum<'ctx>, name: &str) -> R<PointerValue<'ctx>> {
+        let here = self.b.get_insert_block();
+        let tb = self.ctx.create_builder();
+        match fx.entry_bb.get_first_instruction() {
+            Some(i) => tb.position_before(&i),
+            None => tb.position_at_end(fx.entry_bb),
+        }
+        let p = tb.build_alloca(ty, name)?;
+        if let Some(h) = here {
+            self.b.position_at_end(h);
+        }
+        Ok(p)
+    }
+
+    /// Branches to the function's exit when the context holds an error.
+    pub fn check_error(&mut self, fx: &Fx<'ctx, 'a>) -> R<()> {
+        let e = self.b.build_load(self.i32(), fx.ctxp, "err")?.into_int_value();
+        let failed = self.b.build_int_compare(inkwell::IntPredicate::NE, e, self.i32().const_zero(), "failed")?;
+        let cont = self.ctx.append_basic_block(fx.func, "ok");
+        self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
+        self.b.position_at_end(cont);
+        Ok(())
+    }
+
+    /// Jumps to `fail` (after the caller recorded the error).
+    pub fn goto_fail(&mut self, fx: &Fx<'ctx, 'a>) -> R<()> {
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        let dead = self.ctx.append_basic_block(fx.func, "dead");
+        self.b.position_at_end(dead);
+        Ok(())
+    }
+
+    pub fn call(
+        &mut self,
+        f: FunctionValue<'ctx>,
+        args: &[BasicMetadataValueEnum<'ctx>],
+    ) -> R<Option<BasicValueEnum<'ctx>>> {
+        Ok(self.b.build_call(f, args, "")?.try_as_basic_value().basic())
+    }
+
+    pub fn inc(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
+        self.call(self.rt.inc, &[v.into()])?;
+        Ok(())
+    }
+
+    pub fn dec(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
+        self.call(self.rt.dec, &[v.into()])?;
+        Ok(())
+    }
+
+    /// Whether a value of this type is a reference-counted array.
+    pub fn counted(&self, ty: &Ty) -> bool {
+        !scalar_repr(ty) && ty.elem != Elem::String
+    }
+
+    // ------------------------------------------------------------ blocks
+
+    /// Emits a block; returns its yields, each one reference the caller owns.
+    /// `owned`: values the block owns besides its own definitions (loop
+    /// parameters, a part's index vector).
+    pub fn block(&mut self, fx: &mut Fx<'ctx, 'a>, b: &'a Block, owned: &[ValueId]) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let plan = plan_block(fx.irf, b, owned);
+        // Owned values never used die at once.
+        for v in &plan.dead_on_arrival {
+            if let Some(x) = fx.vals.get(v).copied() {
+                if self.counted(fx.irf.ty(*v)) {
+                    self.dec(x)?;
+                }
+            }
+        }
+        for (i, s) in b.stmts.iter().enumerate() {
+            let moved = &plan.moved[i];
+            self.stmt(fx, s, moved)?;
+            if matches!(s.op, Op::Fail { .. }) {
+                // The rest of the block never runs (its values may not even be
+                // well-typed: inference gives dead code no types).
+                return Ok(b.yields.iter().map(|y| undef(self.value_ty(fx.irf.ty(*y)))).collect());
+            }
+            for v in &plan.dies_after[i] {
+                if moved.contains(v) {
+                    continue;
+                }
+                if let Some(x) = fx.vals.get(v).copied() {
+                    if self.counted(fx.irf.ty(*v)) {
+                        self.dec(x)?;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(b.yields.len());
+        let mut yielded: HashSet<ValueId> = HashSet::new();
+        for y in &b.yields {
+            let v = *fx.vals.get(y).ok_or_else(|| CodegenError::Bug(format!("%{} yielded before definition", y.0)))?;
+            if self.counted(fx.irf.ty(*y)) {
+                // A value the block owns moves out once; anything else gets a reference.
+                let own = plan.owned.contains(y) && yielded.insert(*y);
+                if !own {
+                    self.inc(v)?;
+                }
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// A rank-0 array holding a scalar.
+    pub fn box_scalar(&mut self, fx: &Fx<'ctx, 'a>, v: BasicValueEnum<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
+        let bits = self.to_bits(v, b)?;
+        let code = self.i32().const_int(elem_code(b), false);
+        let r = self
+            .call(self.rt.boxed, &[fx.ctxp.into(), code.into(), bits.into()])?
+            .ok_or_else(|| CodegenError::Bug("box".into()))?;
+        self.check_error(fx)?;
+        Ok(r)
+    }
+
+    /// The scalar in a rank-0 array (element 0).
+    pub fn unbox(&mut self, _fx: &Fx<'ctx, 'a>, v: BasicValueEnum<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
+        let data = self.data_ptr(v.into_pointer_value())?;
+        self.load_elem(data, self.i64().const_zero(), b)
+    }
+
+    /// A scalar as the runtime's 64-bit pattern.
+    pub fn to_bits(&mut self, v: BasicValueEnum<'ctx>, b: BaseType) -> R<IntValue<'ctx>> {
+        let i64t = self.i64();
+        Ok(match b {
+            BaseType::Float => {
+                let i = self.b.build_bit_cast(v, self.i32(), "bits")?.into_int_value();
+                self.b.build_int_z_extend(i, i64t, "bits")?
+            }
+            BaseType::Double => self.b.build_bit_cast(v, i64t, "bits")?.into_int_value(),
+            t if signed(t) => self.b.build_int_s_extend_or_bit_cast(v.into_int_value(), i64t, "bits")?,
+            _ => self.b.build_int_z_extend_or_bit_cast(v.into_int_value(), i64t, "bits")?,
+        })
+    }
+
+    /// A scalar from the runtime's 64-bit pattern.
+    pub fn from_bits(&mut self, bits: IntValue<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
+        Ok(match b {
+            BaseType::Float => {
+                let i = self.b.build_int_truncate(bits, self.i32(), "f")?;
+                self.b.build_bit_cast(i, self.ctx.f32_type(), "f")?
+            }
+            BaseType::Double => self.b.build_bit_cast(bits, self.ctx.f64_type(), "d")?,
+            t => {
+                let ty = self.scalar_ty(t).into_int_type();
+                self.b.build_int_truncate_or_bit_cast(bits, ty, "i")?.into()
+            }
+        })
+    }
+
+    // ------------------------------------------------------------ array access
+
+    /// An in-bounds `getelementptr`. Building it is safe; the code it is part
+    /// of keeps its indices in bounds (checked or proven).
+    #[allow(unsafe_code)]
+    pub fn gep(
+        &self,
+        ty: impl BasicType<'ctx>,
+        p: PointerValue<'ctx>,
+        idx: &[IntValue<'ctx>],
+        name: &str,
+    ) -> R<PointerValue<'ctx>> {
+        // SAFETY: inkwell marks GEP unsafe because the address it computes may be
+        // out of bounds at run time; creating the instruction itself is sound.
+        Ok(unsafe { self.b.build_in_bounds_gep(ty, p, idx, name)? })
+    }
+
+    fn header_field(
+        &mut self,
+        a: PointerValue<'ctx>,
+        offset: u64,
+        ty: BasicTypeEnum<'ctx>,
+        name: &str,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let i8t = self.ctx.i8_type();
+        let p = self.gep(i8t, a, &[self.i64().const_int(offset, false)], "field")?;
+        Ok(self.b.build_load(ty, p, name)?)
+    }
+
+    pub fn rank(&mut self, a: PointerValue<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.header_field(a, rt::ARR_RANK, self.i64().into(), "rank")?.into_int_value())
+    }
+
+    pub fn size(&mut self, a: PointerValue<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.header_field(a, rt::ARR_SIZE, self.i64().into(), "size")?.into_int_value())
+    }
+
+    pub fn data_ptr(&mut self, a: PointerValue<'ctx>) -> R<PointerValue<'ctx>> {
+        Ok(self.header_field(a, rt::ARR_DATA, self.ptr().into(), "data")?.into_pointer_value())
+    }
+
+    /// A pointer to the shape extents.
+    pub fn shape_ptr(&mut self, a: PointerValue<'ctx>) -> R<PointerValue<'ctx>> {
+        let i8t = self.ctx.i8_type();
+        Ok(self.gep(i8t, a, &[self.i64().const_int(rt::ARR_SHAPE, false)], "shape")?)
+    }
+
+    pub fn extent(&mut self, a: PointerValue<'ctx>, k: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let sp = self.shape_ptr(a)?;
+        let p = self.gep(self.i64(), sp, &[k], "ext")?;
+        Ok(self.b.build_load(self.i64(), p, "ext")?.into_int_value())
+    }
+
+    pub fn load_elem(&mut self, data: PointerValue<'ctx>, i: IntValue<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
+        let mem = self.mem_ty(b);
+        let p = self.gep(mem, data, &[i], "elem")?;
+        let v = self.b.build_load(mem, p, "x")?;
+        Ok(if b == BaseType::Bool {
+            self.b.build_int_truncate(v.into_int_value(), self.ctx.bool_type(), "b")?.into()
+        } else {
+            v
+        })
+    }
+
+    pub fn store_elem(
+        &mut self,
+        data: PointerValue<'ctx>,
+        i: IntValue<'ctx>,
+        b: BaseType,
+        v: BasicValueEnum<'ctx>,
+    ) -> R<()> {
+        let mem = self.mem_ty(b);
+        let p = self.gep(mem, data, &[i], "elem")?;
+        let v: BasicValueEnum<'ctx> = if b == BaseType::Bool {
+            self.b.build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "b")?.into()
+        } else {
+            v
+        };
+        self.b.build_store(p, v)?;
+        Ok(())
+    }
+
+    /// A new array of `rank` extents read from `shape` (an `i64` buffer).
+    pub fn alloc_array(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        b: BaseType,
+        rank: IntValue<'ctx>,
+        shape: PointerValue<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        let code = self.i32().const_int(elem_code(b), false);
+        let a = self
+            .call(self.rt.alloc, &[fx.ctxp.into(), code.into(), rank.into(), shape.into()])?
+            .ok_or_else(|| CodegenError::Bug("alloc".into()))?;
+        self.check_error(fx)?;
+        Ok(a.into_pointer_value())
+    }
+
+    /// A stack buffer of `n` `i64`s.
+    pub fn i64_buffer(&mut self, fx: &Fx<'ctx, 'a>, n: u32, name: &str) -> R<PointerValue<'ctx>> {
+        self.alloca(fx, self.i64().array_type(n.max(1)).into(), name)
+    }
+
+    pub fn const_i64(&self, v: i64) -> IntValue<'ctx> {
+        self.i64().const_int(v as u64, true)
+    }
+
+    /// Where a statement's errors are reported.
+    pub fn stmt_loc(&mut self, s: &Stmt) -> PointerValue<'ctx> {
+        match s.blame {
+            Blame::Caller => self.ptr().const_null(),
+            _ => {
+                let span = s.blame_span();
+                match span {
+                    Some(sp) if self.sources.is_library(sp) => self.ptr().const_null(),
+                    other => self.loc(other),
+                }
+            }
+        }
+    }
+
+    pub fn value(&self, fx: &Fx<'ctx, 'a>, v: ValueId) -> R<BasicValueEnum<'ctx>> {
+        fx.vals
+            .get(&v)
+            .copied()
+            .ok_or_else(|| CodegenError::Bug(format!("%{} used before it is defined in `{}`", v.0, fx.irf.name)))
+    }
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// Emits every function of the module.
+    pub fn functions(&mut self) -> R<()> {
+        self.declare_functions();
+        for k in 0..self.ir.functions.len() {
+            self.function(k)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh function `name(ctx, …)` of type `ty` with an entry block, a
+    /// body block (the builder is there) and a failure exit returning
+    /// `fail_value` (none: `ret void`).
+    pub fn wrapper_fx(
+        &mut self,
+        name: &str,
+        ty: inkwell::types::FunctionType<'ctx>,
+        linkage: Linkage,
+        fail_value: Option<BasicValueEnum<'ctx>>,
+        irf: &'a Function,
+    ) -> R<Fx<'ctx, 'a>> {
+        let func = self.module.add_function(name, ty, Some(linkage));
+        let entry_bb = self.ctx.append_basic_block(func, "entry");
+        let body_bb = self.ctx.append_basic_block(func, "body");
+        let fail_bb = self.ctx.append_basic_block(func, "fail");
+        self.b.position_at_end(fail_bb);
+        match fail_value {
+            Some(v) => self.b.build_return(Some(&v))?,
+            None => self.b.build_return(None)?,
+        };
+        self.b.position_at_end(entry_bb);
+        self.b.build_unconditional_branch(body_bb)?;
+        self.b.position_at_end(body_bb);
+        let ctxp = func.get_nth_param(0).ok_or_else(|| CodegenError::Bug("ctx parameter".into()))?.into_pointer_value();
+        Ok(Fx {
+            func,
+            irf,
+            vals: HashMap::new(),
+            ctxp,
+            fail_bb,
+            entry_bb,
+            loc: self.ptr().const_null(),
+            consts: HashMap::new(),
+        })
+    }
+
+    /// `void name(ctx, const WlArg *args, WlArg *results)`: calls IR function
+    /// `k` on arguments the runtime describes (scalars as bits, arrays as
+    /// arrays of the parameter's representation) and describes its results
+    /// (arrays owned by the caller). Errors are reported at the function's
+    /// span when no statement of user code is to blame.
+    pub fn trampoline(&mut self, k: usize, name: &str) -> R<FunctionValue<'ctx>> {
+        let irf: &'a Function = &self.ir.functions[k];
+        let p = self.ptr();
+        let ty = self.ctx.void_type().fn_type(&[p.into(), p.into(), p.into()], false);
+        let mut fx = self.wrapper_fx(name, ty, Linkage::External, None, irf)?;
+        let args = fx.func.get_nth_param(1).ok_or_else(|| CodegenError::Bug("args".into()))?.into_pointer_value();
+        let results = fx.func.get_nth_param(2).ok_or_else(|| CodegenError::Bug("results".into()))?.into_pointer_value();
+        let site = self.loc(Some(irf.span));
+        let site_p = self.ctx_field(&fx, rt::CTX_SITE)?;
+        self.b.build_store(site_p, site)?;
+        let mut call_args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> = vec![fx.ctxp.into()];
+        let mut outs = Vec::new();
+        for r in &irf.results {
+            let slot = self.alloca(&fx, self.value_ty(r), "res")?;
+            outs.push(slot);
+            call_args.push(slot.into());
+        }
+        for (i, prm) in irf.params.iter().enumerate() {
+            let slot = self.gep(self.rt.arg, args, &[self.const_i64(i as i64)], "arg")?;
+            let ty = irf.ty(*prm).clone();
+            call_args.push(self.read_arg(slot, &ty)?.into());
+        }
+        self.b.build_call(self.funcs[k], &call_args, "")?;
+        self.check_error(&fx)?;
+        for (j, (slot, r)) in outs.iter().zip(&irf.results).enumerate() {
+            let x = self.b.build_load(self.value_ty(r), *slot, "r")?;
+            let out = self.gep(self.rt.arg, results, &[self.const_i64(j as i64)], "res")?;
+            self.write_arg(out, x, r)?;
+        }
+        self.b.build_return(None)?;
+        fx.vals.clear();
+        Ok(fx.func)
+    }
+
+    /// Marks every defined function for the target CPU, verifies the module and
+    /// runs LLVM's optimisation pipeline on it.
+    pub fn finish(self, spec: &TargetSpec, options: &Options) -> R<(Module<'ctx>, inkwell::targets::TargetMachine)> {
+        let tm = crate::target_machine(spec, options)?;
+        self.module.set_triple(&tm.get_triple());
+        self.module.set_data_layout(&tm.get_target_data().get_data_layout());
+        let cpu = self.ctx.create_string_attribute("target-cpu", &spec.cpu);
+        let features = self.ctx.create_string_attribute("target-features", &spec.features);
+        let nounwind =
+            self.ctx.create_enum_attribute(inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind"), 0);
+        let mut f = self.module.get_first_function();
+        while let Some(func) = f {
+            if func.count_basic_blocks() > 0 {
+                func.add_attribute(inkwell::attributes::AttributeLoc::Function, cpu);
+                if !spec.features.is_empty() {
+                    func.add_attribute(inkwell::attributes::AttributeLoc::Function, features);
+                }
+                func.add_attribute(inkwell::attributes::AttributeLoc::Function, nounwind);
+            }
+            f = func.get_next_function();
+        }
+        if let Err(e) = self.module.verify() {
+            return Err(CodegenError::Bug(format!("the LLVM module does not verify: {}", e.to_string_lossy())));
+        }
+        let passes = format!("default<O{}>", options.opt_level.min(3));
+        self.module
+            .run_passes(&passes, &tm, inkwell::passes::PassBuilderOptions::create())
+            .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
+        Ok((self.module, tm))
+    }
+}
+
+pub(crate) fn is_undef(v: BasicValueEnum<'_>) -> bool {
+    match v {
+        BasicValueEnum::IntValue(x) => x.is_undef(),
+        BasicValueEnum::FloatValue(x) => x.is_undef(),
+        BasicValueEnum::PointerValue(x) => x.is_undef(),
+        _ => false,
+    }
+}
+
+pub(crate) fn undef(t: BasicTypeEnum<'_>) -> BasicValueEnum<'_> {
+    match t {
+        BasicTypeEnum::IntType(t) => t.get_undef().into(),
+        BasicTypeEnum::FloatType(t) => t.get_undef().into(),
+        BasicTypeEnum::PointerType(t) => t.get_undef().into(),
+        BasicTypeEnum::ArrayType(t) => t.get_undef().into(),
+        BasicTypeEnum::StructType(t) => t.get_undef().into(),
+        BasicTypeEnum::VectorType(t) => t.get_undef().into(),
+        BasicTypeEnum::ScalableVectorType(t) => t.get_undef().into(),
+    }
+}
+
+/// The constants a block (and the blocks nested in it) defines.
+fn collect_consts<'a>(b: &'a Block, out: &mut HashMap<ValueId, &'a Value>) {
+    for s in &b.stmts {
+        if let Op::Const(v) = &s.op {
+            out.insert(s.defs[0], v);
+        }
+        match &s.op {
+            Op::If { then_block, else_block, .. } => {
+                collect_consts(then_block, out);
+                collect_consts(else_block, out);
+            }
+            Op::Loop { cond, body, .. } => {
+                collect_consts(cond, out);
+                collect_consts(body, out);
+            }
+            Op::With(w) => w.parts.iter().for_each(|p| collect_consts(&p.body, out)),
+            _ => {}
+        }
+    }
+}
+
+pub(crate) fn elem_bytes(b: BaseType) -> u64 {
+    match b {
+        BaseType::Bool | BaseType::Char | BaseType::Byte | BaseType::UByte => 1,
+        BaseType::Short | BaseType::UShort => 2,
+        BaseType::Int | BaseType::UInt | BaseType::Float => 4,
+        _ => 8,
+    }
+}
+
+/// When each owned value of a block dies, and which consuming uses move it.
+pub(crate) struct Plan {
+    pub owned: HashSet<ValueId>,
+    /// Per statement: owned values whose last use it is.
+    pub dies_after: Vec<Vec<ValueId>>,
+    /// Per statement: values it consumes that move into it (no reference taken).
+    pub moved: Vec<HashSet<ValueId>>,
+    /// Owned values no statement and no yield uses.
+    pub dead_on_arrival: Vec<ValueId>,
+}
+
+/// The values a statement consumes (takes over), besides borrowing operands.
+pub(crate) fn consumed(s: &Stmt) -> Vec<ValueId> {
+    match &s.op {
+        Op::Prim { prim, args, in_place: true, .. }
+            if matches!(
+                prim,
+                compiler_core::sema::hir::Prim::Modarray | compiler_core::sema::hir::Prim::IdxModarray
+            ) =>
+        {
+            vec![args[0]]
+        }
+        Op::With(w) => w.reuse.iter().flatten().copied().collect(),
+        Op::Loop { init, .. } => init.clone(),
+        _ => Vec::new(),
+    }
+}
+
+pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId]) -> Plan {
+    let counted = |v: ValueId| {
+        let t = f.ty(v);
+        !scalar_repr(t) && t.elem != Elem::String
+    };
+    let mut owned: HashSet<ValueId> = extra_owned.iter().copied().filter(|v| counted(*v)).collect();
+    for s in &b.stmts {
+        owned.extend(s.defs.iter().copied().filter(|v| counted(*v)));
+    }
+    let n = b.stmts.len();
+    let mut dies_after: Vec<Vec<ValueId>> = vec![Vec::new(); n];
+    let mut moved: Vec<HashSet<ValueId>> = vec![HashSet::new(); n];
+    let mut seen: HashSet<ValueId> = b.yields.iter().copied().collect();
+    for i in (0..n).rev() {
+        let s = &b.stmts[i];
+        let uses = compiler_core::opt::util::free_uses(s);
+        let cons = consumed(s);
+        for v in &uses {
+            if owned.contains(v) && seen.insert(*v) {
+                dies_after[i].push(*v);
+                // Consumed here, once, and read by nothing else in the statement: moves.
+                let times = cons.iter().filter(|c| *c == v).count();
+                let nested = nested_uses(s).contains(v);
+                let other_operand = s.op.operands().iter().filter(|o| *o == v).count() > times;
+                if times == 1 && !nested && !other_operand {
+                    moved[i].insert(*v);
+                }
+            }
+        }
+    }
+    let mut dead_on_arrival = Vec::new();
+    for v in extra_owned {
+        if owned.contains(v) && !seen.contains(v) {
+            dead_on_arrival.push(*v);
+        }
+    }
+    // Definitions nobody uses die right after the defining statement.
+    for (i, s) in b.stmts.iter().enumerate() {
+        for d in &s.defs {
+            if owned.contains(d) && !seen.contains(d) {
+                dies_after[i].push(*d);
+            }
+        }
+    }
+    Plan { owned, dies_after, moved, dead_on_arrival }
+}
+
+/// What the nested blocks of a statement read from outside them.
+fn nested_uses(s: &Stmt) -> HashSet<ValueId> {
+    let mut nested = HashSet::new();
+    s.op.walk_blocks(&mut |blk| {
+        let defined = compiler_core::opt::util::defined_in(blk);
+        blk.walk(&mut |t| {
+            for v in t.op.operands() {
+                if !defined.contains(&v) {
+                    nested.insert(v);
+                }
+            }
+        });
+        for y in &blk.yields {
+            if !defined.contains(y) {
+                nested.insert(*y);
+            }
+        }
+    });
+    nested
+}

@@ -1,0 +1,1483 @@
+//! Statements: one IR op at a time.
+//!
+//! Fast paths emit inline code where the types say enough: scalar arithmetic,
+//! element-wise operations, selection and update by index vector or offset,
+//! `dim`/`shape`/`size`, array literals of scalars, calls, conditionals and
+//! loops. Everything else (structural primitives such as `reshape` or `cat`,
+//! printing, operations whose operands' ranks are unknown in ways the fast
+//! paths do not cover) calls the runtime's generic primitive, which applies the
+//! reference interpreter's implementation.
+
+use std::collections::HashSet;
+
+use compiler_core::interp::ops::{BinOp, UnOp};
+use compiler_core::ir::{Check, CheckOp, Op, Stmt, ValueId};
+use compiler_core::sema::hir::{Elem, MathFn, Prim};
+use compiler_core::sema::ty::{Shape, Ty};
+use compiler_core::syntax::ast::BaseType;
+use inkwell::IntPredicate;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+
+use super::{Emitter, Fx, R, base, elem_bytes, elem_code, scalar_repr, signed};
+use crate::CodegenError;
+use crate::rt;
+
+/// An element-wise operation.
+#[derive(Clone, Copy)]
+pub(crate) enum Ew {
+    Bin(BinOp),
+    Un(UnOp),
+    Conv(BaseType),
+    Math(MathFn),
+}
+
+impl Ew {
+    fn result_base(self, operand: BaseType) -> BaseType {
+        match self {
+            Ew::Bin(op) => op.result_base(operand),
+            Ew::Conv(to) => to,
+            Ew::Math(MathFn::IsNan | MathFn::IsInf) => BaseType::Bool,
+            _ => operand,
+        }
+    }
+}
+
+/// The statically known rank of a type.
+pub(crate) fn static_rank(ty: &Ty) -> Option<usize> {
+    ty.shape.rank_if_known()
+}
+
+/// The statically known extent `d` of a type.
+pub(crate) fn static_extent(ty: &Ty, d: usize) -> Option<usize> {
+    match &ty.shape {
+        Shape::Fixed(dims) => dims.get(d).copied().flatten(),
+        Shape::AtLeast(_) => None,
+    }
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// Emits one statement. `moved`: values it consumes that die here (their
+    /// reference moves into it).
+    pub fn stmt(&mut self, fx: &mut Fx<'ctx, 'a>, s: &'a Stmt, moved: &HashSet<ValueId>) -> R<()> {
+        fx.loc = self.stmt_loc(s);
+        match &s.op {
+            Op::Const(v) => {
+                let d = s.defs[0];
+                let ty = fx.irf.ty(d);
+                let x: BasicValueEnum<'ctx> = match v {
+                    compiler_core::interp::value::Value::Str(bytes) => self.string_const(bytes).into(),
+                    compiler_core::interp::value::Value::Scalar(sc) if scalar_repr(ty) => self.scalar_const(*sc),
+                    other => self.array_const(other)?.into(),
+                };
+                fx.vals.insert(d, x);
+            }
+            Op::Prim { prim, args, checked, in_place } => {
+                let d = s.defs[0];
+                let x = self.prim(fx, prim, args, *checked, *in_place, moved, d)?;
+                fx.vals.insert(d, x);
+            }
+            Op::Call { func, args } => self.call_op(fx, s, *func, args)?,
+            Op::Array(elems) => {
+                let d = s.defs[0];
+                let x = self.array_literal(fx, elems, d)?;
+                fx.vals.insert(d, x);
+            }
+            Op::If { cond, then_block, else_block } => self.if_op(fx, s, *cond, then_block, else_block)?,
+            Op::Loop { init, params, cond, body, test_first } => {
+                self.loop_op(fx, s, init, params, cond, body, *test_first, moved)?
+            }
+            Op::With(w) => self.with_loop(fx, s, w, moved)?,
+            Op::Check(c) => self.check_op(fx, c)?,
+            Op::Fail { code, message } => {
+                let loc = fx.loc;
+                self.fail_now(fx, loc, code.id, message)?;
+            }
+            Op::Narrow(v) => {
+                let d = s.defs[0];
+                let x = self.value(fx, *v)?;
+                let mut temps = Vec::new();
+                let y = self.borrowed_to(fx, x, fx.irf.ty(*v), fx.irf.ty(d), &mut temps)?;
+                if temps.is_empty() && self.counted(fx.irf.ty(d)) {
+                    self.inc(y)?;
+                }
+                fx.vals.insert(d, y);
+            }
+            Op::Pattern { args, specs, vars, function } => self.pattern_op(fx, s, args, specs, vars, function)?,
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ conversions
+
+    /// An owned value in another representation: a scalar boxed into a new
+    /// rank-0 array, or an array's element 0 (the array's reference dropped).
+    pub fn owned_to(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        v: BasicValueEnum<'ctx>,
+        from: &Ty,
+        to: &Ty,
+    ) -> R<BasicValueEnum<'ctx>> {
+        if super::is_undef(v) {
+            // A yield of code that never runs.
+            return Ok(super::undef(self.value_ty(to)));
+        }
+        match (scalar_repr(from), scalar_repr(to)) {
+            (true, false) if to.elem != Elem::String => self.box_scalar(fx, v, base(from)),
+            (false, true) if from.elem != Elem::String => {
+                let x = self.unbox(fx, v, base(to))?;
+                self.dec(v)?;
+                Ok(x)
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// A borrowed value in another representation; boxes it makes go to
+    /// `temps` (the caller drops them after the use).
+    pub fn borrowed_to(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        v: BasicValueEnum<'ctx>,
+        from: &Ty,
+        to: &Ty,
+        temps: &mut Vec<BasicValueEnum<'ctx>>,
+    ) -> R<BasicValueEnum<'ctx>> {
+        match (scalar_repr(from), scalar_repr(to)) {
+            (true, false) if to.elem != Elem::String => {
+                let b = self.box_scalar(fx, v, base(from))?;
+                temps.push(b);
+                Ok(b)
+            }
+            (false, true) if from.elem != Elem::String => self.unbox(fx, v, base(to)),
+            _ => Ok(v),
+        }
+    }
+
+    /// A value the statement consumes: its reference moves in when it dies
+    /// here, else the statement takes a new one.
+    pub fn take(&mut self, fx: &Fx<'ctx, 'a>, v: ValueId, moved: &HashSet<ValueId>) -> R<BasicValueEnum<'ctx>> {
+        let x = self.value(fx, v)?;
+        if self.counted(fx.irf.ty(v)) && !moved.contains(&v) {
+            self.inc(x)?;
+        }
+        Ok(x)
+    }
+
+    /// A scalar result in the representation of `d`'s type.
+    fn scalar_result(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        x: BasicValueEnum<'ctx>,
+        b: BaseType,
+        d: ValueId,
+    ) -> R<BasicValueEnum<'ctx>> {
+        if scalar_repr(fx.irf.ty(d)) { Ok(x) } else { self.box_scalar(fx, x, b) }
+    }
+
+    // ------------------------------------------------------------ array facts
+
+    /// The rank of an array value (a constant when its type knows it).
+    pub fn rank_of(&mut self, a: PointerValue<'ctx>, ty: &Ty) -> R<IntValue<'ctx>> {
+        match static_rank(ty) {
+            Some(r) => Ok(self.const_i64(r as i64)),
+            None => self.rank(a),
+        }
+    }
+
+    /// Extent `d` of an array value (a constant when its type knows it).
+    pub fn extent_of(&mut self, a: PointerValue<'ctx>, ty: &Ty, d: usize) -> R<IntValue<'ctx>> {
+        match static_extent(ty, d) {
+            Some(e) => Ok(self.const_i64(e as i64)),
+            None => self.extent(a, self.const_i64(d as i64)),
+        }
+    }
+
+    /// The number of elements of an array value.
+    pub fn size_of(&mut self, a: PointerValue<'ctx>, ty: &Ty) -> R<IntValue<'ctx>> {
+        match ty.shape.extents() {
+            Some(e) => Ok(self.const_i64(e.iter().product::<usize>() as i64)),
+            None => self.size(a),
+        }
+    }
+
+    /// The length of a vector (rank-1 array) value.
+    pub fn vec_len(&mut self, v: PointerValue<'ctx>, ty: &Ty) -> R<IntValue<'ctx>> {
+        match static_extent(ty, 0) {
+            Some(e) => Ok(self.const_i64(e as i64)),
+            None => self.size(v),
+        }
+    }
+
+    /// Element `i` of an integer array as an `i64`.
+    pub fn int_elem(&mut self, v: PointerValue<'ctx>, ty: &Ty, i: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let b = base(ty);
+        let data = self.data_ptr(v)?;
+        let x = self.load_elem(data, i, b)?.into_int_value();
+        self.widen(x, b)
+    }
+
+    /// An integer scalar as an `i64` (sign- or zero-extended by its type).
+    pub fn widen(&mut self, x: IntValue<'ctx>, b: BaseType) -> R<IntValue<'ctx>> {
+        let i64t = self.i64();
+        if x.get_type().get_bit_width() == 64 {
+            return Ok(x);
+        }
+        Ok(if signed(b) || b == BaseType::Char {
+            self.b.build_int_s_extend(x, i64t, "wide")?
+        } else {
+            self.b.build_int_z_extend(x, i64t, "wide")?
+        })
+    }
+
+    /// An `i64` as an `int` scalar (wrapping, as the interpreter's `Scalar::int`).
+    pub fn to_int(&mut self, x: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        Ok(self.b.build_int_truncate_or_bit_cast(x, self.i32(), "int")?)
+    }
+
+    /// A loop `for i in lo..hi` (i64); `body` emits one iteration.
+    pub fn for_range(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: &mut dyn FnMut(&mut Self, &mut Fx<'ctx, 'a>, IntValue<'ctx>) -> R<()>,
+    ) -> R<()> {
+        let pre = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        let loop_bb = self.ctx.append_basic_block(fx.func, "loop");
+        let exit_bb = self.ctx.append_basic_block(fx.func, "loop.exit");
+        let nonempty = self.b.build_int_compare(IntPredicate::SLT, lo, hi, "nonempty")?;
+        self.b.build_conditional_branch(nonempty, loop_bb, exit_bb)?;
+        self.b.position_at_end(loop_bb);
+        let phi = self.b.build_phi(self.i64(), "i")?;
+        phi.add_incoming(&[(&lo, pre)]);
+        let i = phi.as_basic_value().into_int_value();
+        body(self, fx, i)?;
+        let next = self.b.build_int_add(i, self.const_i64(1), "i.next")?;
+        let more = self.b.build_int_compare(IntPredicate::SLT, next, hi, "more")?;
+        let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        phi.add_incoming(&[(&next, latch)]);
+        self.b.build_conditional_branch(more, loop_bb, exit_bb)?;
+        self.b.position_at_end(exit_bb);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ primitives
+
+    #[allow(clippy::too_many_arguments)]
+    fn prim(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        prim: &'a Prim,
+        args: &[ValueId],
+        checked: bool,
+        in_place: bool,
+        moved: &HashSet<ValueId>,
+        d: ValueId,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let ty = |v: ValueId| fx.irf.ty(v);
+        let all_arrays_known = args.iter().all(|a| ty(*a).elem != Elem::String);
+        match prim {
+            Prim::Bin(op) if all_arrays_known => self.elementwise(fx, Ew::Bin(*op), args, d),
+            Prim::Un(op) if all_arrays_known => self.elementwise(fx, Ew::Un(*op), args, d),
+            Prim::Conv(to) if all_arrays_known => self.elementwise(fx, Ew::Conv(*to), args, d),
+            Prim::Math(f) if all_arrays_known => self.elementwise(fx, Ew::Math(*f), args, d),
+            Prim::Dim | Prim::Size if ty(args[0]).elem != Elem::String => {
+                let a = args[0];
+                let x = if scalar_repr(ty(a)) {
+                    self.const_i64(if *prim == Prim::Dim { 0 } else { 1 })
+                } else {
+                    let p = self.value(fx, a)?.into_pointer_value();
+                    let t = ty(a).clone();
+                    if *prim == Prim::Dim { self.rank_of(p, &t)? } else { self.size_of(p, &t)? }
+                };
+                let x = self.to_int(x)?;
+                self.scalar_result(fx, x.into(), BaseType::Int, d)
+            }
+            Prim::Shape if !scalar_repr(ty(args[0])) && ty(args[0]).elem != Elem::String => {
+                let a = self.value(fx, args[0])?;
+                let r = self.call(self.rt.shape_vector, &[fx.ctxp.into(), a.into()])?;
+                self.check_error(fx)?;
+                r.ok_or_else(|| CodegenError::Bug("shape".into()))
+            }
+            Prim::Sel if !scalar_repr(ty(args[1])) && ty(args[0]).elem != Elem::String => {
+                self.sel(fx, args, checked, d)
+            }
+            Prim::Modarray if !scalar_repr(ty(args[0])) => self.modarray(fx, args, checked, in_place, moved),
+            Prim::IdxSel if !scalar_repr(ty(args[1])) && scalar_repr(ty(args[0])) => self.idx_sel(fx, args, checked, d),
+            Prim::IdxModarray if !scalar_repr(ty(args[0])) && scalar_repr(ty(args[1])) && scalar_repr(ty(args[2])) => {
+                self.idx_modarray(fx, args, checked, in_place, moved)
+            }
+            Prim::Vect2Offset if !scalar_repr(ty(args[0])) && !scalar_repr(ty(args[1])) => {
+                let x = self.vect2offset(fx, args)?;
+                self.scalar_result(fx, x.into(), BaseType::Int, d)
+            }
+            Prim::Hide(_) => {
+                // `_hideShape_SxA_(0, a)`: the value is the last argument.
+                let a = *args.last().ok_or_else(|| CodegenError::Bug("hide without arguments".into()))?;
+                let x = self.value(fx, a)?;
+                let mut temps = Vec::new();
+                let y = self.borrowed_to(fx, x, ty(a), ty(d), &mut temps)?;
+                if temps.is_empty() && self.counted(ty(d)) {
+                    self.inc(y)?;
+                }
+                Ok(y)
+            }
+            _ => self.prim_generic(fx, prim, args, d),
+        }
+    }
+
+    /// Any primitive through the runtime (the interpreter's implementation).
+    fn prim_generic(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        prim: &Prim,
+        args: &[ValueId],
+        d: ValueId,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let vals = self.typed_values(fx, args)?;
+        let dty = fx.irf.ty(d).clone();
+        self.prim_generic_vals(fx, prim, &vals, &dty)
+    }
+
+    /// Values with their types.
+    pub fn typed_values(&self, fx: &Fx<'ctx, 'a>, args: &[ValueId]) -> R<Vec<(BasicValueEnum<'ctx>, Ty)>> {
+        args.iter().map(|a| Ok((self.value(fx, *a)?, fx.irf.ty(*a).clone()))).collect()
+    }
+
+    /// [`Self::prim_generic`] on values: the result has type `dty`'s representation.
+    pub fn prim_generic_vals(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        prim: &Prim,
+        args: &[(BasicValueEnum<'ctx>, Ty)],
+        dty: &Ty,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let buf = self.args_buffer_vals(fx, args)?;
+        let out = self.alloca(fx, self.rt.arg.into(), "out")?;
+        let name = self.cstring(&compiler_core::ir::print::prim_name(prim));
+        let boxed = self.i32().const_int((!scalar_repr(dty)) as u64, false);
+        let n = self.const_i64(args.len() as i64);
+        let loc = fx.loc;
+        let r = self
+            .call(
+                self.rt.prim,
+                &[fx.ctxp.into(), loc.into(), name.into(), n.into(), buf.into(), out.into(), boxed.into()],
+            )?
+            .ok_or_else(|| CodegenError::Bug("wl_prim".into()))?
+            .into_int_value();
+        let failed = self.b.build_int_compare(IntPredicate::NE, r, self.i32().const_zero(), "failed")?;
+        let cont = self.ctx.append_basic_block(fx.func, "ok");
+        self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
+        self.b.position_at_end(cont);
+        self.read_arg(out, dty)
+    }
+
+    /// Reads a `WlArg` the runtime wrote as a value of type `ty`.
+    pub fn read_arg(&mut self, arg: PointerValue<'ctx>, ty: &Ty) -> R<BasicValueEnum<'ctx>> {
+        if scalar_repr(ty) {
+            let p = self.b.build_struct_gep(self.rt.arg, arg, 2, "bits")?;
+            let bits = self.b.build_load(self.i64(), p, "bits")?.into_int_value();
+            self.from_bits(bits, base(ty))
+        } else {
+            let p = self.b.build_struct_gep(self.rt.arg, arg, 3, "ptr")?;
+            Ok(self.b.build_load(self.ptr(), p, "arr")?)
+        }
+    }
+
+    /// A stack buffer of `WlArg`s describing `args` (borrowed).
+    pub fn args_buffer(&mut self, fx: &Fx<'ctx, 'a>, args: &[ValueId]) -> R<PointerValue<'ctx>> {
+        let vals = self.typed_values(fx, args)?;
+        self.args_buffer_vals(fx, &vals)
+    }
+
+    /// [`Self::args_buffer`] on values.
+    pub fn args_buffer_vals(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        args: &[(BasicValueEnum<'ctx>, Ty)],
+    ) -> R<PointerValue<'ctx>> {
+        let n = args.len().max(1) as u32;
+        let buf = self.alloca(fx, self.rt.arg.array_type(n).into(), "args")?;
+        for (k, (x, ty)) in args.iter().enumerate() {
+            let slot = self.gep(self.rt.arg, buf, &[self.const_i64(k as i64)], "arg")?;
+            self.write_arg(slot, *x, ty)?;
+        }
+        Ok(buf)
+    }
+
+    /// Fills one `WlArg`.
+    pub fn write_arg(&mut self, slot: PointerValue<'ctx>, x: BasicValueEnum<'ctx>, ty: &Ty) -> R<()> {
+        let i32t = self.i32();
+        let (kind, elem, bits, ptr): (u64, u64, IntValue<'ctx>, PointerValue<'ctx>) = if ty.elem == Elem::String {
+            let p = x.into_pointer_value();
+            let len = self.b.build_load(self.i64(), p, "len")?.into_int_value();
+            let bytes = self.gep(self.ctx.i8_type(), p, &[self.const_i64(8)], "bytes")?;
+            (rt::ARG_STRING, 0, len, bytes)
+        } else if scalar_repr(ty) {
+            let b = base(ty);
+            let bits = self.to_bits(x, b)?;
+            (rt::ARG_SCALAR, elem_code(b), bits, self.ptr().const_null())
+        } else {
+            (rt::ARG_ARRAY, elem_code(base(ty)), self.i64().const_zero(), x.into_pointer_value())
+        };
+        let fields: [(u32, BasicValueEnum<'ctx>); 4] = [
+            (0, i32t.const_int(kind, false).into()),
+            (1, i32t.const_int(elem, false).into()),
+            (2, bits.into()),
+            (3, ptr.into()),
+        ];
+        for (i, v) in fields {
+            let p = self.b.build_struct_gep(self.rt.arg, slot, i, "field")?;
+            self.b.build_store(p, v)?;
+        }
+        Ok(())
+    }
+
+    /// An element-wise operation with scalar extension (loops over arrays).
+    fn elementwise(&mut self, fx: &mut Fx<'ctx, 'a>, op: Ew, args: &[ValueId], d: ValueId) -> R<BasicValueEnum<'ctx>> {
+        let vals = self.typed_values(fx, args)?;
+        let dty = fx.irf.ty(d).clone();
+        self.elementwise_vals(fx, op, &vals, &dty)
+    }
+
+    /// An element-wise operation on values; the result has `dty`'s representation.
+    pub fn elementwise_vals(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        op: Ew,
+        args: &[(BasicValueEnum<'ctx>, Ty)],
+        dty: &Ty,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let tys: Vec<Ty> = args.iter().map(|(_, t)| t.clone()).collect();
+        let vals: Vec<BasicValueEnum<'ctx>> = args.iter().map(|(v, _)| *v).collect();
+        let operand = base(&tys[0]);
+        let rb = op.result_base(operand);
+        let loc = fx.loc;
+        if tys.iter().all(scalar_repr) {
+            let x = self.scalar_op(fx, op, operand, &vals, loc)?;
+            return if scalar_repr(dty) { Ok(x) } else { self.box_scalar(fx, x, rb) };
+        }
+        // The operand whose shape the result takes: the first array of rank > 0.
+        let arrays: Vec<usize> = (0..args.len()).filter(|k| !scalar_repr(&tys[*k])).collect();
+        let mut source = vals[arrays[0]].into_pointer_value();
+        if arrays.len() == 2 {
+            let (x, y) = (vals[arrays[0]].into_pointer_value(), vals[arrays[1]].into_pointer_value());
+            let differ = self
+                .call(self.rt.shapes_differ, &[x.into(), y.into()])?
+                .ok_or_else(|| CodegenError::Bug("shapes".into()))?;
+            let differ = self.b.build_int_compare(
+                IntPredicate::NE,
+                differ.into_int_value(),
+                self.i32().const_zero(),
+                "differ",
+            )?;
+            let bad = self.ctx.append_basic_block(fx.func, "shape.bad");
+            let ok = self.ctx.append_basic_block(fx.func, "shape.ok");
+            self.b.build_conditional_branch(differ, bad, ok)?;
+            self.b.position_at_end(bad);
+            let template = match op {
+                Ew::Bin(o) => format!("`{}` on arrays of shapes {{a}} and {{b}}", o.symbol()),
+                _ => "arrays of shapes {a} and {b}".to_string(),
+            };
+            let code = self.cstring("R0002");
+            let template = self.cstring(&template);
+            self.call(
+                self.rt.fail_shapes,
+                &[
+                    fx.ctxp.into(),
+                    loc.into(),
+                    code.into(),
+                    template.into(),
+                    x.into(),
+                    y.into(),
+                    self.i32().const_zero().into(),
+                ],
+            )?;
+            self.b.build_unconditional_branch(fx.fail_bb)?;
+            self.b.position_at_end(ok);
+            if static_rank(&tys[arrays[0]]).is_none_or(|r| r == 0) {
+                let rank = self.rank(x)?;
+                let scalar_x = self.b.build_int_compare(IntPredicate::EQ, rank, self.const_i64(0), "x0")?;
+                source = self.b.build_select(scalar_x, y, x, "source")?.into_pointer_value();
+            }
+        }
+        let source_ty = tys[arrays[0]].clone();
+        let rank = self.rank(source)?;
+        let shape = self.shape_ptr(source)?;
+        let result = self.alloc_array(fx, rb, rank, shape)?;
+        let n = if arrays.len() == 1 { self.size_of(source, &source_ty)? } else { self.size(result)? };
+        // Per operand: data and stride (0 for rank-0 arrays: scalar extension).
+        let mut access: Vec<Option<(PointerValue<'ctx>, IntValue<'ctx>)>> = Vec::new();
+        for (k, t) in tys.iter().enumerate() {
+            if scalar_repr(t) {
+                access.push(None);
+                continue;
+            }
+            let p = vals[k].into_pointer_value();
+            let data = self.data_ptr(p)?;
+            let stride = match static_rank(t) {
+                Some(r) if r > 0 => self.const_i64(1),
+                _ if arrays.len() == 1 => self.const_i64(1),
+                _ => {
+                    let r = self.rank(p)?;
+                    let nz = self.b.build_int_compare(IntPredicate::NE, r, self.const_i64(0), "nz")?;
+                    self.b.build_int_z_extend(nz, self.i64(), "stride")?
+                }
+            };
+            access.push(Some((data, stride)));
+        }
+        let out = self.data_ptr(result)?;
+        self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| {
+            let mut xs = Vec::with_capacity(vals.len());
+            for (k, acc) in access.iter().enumerate() {
+                xs.push(match acc {
+                    None => vals[k],
+                    Some((data, stride)) => {
+                        let at = e.b.build_int_mul(i, *stride, "at")?;
+                        e.load_elem(*data, at, operand)?
+                    }
+                });
+            }
+            let r = e.scalar_op(fx, op, operand, &xs, loc)?;
+            e.store_elem(out, i, rb, r)
+        })?;
+        Ok(result.into())
+    }
+
+    pub fn scalar_op(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        op: Ew,
+        b: BaseType,
+        xs: &[BasicValueEnum<'ctx>],
+        loc: PointerValue<'ctx>,
+    ) -> R<BasicValueEnum<'ctx>> {
+        match op {
+            Ew::Bin(o) => self.scalar_bin(fx, o, b, xs[0], xs[1], loc),
+            Ew::Un(o) => self.scalar_un(o, b, xs[0]),
+            Ew::Conv(to) => self.scalar_conv(b, to, xs[0]),
+            Ew::Math(f) => self.scalar_math(f, b, xs[0], xs.get(1).copied()),
+        }
+    }
+
+    /// The row-major cell number of a prefix index into `a`, checked when
+    /// `checked` (R0001 with the interpreter's message); also returns the
+    /// number of index components.
+    fn index_offset(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        iv: ValueId,
+        a: PointerValue<'ctx>,
+        aty: &Ty,
+        checked: bool,
+    ) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let ity = fx.irf.ty(iv).clone();
+        let ix = self.value(fx, iv)?;
+        let loc = fx.loc;
+        let rank = self.rank_of(a, aty)?;
+        if scalar_repr(&ity) {
+            let i = self.widen(ix.into_int_value(), base(&ity))?;
+            if checked {
+                let ext = self.extent_of(a, aty, 0)?;
+                let no_axis = self.b.build_int_compare(IntPredicate::EQ, rank, self.const_i64(0), "noaxis")?;
+                let out = self.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                let bad = self.b.build_or(no_axis, out, "bad")?;
+                self.index_failure(fx, bad, None, i, a, false, loc)?;
+            }
+            return Ok((i, self.const_i64(1)));
+        }
+        let ivp = ix.into_pointer_value();
+        let n = self.vec_len(ivp, &ity)?;
+        if checked {
+            let too_long = self.b.build_int_compare(IntPredicate::SGT, n, rank, "toolong")?;
+            self.index_failure(fx, too_long, Some(ivp), self.const_i64(0), a, false, loc)?;
+        }
+        let data = self.data_ptr(ivp)?;
+        let b = base(&ity);
+        match (static_extent(&ity, 0), static_rank(aty)) {
+            (Some(k), _) if k <= 8 => {
+                let mut off = self.const_i64(0);
+                for dd in 0..k {
+                    let i = self.load_elem(data, self.const_i64(dd as i64), b)?.into_int_value();
+                    let i = self.widen(i, b)?;
+                    let ext = self.extent_of(a, aty, dd)?;
+                    if checked {
+                        let out = self.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                        self.index_failure(fx, out, Some(ivp), self.const_i64(0), a, false, loc)?;
+                    }
+                    let scaled = self.b.build_int_mul(off, ext, "off")?;
+                    off = self.b.build_int_add(scaled, i, "off")?;
+                }
+                Ok((off, n))
+            }
+            _ => {
+                let acc = self.alloca(fx, self.i64().into(), "off")?;
+                self.b.build_store(acc, self.const_i64(0))?;
+                let aty2 = aty.clone();
+                self.for_range(fx, self.const_i64(0), n, &mut |e, fx, dd| {
+                    let i = e.load_elem(data, dd, b)?.into_int_value();
+                    let i = e.widen(i, b)?;
+                    let ext = match static_rank(&aty2) {
+                        Some(_) => e.extent(a, dd)?,
+                        None => e.extent(a, dd)?,
+                    };
+                    if checked {
+                        let out = e.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                        e.index_failure(fx, out, Some(ivp), e.const_i64(0), a, false, loc)?;
+                    }
+                    let off = e.b.build_load(e.i64(), acc, "off")?.into_int_value();
+                    let scaled = e.b.build_int_mul(off, ext, "off")?;
+                    let next = e.b.build_int_add(scaled, i, "off")?;
+                    e.b.build_store(acc, next)?;
+                    Ok(())
+                })?;
+                Ok((self.b.build_load(self.i64(), acc, "off")?.into_int_value(), n))
+            }
+        }
+    }
+
+    /// Fails with R0001 (the interpreter's message) when `bad` holds.
+    #[allow(clippy::too_many_arguments)]
+    fn index_failure(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        bad: IntValue<'ctx>,
+        iv: Option<PointerValue<'ctx>>,
+        scalar: IntValue<'ctx>,
+        shape_of: PointerValue<'ctx>,
+        shape_is_vector: bool,
+        loc: PointerValue<'ctx>,
+    ) -> R<()> {
+        let fail = self.ctx.append_basic_block(fx.func, "oob");
+        let ok = self.ctx.append_basic_block(fx.func, "inb");
+        self.b.build_conditional_branch(bad, fail, ok)?;
+        self.b.position_at_end(fail);
+        let ivp = iv.unwrap_or(self.ptr().const_null());
+        let vec_flag = self.i32().const_int(shape_is_vector as u64, false);
+        self.call(
+            self.rt.fail_index,
+            &[fx.ctxp.into(), loc.into(), ivp.into(), scalar.into(), shape_of.into(), vec_flag.into()],
+        )?;
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        self.b.position_at_end(ok);
+        Ok(())
+    }
+
+    /// The number of elements in the cells of `a` below a prefix of `n` axes.
+    fn cell_len(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        a: PointerValue<'ctx>,
+        aty: &Ty,
+        n: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        if let (Some(k), Some(ext)) = (n.get_sign_extended_constant(), aty.shape.extents()) {
+            return Ok(self.const_i64(ext.iter().skip(k.max(0) as usize).product::<usize>() as i64));
+        }
+        let rank = self.rank_of(a, aty)?;
+        let acc = self.alloca(fx, self.i64().into(), "cell")?;
+        self.b.build_store(acc, self.const_i64(1))?;
+        self.for_range(fx, n, rank, &mut |e, _fx, dd| {
+            let ext = e.extent(a, dd)?;
+            let c = e.b.build_load(e.i64(), acc, "cell")?.into_int_value();
+            let c = e.b.build_int_mul(c, ext, "cell")?;
+            e.b.build_store(acc, c)?;
+            Ok(())
+        })?;
+        Ok(self.b.build_load(self.i64(), acc, "cell")?.into_int_value())
+    }
+
+    /// `a[iv]`: an element, or a new array holding the cell.
+    fn sel(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId], checked: bool, d: ValueId) -> R<BasicValueEnum<'ctx>> {
+        let aty = fx.irf.ty(args[1]).clone();
+        let a = self.value(fx, args[1])?.into_pointer_value();
+        let (cell_no, n) = self.index_offset(fx, args[0], a, &aty, checked)?;
+        let b = base(&aty);
+        let dty = fx.irf.ty(d).clone();
+        if scalar_repr(&dty) {
+            let data = self.data_ptr(a)?;
+            return self.load_elem(data, cell_no, b);
+        }
+        let cell_len = self.cell_len(fx, a, &aty, n)?;
+        let rank = self.rank_of(a, &aty)?;
+        let cell_rank = self.b.build_int_sub(rank, n, "cellrank")?;
+        let shape = self.shape_ptr(a)?;
+        let cell_shape = self.gep(self.i64(), shape, &[n], "cellshape")?;
+        let out = self.alloc_array(fx, b, cell_rank, cell_shape)?;
+        let start = self.b.build_int_mul(cell_no, cell_len, "start")?;
+        self.copy_elems(a, start, out, self.const_i64(0), cell_len, b)?;
+        Ok(out.into())
+    }
+
+    /// Copies `n` elements of type `b` from `src` at `from` to `dst` at `to`.
+    pub fn copy_elems(
+        &mut self,
+        src: PointerValue<'ctx>,
+        from: IntValue<'ctx>,
+        dst: PointerValue<'ctx>,
+        to: IntValue<'ctx>,
+        n: IntValue<'ctx>,
+        b: BaseType,
+    ) -> R<()> {
+        let mem = self.mem_ty(b);
+        let sd = self.data_ptr(src)?;
+        let dd = self.data_ptr(dst)?;
+        let sp = self.gep(mem, sd, &[from], "src")?;
+        let dp = self.gep(mem, dd, &[to], "dst")?;
+        let bytes = self.b.build_int_mul(n, self.const_i64(elem_bytes(b) as i64), "bytes")?;
+        self.b.build_memcpy(dp, 1, sp, 1, bytes).map_err(|e| CodegenError::Bug(format!("memcpy: {e}")))?;
+        Ok(())
+    }
+
+    /// `modarray(a, iv, v)`: a copy of `a` (or `a` itself, updated in place when
+    /// this is its last use and no one else holds it) with the cell at `iv`
+    /// replaced.
+    fn modarray(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        args: &[ValueId],
+        checked: bool,
+        in_place: bool,
+        moved: &HashSet<ValueId>,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let aty = fx.irf.ty(args[0]).clone();
+        let vty = fx.irf.ty(args[2]).clone();
+        let a = self.value(fx, args[0])?.into_pointer_value();
+        let (cell_no, n) = self.index_offset(fx, args[1], a, &aty, checked)?;
+        let b = base(&aty);
+        let loc = fx.loc;
+        let v = self.value(fx, args[2])?;
+        if scalar_repr(&vty) {
+            // A scalar needs a full index.
+            let rank = self.rank_of(a, &aty)?;
+            let partial = self.b.build_int_compare(IntPredicate::NE, n, rank, "partial")?;
+            if partial.get_zero_extended_constant() != Some(0) {
+                let bad = self.ctx.append_basic_block(fx.func, "cell.bad");
+                let ok = self.ctx.append_basic_block(fx.func, "cell.ok");
+                self.b.build_conditional_branch(partial, bad, ok)?;
+                self.b.position_at_end(bad);
+                self.fail_cell_shape(fx, a, n, loc)?;
+                self.b.position_at_end(ok);
+            }
+        }
+        let result = self.writable_copy(fx, args[0], in_place, moved)?;
+        if scalar_repr(&vty) {
+            let data = self.data_ptr(result)?;
+            self.store_elem(data, cell_no, b, v)?;
+        } else {
+            let r = self
+                .call(
+                    self.rt.write_cell,
+                    &[
+                        fx.ctxp.into(),
+                        loc.into(),
+                        result.into(),
+                        cell_no.into(),
+                        v.into(),
+                        n.into(),
+                        self.i32().const_int(1, false).into(),
+                    ],
+                )?
+                .ok_or_else(|| CodegenError::Bug("write_cell".into()))?;
+            let failed =
+                self.b.build_int_compare(IntPredicate::NE, r.into_int_value(), self.i32().const_zero(), "failed")?;
+            let cont = self.ctx.append_basic_block(fx.func, "ok");
+            self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
+            self.b.position_at_end(cont);
+        }
+        Ok(result.into())
+    }
+
+    /// R0002 for a scalar written where the array has cells of a larger shape.
+    fn fail_cell_shape(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        a: PointerValue<'ctx>,
+        n: IntValue<'ctx>,
+        loc: PointerValue<'ctx>,
+    ) -> R<()> {
+        // The cell's shape is the tail of `a`'s shape; the runtime formats it
+        // from a one-off header over the same extents.
+        let rank = self.rank(a)?;
+        let tail = self.b.build_int_sub(rank, n, "tail")?;
+        let shape = self.shape_ptr(a)?;
+        let tail_shape = self.gep(self.i64(), shape, &[n], "tailshape")?;
+        let code = self.cstring("R0002");
+        let template = self.cstring("cannot put a value of shape [] where the array has cells of shape {b}");
+        let empty = self.i64_buffer(fx, 1, "empty")?;
+        self.call(
+            self.rt.fail_vectors,
+            &[
+                fx.ctxp.into(),
+                loc.into(),
+                code.into(),
+                template.into(),
+                empty.into(),
+                self.const_i64(0).into(),
+                tail_shape.into(),
+                tail.into(),
+            ],
+        )?;
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        Ok(())
+    }
+
+    /// The array an update writes into: the argument itself when the update
+    /// may happen in place and its count is 1, else a copy.
+    fn writable_copy(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        a: ValueId,
+        in_place: bool,
+        moved: &HashSet<ValueId>,
+    ) -> R<PointerValue<'ctx>> {
+        let r = if in_place {
+            let x = self.take(fx, a, moved)?;
+            self.call(self.rt.unique, &[fx.ctxp.into(), x.into()])?
+        } else {
+            let x = self.value(fx, a)?;
+            self.call(self.rt.copy, &[fx.ctxp.into(), x.into()])?
+        };
+        let r = r.ok_or_else(|| CodegenError::Bug("copy".into()))?.into_pointer_value();
+        self.check_error(fx)?;
+        Ok(r)
+    }
+
+    fn idx_sel(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        args: &[ValueId],
+        checked: bool,
+        d: ValueId,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let aty = fx.irf.ty(args[1]).clone();
+        let oty = fx.irf.ty(args[0]).clone();
+        let a = self.value(fx, args[1])?.into_pointer_value();
+        let off = self.value(fx, args[0])?.into_int_value();
+        let off = self.widen(off, base(&oty))?;
+        if checked {
+            self.offset_check(fx, a, &aty, off, "offset {a} is outside an array of {b} elements")?;
+        }
+        let data = self.data_ptr(a)?;
+        let x = self.load_elem(data, off, base(&aty))?;
+        self.scalar_result(fx, x, base(&aty), d)
+    }
+
+    fn offset_check(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        a: PointerValue<'ctx>,
+        aty: &Ty,
+        off: IntValue<'ctx>,
+        template: &str,
+    ) -> R<()> {
+        let size = self.size_of(a, aty)?;
+        let out = self.b.build_int_compare(IntPredicate::UGE, off, size, "oob")?;
+        let fail = self.ctx.append_basic_block(fx.func, "oob");
+        let ok = self.ctx.append_basic_block(fx.func, "inb");
+        self.b.build_conditional_branch(out, fail, ok)?;
+        self.b.position_at_end(fail);
+        let code = self.cstring("R0001");
+        let template = self.cstring(template);
+        let loc = fx.loc;
+        self.call(
+            self.rt.fail_ints,
+            &[fx.ctxp.into(), loc.into(), code.into(), template.into(), off.into(), size.into()],
+        )?;
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        self.b.position_at_end(ok);
+        Ok(())
+    }
+
+    fn idx_modarray(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        args: &[ValueId],
+        checked: bool,
+        in_place: bool,
+        moved: &HashSet<ValueId>,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let aty = fx.irf.ty(args[0]).clone();
+        let oty = fx.irf.ty(args[1]).clone();
+        let a = self.value(fx, args[0])?.into_pointer_value();
+        let off = self.value(fx, args[1])?.into_int_value();
+        let off = self.widen(off, base(&oty))?;
+        if checked {
+            self.offset_check(
+                fx,
+                a,
+                &aty,
+                off,
+                "offset {a} is outside an array of {b} elements (or the types differ)",
+            )?;
+        }
+        let v = self.value(fx, args[2])?;
+        let result = self.writable_copy(fx, args[0], in_place, moved)?;
+        let data = self.data_ptr(result)?;
+        self.store_elem(data, off, base(&aty), v)?;
+        Ok(result.into())
+    }
+
+    /// `_vect2offset_(shp, iv)`: the linear formula, wrapping, unchecked except
+    /// for equal lengths.
+    fn vect2offset(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId]) -> R<IntValue<'ctx>> {
+        let sty = fx.irf.ty(args[0]).clone();
+        let ity = fx.irf.ty(args[1]).clone();
+        let shp = self.value(fx, args[0])?.into_pointer_value();
+        let iv = self.value(fx, args[1])?.into_pointer_value();
+        let ns = self.vec_len(shp, &sty)?;
+        let ni = self.vec_len(iv, &ity)?;
+        let differ = self.b.build_int_compare(IntPredicate::NE, ns, ni, "differ")?;
+        if differ.get_zero_extended_constant() != Some(0) {
+            let loc = fx.loc;
+            self.fail_if(fx, differ, loc, "R0001", "the index and the shape have different lengths")?;
+        }
+        let off = match static_extent(&sty, 0) {
+            Some(k) if k <= 8 => {
+                let mut off = self.const_i64(0);
+                for dd in 0..k {
+                    let at = self.const_i64(dd as i64);
+                    let ext = self.int_elem(shp, &sty, at)?;
+                    let i = self.int_elem(iv, &ity, at)?;
+                    let scaled = self.b.build_int_mul(off, ext, "off")?;
+                    off = self.b.build_int_add(scaled, i, "off")?;
+                }
+                off
+            }
+            _ => {
+                let acc = self.alloca(fx, self.i64().into(), "off")?;
+                self.b.build_store(acc, self.const_i64(0))?;
+                self.for_range(fx, self.const_i64(0), ns, &mut |e, _fx, dd| {
+                    let ext = e.int_elem(shp, &sty, dd)?;
+                    let i = e.int_elem(iv, &ity, dd)?;
+                    let off = e.b.build_load(e.i64(), acc, "off")?.into_int_value();
+                    let scaled = e.b.build_int_mul(off, ext, "off")?;
+                    let next = e.b.build_int_add(scaled, i, "off")?;
+                    e.b.build_store(acc, next)?;
+                    Ok(())
+                })?;
+                self.b.build_load(self.i64(), acc, "off")?.into_int_value()
+            }
+        };
+        self.to_int(off)
+    }
+
+    // ------------------------------------------------------------ literals
+
+    fn array_literal(&mut self, fx: &mut Fx<'ctx, 'a>, elems: &[ValueId], d: ValueId) -> R<BasicValueEnum<'ctx>> {
+        let tys: Vec<Ty> = elems.iter().map(|e| fx.irf.ty(*e).clone()).collect();
+        let first = tys.first();
+        let same_base = first.is_some_and(|f| f.elem != Elem::String && tys.iter().all(|t| t.elem == f.elem));
+        if same_base && tys.iter().all(scalar_repr) {
+            let b = base(&tys[0]);
+            let shape = self.i64_buffer(fx, 1, "shape")?;
+            self.b.build_store(shape, self.const_i64(elems.len() as i64))?;
+            let out = self.alloc_array(fx, b, self.const_i64(1), shape)?;
+            let data = self.data_ptr(out)?;
+            for (k, e) in elems.iter().enumerate() {
+                let x = self.value(fx, *e)?;
+                self.store_elem(data, self.const_i64(k as i64), b, x)?;
+            }
+            return Ok(out.into());
+        }
+        let cell = first.and_then(|f| f.shape.extents());
+        if same_base && cell.is_some() && tys.iter().all(|t| t.shape.extents() == cell) {
+            let cell = cell.unwrap_or_default();
+            let b = base(&tys[0]);
+            let cell_len = cell.iter().product::<usize>() as i64;
+            let shape = self.i64_buffer(fx, (cell.len() + 1) as u32, "shape")?;
+            let mut extents = vec![elems.len()];
+            extents.extend(&cell);
+            for (k, e) in extents.iter().enumerate() {
+                let p = self.gep(self.i64(), shape, &[self.const_i64(k as i64)], "ext")?;
+                self.b.build_store(p, self.const_i64(*e as i64))?;
+            }
+            let out = self.alloc_array(fx, b, self.const_i64(extents.len() as i64), shape)?;
+            for (k, e) in elems.iter().enumerate() {
+                let x = self.value(fx, *e)?.into_pointer_value();
+                let to = self.const_i64(k as i64 * cell_len);
+                self.copy_elems(x, self.const_i64(0), out, to, self.const_i64(cell_len), b)?;
+            }
+            return Ok(out.into());
+        }
+        let buf = self.args_buffer(fx, elems)?;
+        let out = self.alloca(fx, self.rt.arg.into(), "out")?;
+        let n = self.const_i64(elems.len() as i64);
+        let loc = fx.loc;
+        let r = self
+            .call(self.rt.stack, &[fx.ctxp.into(), loc.into(), n.into(), buf.into(), out.into()])?
+            .ok_or_else(|| CodegenError::Bug("wl_stack".into()))?;
+        let failed =
+            self.b.build_int_compare(IntPredicate::NE, r.into_int_value(), self.i32().const_zero(), "failed")?;
+        let cont = self.ctx.append_basic_block(fx.func, "ok");
+        self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
+        self.b.position_at_end(cont);
+        let dty = fx.irf.ty(d).clone();
+        self.read_arg(out, &dty)
+    }
+
+    // ------------------------------------------------------------ calls
+
+    fn call_op(&mut self, fx: &mut Fx<'ctx, 'a>, s: &Stmt, func: compiler_core::ir::FuncId, args: &[ValueId]) -> R<()> {
+        let vals = self.typed_values(fx, args)?;
+        let results = self.call_function(fx, func, &vals)?;
+        let callee: &'a compiler_core::ir::Function = &self.ir.functions[func.0 as usize];
+        for ((x, r), d) in results.into_iter().zip(&callee.results).zip(&s.defs) {
+            let y = self.owned_to(fx, x, r, fx.irf.ty(*d))?;
+            fx.vals.insert(*d, y);
+        }
+        Ok(())
+    }
+
+    /// Calls IR function `func` on borrowed arguments at the current location;
+    /// returns its results (owned, in the callee's result types).
+    pub fn call_function(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        func: compiler_core::ir::FuncId,
+        args: &[(BasicValueEnum<'ctx>, Ty)],
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let callee: &'a compiler_core::ir::Function = &self.ir.functions[func.0 as usize];
+        let fv = self.funcs[func.0 as usize];
+        let mut temps = Vec::new();
+        let mut call_args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> = vec![fx.ctxp.into()];
+        let mut outs = Vec::new();
+        for r in &callee.results {
+            let slot = self.alloca(fx, self.value_ty(r), "res")?;
+            outs.push(slot);
+            call_args.push(slot.into());
+        }
+        for ((x, t), p) in args.iter().zip(&callee.params) {
+            let y = self.borrowed_to(fx, *x, t, callee.ty(*p), &mut temps)?;
+            call_args.push(y.into());
+        }
+        let loc = fx.loc;
+        let user_site = !loc.is_null();
+        // Depth: a recursion error instead of a stack overflow.
+        let depth_p = self.ctx_field(fx, rt::CTX_DEPTH)?;
+        let max_p = self.ctx_field(fx, rt::CTX_MAX_DEPTH)?;
+        let depth = self.b.build_load(self.i32(), depth_p, "depth")?.into_int_value();
+        let max = self.b.build_load(self.i32(), max_p, "max")?.into_int_value();
+        let deeper = self.b.build_int_add(depth, self.i32().const_int(1, false), "deeper")?;
+        let too_deep = self.b.build_int_compare(IntPredicate::SGT, deeper, max, "toodeep")?;
+        let bad = self.ctx.append_basic_block(fx.func, "toodeep");
+        let ok = self.ctx.append_basic_block(fx.func, "call");
+        self.b.build_conditional_branch(too_deep, bad, ok)?;
+        self.b.position_at_end(bad);
+        let name = self.cstring(&callee.source_name.to_string());
+        self.call(self.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        self.b.position_at_end(ok);
+        self.b.build_store(depth_p, deeper)?;
+        let site_p = self.ctx_field(fx, rt::CTX_SITE)?;
+        let old_site = if user_site {
+            let old = self.b.build_load(self.ptr(), site_p, "site")?;
+            self.b.build_store(site_p, loc)?;
+            Some(old)
+        } else {
+            None
+        };
+        self.b.build_call(fv, &call_args, "")?;
+        if let Some(old) = old_site {
+            self.b.build_store(site_p, old)?;
+        }
+        self.b.build_store(depth_p, depth)?;
+        for t in temps {
+            self.dec(t)?;
+        }
+        self.check_error(fx)?;
+        let mut results = Vec::with_capacity(outs.len());
+        for (slot, r) in outs.iter().zip(&callee.results) {
+            results.push(self.b.build_load(self.value_ty(r), *slot, "r")?);
+        }
+        Ok(results)
+    }
+
+    /// A pointer to a field of the context.
+    pub fn ctx_field(&mut self, fx: &Fx<'ctx, 'a>, offset: u64) -> R<PointerValue<'ctx>> {
+        Ok(self.gep(self.ctx.i8_type(), fx.ctxp, &[self.const_i64(offset as i64)], "ctxf")?)
+    }
+
+    // ------------------------------------------------------------ control flow
+
+    /// A condition as an `i1`.
+    fn condition(&mut self, fx: &Fx<'ctx, 'a>, v: BasicValueEnum<'ctx>, ty: &Ty) -> R<IntValue<'ctx>> {
+        Ok(if scalar_repr(ty) { v.into_int_value() } else { self.unbox(fx, v, BaseType::Bool)?.into_int_value() })
+    }
+
+    fn if_op(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        cond: ValueId,
+        then_block: &'a compiler_core::ir::Block,
+        else_block: &'a compiler_core::ir::Block,
+    ) -> R<()> {
+        let c = self.value(fx, cond)?;
+        let cty = fx.irf.ty(cond).clone();
+        let c = self.condition(fx, c, &cty)?;
+        let then_bb = self.ctx.append_basic_block(fx.func, "then");
+        let else_bb = self.ctx.append_basic_block(fx.func, "else");
+        let merge = self.ctx.append_basic_block(fx.func, "endif");
+        self.b.build_conditional_branch(c, then_bb, else_bb)?;
+        let mut incoming = Vec::new();
+        for (bb, blk) in [(then_bb, then_block), (else_bb, else_block)] {
+            self.b.position_at_end(bb);
+            let ys = self.block(fx, blk, &[])?;
+            let mut converted = Vec::with_capacity(ys.len());
+            for ((y, yv), d) in ys.iter().zip(&blk.yields).zip(&s.defs) {
+                let from = fx.irf.ty(*yv).clone();
+                converted.push(self.owned_to(fx, *y, &from, fx.irf.ty(*d))?);
+            }
+            let end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+            self.b.build_unconditional_branch(merge)?;
+            incoming.push((converted, end));
+        }
+        self.b.position_at_end(merge);
+        for (k, d) in s.defs.iter().enumerate() {
+            let ty = self.value_ty(fx.irf.ty(*d));
+            let phi = self.b.build_phi(ty, "if")?;
+            for (vals, bb) in &incoming {
+                phi.add_incoming(&[(&vals[k], *bb)]);
+            }
+            fx.vals.insert(*d, phi.as_basic_value());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn loop_op(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        init: &[ValueId],
+        params: &'a [ValueId],
+        cond: &'a compiler_core::ir::Block,
+        body: &'a compiler_core::ir::Block,
+        test_first: bool,
+        moved: &HashSet<ValueId>,
+    ) -> R<()> {
+        let mut start = Vec::with_capacity(init.len());
+        for (i, p) in init.iter().zip(params) {
+            let x = self.take(fx, *i, moved)?;
+            let from = fx.irf.ty(*i).clone();
+            start.push(self.owned_to(fx, x, &from, fx.irf.ty(*p))?);
+        }
+        let pre = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+        let head = self.ctx.append_basic_block(fx.func, "loop.head");
+        let body_bb = self.ctx.append_basic_block(fx.func, "loop.body");
+        let exit = self.ctx.append_basic_block(fx.func, "loop.exit");
+        self.b.build_unconditional_branch(head)?;
+        self.b.position_at_end(head);
+        let mut phis = Vec::new();
+        for (p, x) in params.iter().zip(&start) {
+            let phi = self.b.build_phi(self.value_ty(fx.irf.ty(*p)), "carried")?;
+            phi.add_incoming(&[(x, pre)]);
+            fx.vals.insert(*p, phi.as_basic_value());
+            phis.push(phi);
+        }
+        if test_first {
+            let c = self.block(fx, cond, &[])?;
+            let cty = fx.irf.ty(cond.yields[0]).clone();
+            let c = self.condition(fx, c[0], &cty)?;
+            self.b.build_conditional_branch(c, body_bb, exit)?;
+        } else {
+            self.b.build_unconditional_branch(body_bb)?;
+        }
+        self.b.position_at_end(body_bb);
+        let ys = self.block(fx, body, params)?;
+        let mut next = Vec::with_capacity(ys.len());
+        for ((y, yv), p) in ys.iter().zip(&body.yields).zip(params) {
+            let from = fx.irf.ty(*yv).clone();
+            next.push(self.owned_to(fx, *y, &from, fx.irf.ty(*p))?);
+        }
+        if test_first {
+            let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+            for (phi, x) in phis.iter().zip(&next) {
+                phi.add_incoming(&[(x, latch)]);
+            }
+            self.b.build_unconditional_branch(head)?;
+            self.b.position_at_end(exit);
+            for (d, phi) in s.defs.iter().zip(&phis) {
+                fx.vals.insert(*d, phi.as_basic_value());
+            }
+        } else {
+            for (p, x) in params.iter().zip(&next) {
+                fx.vals.insert(*p, *x);
+            }
+            let c = self.block(fx, cond, &[])?;
+            let cty = fx.irf.ty(cond.yields[0]).clone();
+            let c = self.condition(fx, c[0], &cty)?;
+            let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+            for (phi, x) in phis.iter().zip(&next) {
+                phi.add_incoming(&[(x, latch)]);
+            }
+            self.b.build_conditional_branch(c, head, exit)?;
+            self.b.position_at_end(exit);
+            for (d, x) in s.defs.iter().zip(&next) {
+                fx.vals.insert(*d, *x);
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ checks
+
+    fn check_op(&mut self, fx: &mut Fx<'ctx, 'a>, c: &CheckOp) -> R<()> {
+        let loc = fx.loc;
+        match &c.check {
+            Check::SameShape(x, y) => {
+                let (xv, yv) = (self.value(fx, *x)?.into_pointer_value(), self.value(fx, *y)?.into_pointer_value());
+                let (xt, yt) = (fx.irf.ty(*x).clone(), fx.irf.ty(*y).clone());
+                let nx = self.vec_len(xv, &xt)?;
+                let ny = self.vec_len(yv, &yt)?;
+                // Both non-empty and different.
+                let zero = self.const_i64(0);
+                let xe = self.b.build_int_compare(IntPredicate::EQ, nx, zero, "xe")?;
+                let ye = self.b.build_int_compare(IntPredicate::EQ, ny, zero, "ye")?;
+                let either = self.b.build_or(xe, ye, "either")?;
+                let differ_len = self.b.build_int_compare(IntPredicate::NE, nx, ny, "dl")?;
+                let flag = self.alloca(fx, self.ctx.bool_type().into(), "differ")?;
+                self.b.build_store(flag, differ_len)?;
+                let same_len = self.b.build_not(differ_len, "sl")?;
+                let compare = self.ctx.append_basic_block(fx.func, "cmp");
+                let decide = self.ctx.append_basic_block(fx.func, "decide");
+                self.b.build_conditional_branch(same_len, compare, decide)?;
+                self.b.position_at_end(compare);
+                self.for_range(fx, zero, nx, &mut |e, _fx, i| {
+                    let a = e.int_elem(xv, &xt, i)?;
+                    let b = e.int_elem(yv, &yt, i)?;
+                    let ne = e.b.build_int_compare(IntPredicate::NE, a, b, "ne")?;
+                    let old = e.b.build_load(e.ctx.bool_type(), flag, "f")?.into_int_value();
+                    let now = e.b.build_or(old, ne, "f")?;
+                    e.b.build_store(flag, now)?;
+                    Ok(())
+                })?;
+                self.b.build_unconditional_branch(decide)?;
+                self.b.position_at_end(decide);
+                let differ = self.b.build_load(self.ctx.bool_type(), flag, "differ")?.into_int_value();
+                let ok_anyway = either;
+                let not_ok = self.b.build_not(ok_anyway, "nok")?;
+                let bad_cond = self.b.build_and(differ, not_ok, "bad")?;
+                let bad = self.ctx.append_basic_block(fx.func, "shape.bad");
+                let ok = self.ctx.append_basic_block(fx.func, "shape.ok");
+                self.b.build_conditional_branch(bad_cond, bad, ok)?;
+                self.b.position_at_end(bad);
+                let code = self.cstring(c.code.id);
+                let template = self.cstring(&c.message);
+                self.call(
+                    self.rt.fail_shapes,
+                    &[
+                        fx.ctxp.into(),
+                        loc.into(),
+                        code.into(),
+                        template.into(),
+                        xv.into(),
+                        yv.into(),
+                        self.i32().const_int(1, false).into(),
+                    ],
+                )?;
+                self.b.build_unconditional_branch(fx.fail_bb)?;
+                self.b.position_at_end(ok);
+            }
+            Check::InBounds { index, shape } => {
+                let ity = fx.irf.ty(*index).clone();
+                let sty = fx.irf.ty(*shape).clone();
+                let sv = self.value(fx, *shape)?.into_pointer_value();
+                let iv = self.value(fx, *index)?;
+                let n_shape = self.vec_len(sv, &sty)?;
+                if scalar_repr(&ity) {
+                    let i = self.widen(iv.into_int_value(), base(&ity))?;
+                    let empty = self.b.build_int_compare(IntPredicate::EQ, n_shape, self.const_i64(0), "empty")?;
+                    let bad = self.ctx.append_basic_block(fx.func, "ib.bad");
+                    let test = self.ctx.append_basic_block(fx.func, "ib.test");
+                    let ok = self.ctx.append_basic_block(fx.func, "ib.ok");
+                    self.b.build_conditional_branch(empty, bad, test)?;
+                    self.b.position_at_end(test);
+                    let ext = self.int_elem(sv, &sty, self.const_i64(0))?;
+                    let out = self.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                    self.b.build_conditional_branch(out, bad, ok)?;
+                    self.b.position_at_end(bad);
+                    self.call(
+                        self.rt.fail_index,
+                        &[
+                            fx.ctxp.into(),
+                            loc.into(),
+                            self.ptr().const_null().into(),
+                            i.into(),
+                            sv.into(),
+                            self.i32().const_int(1, false).into(),
+                        ],
+                    )?;
+                    self.b.build_unconditional_branch(fx.fail_bb)?;
+                    self.b.position_at_end(ok);
+                } else {
+                    let ivp = iv.into_pointer_value();
+                    let n = self.vec_len(ivp, &ity)?;
+                    let too_long = self.b.build_int_compare(IntPredicate::SGT, n, n_shape, "toolong")?;
+                    self.index_failure(fx, too_long, Some(ivp), self.const_i64(0), sv, true, loc)?;
+                    self.for_range(fx, self.const_i64(0), n, &mut |e, fx, d| {
+                        let i = e.int_elem(ivp, &ity, d)?;
+                        let ext = e.int_elem(sv, &sty, d)?;
+                        let out = e.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                        e.index_failure(fx, out, Some(ivp), e.const_i64(0), sv, true, loc)
+                    })?;
+                }
+            }
+            Check::Assert(v) => {
+                let x = self.value(fx, *v)?;
+                let ty = fx.irf.ty(*v).clone();
+                let ok = self.condition(fx, x, &ty)?;
+                let bad = self.b.build_not(ok, "bad")?;
+                self.fail_if(fx, bad, loc, c.code.id, &c.message)?;
+            }
+            Check::Conforms(v, want) => {
+                let have = fx.irf.ty(*v).clone();
+                let x = self.value(fx, *v)?;
+                self.conforms(fx, x, &have, want, c, loc)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails with the check's error unless the value has type `want`.
+    fn conforms(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        x: BasicValueEnum<'ctx>,
+        have: &Ty,
+        want: &Ty,
+        c: &CheckOp,
+        loc: PointerValue<'ctx>,
+    ) -> R<()> {
+        if have.elem == Elem::String || want.elem != have.elem {
+            if want.elem != have.elem {
+                let msg = c.message.replace("{a}", &have.elem.to_string()).replace("{b}", "");
+                return self.fail_now(fx, loc, c.code.id, &msg);
+            }
+            return Ok(());
+        }
+        if scalar_repr(have) {
+            if !want.shape.contains(&[]) {
+                let msg = c.message.replace("{a}", &have.elem.to_string()).replace("{b}", "");
+                return self.fail_now(fx, loc, c.code.id, &msg);
+            }
+            return Ok(());
+        }
+        let a = x.into_pointer_value();
+        let rank = self.rank(a)?;
+        let bad = match &want.shape {
+            Shape::AtLeast(n) => self.b.build_int_compare(IntPredicate::SLT, rank, self.const_i64(*n as i64), "bad")?,
+            Shape::Fixed(dims) => {
+                let mut bad =
+                    self.b.build_int_compare(IntPredicate::NE, rank, self.const_i64(dims.len() as i64), "bad")?;
+                if dims.iter().any(Option::is_some) {
+                    // Extents are only read when the rank is right.
+                    let test = self.ctx.append_basic_block(fx.func, "conf.ext");
+                    let join = self.ctx.append_basic_block(fx.func, "conf.join");
+                    let from = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+                    self.b.build_conditional_branch(bad, join, test)?;
+                    self.b.position_at_end(test);
+                    let mut ext_bad = self.ctx.bool_type().const_zero();
+                    for (k, dim) in dims.iter().enumerate() {
+                        if let Some(e) = dim {
+                            let got = self.extent(a, self.const_i64(k as i64))?;
+                            let ne =
+                                self.b.build_int_compare(IntPredicate::NE, got, self.const_i64(*e as i64), "ne")?;
+                            ext_bad = self.b.build_or(ext_bad, ne, "eb")?;
+                        }
+                    }
+                    let test_end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+                    self.b.build_unconditional_branch(join)?;
+                    self.b.position_at_end(join);
+                    let phi = self.b.build_phi(self.ctx.bool_type(), "bad")?;
+                    phi.add_incoming(&[(&self.ctx.bool_type().const_int(1, false), from), (&ext_bad, test_end)]);
+                    bad = phi.as_basic_value().into_int_value();
+                }
+                bad
+            }
+        };
+        let fail = self.ctx.append_basic_block(fx.func, "conf.bad");
+        let ok = self.ctx.append_basic_block(fx.func, "conf.ok");
+        self.b.build_conditional_branch(bad, fail, ok)?;
+        self.b.position_at_end(fail);
+        let code = self.cstring(c.code.id);
+        let template = self.cstring(&c.message.replace("{b}", ""));
+        let elem = self.i32().const_int(elem_code(base(have)), false);
+        self.call(
+            self.rt.fail_type,
+            &[fx.ctxp.into(), loc.into(), code.into(), template.into(), elem.into(), a.into()],
+        )?;
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        self.b.position_at_end(ok);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ patterns
+
+    fn pattern_op(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &Stmt,
+        args: &[ValueId],
+        specs: &[compiler_core::syntax::ast::ShapeSpec],
+        vars: &[compiler_core::syntax::ast::Name],
+        function: &str,
+    ) -> R<()> {
+        let buf = self.args_buffer(fx, args)?;
+        let out = self.alloca(fx, self.rt.arg.array_type(vars.len().max(1) as u32).into(), "vars")?;
+        let spec_texts: Vec<String> = specs.iter().map(compiler_core::ir::print::spec_text).collect();
+        let type_texts: Vec<String> = args
+            .iter()
+            .zip(specs)
+            .map(|(a, spec)| {
+                compiler_core::sema::hir::Type { elem: fx.irf.ty(*a).elem, shape: spec.clone() }.to_string()
+            })
+            .collect();
+        let names: Vec<String> = args
+            .iter()
+            .enumerate()
+            .map(|(k, a)| {
+                fx.irf.values[a.0 as usize].name.as_ref().map_or_else(|| format!("#{}", k + 1), |n| n.to_string())
+            })
+            .collect();
+        let var_names: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
+        let fname = self.cstring(function);
+        let specs_c = self.cstring(&spec_texts.join(";"));
+        let types_c = self.cstring(&type_texts.join(";"));
+        let names_c = self.cstring(&names.join(";"));
+        let vars_c = self.cstring(&var_names.join(";"));
+        let n = self.const_i64(args.len() as i64);
+        let loc = fx.loc;
+        let r = self
+            .call(
+                self.rt.pattern,
+                &[
+                    fx.ctxp.into(),
+                    loc.into(),
+                    fname.into(),
+                    specs_c.into(),
+                    types_c.into(),
+                    names_c.into(),
+                    vars_c.into(),
+                    n.into(),
+                    buf.into(),
+                    out.into(),
+                ],
+            )?
+            .ok_or_else(|| CodegenError::Bug("wl_pattern".into()))?;
+        let failed =
+            self.b.build_int_compare(IntPredicate::NE, r.into_int_value(), self.i32().const_zero(), "failed")?;
+        let cont = self.ctx.append_basic_block(fx.func, "ok");
+        self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
+        self.b.position_at_end(cont);
+        for (k, d) in s.defs.iter().enumerate() {
+            let slot = self.gep(self.rt.arg, out, &[self.const_i64(k as i64)], "var")?;
+            let ty = fx.irf.ty(*d).clone();
+            let x = self.read_arg(slot, &ty)?;
+            fx.vals.insert(*d, x);
+        }
+        Ok(())
+    }
+}

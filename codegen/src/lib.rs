@@ -1,0 +1,141 @@
+//! withloop's LLVM back end: optimised IR to native code.
+//!
+//! # Pipeline
+//!
+//! [`emit`] turns every IR function into an LLVM function (array
+//! representations, reference counting and run-time errors are described in its
+//! module documentation); LLVM's own pipeline (`default<O0…O3>`) then optimises
+//! the module for a target machine (the host, or an explicit triple/CPU), and
+//! the result is run in-process ([`jit`]), written as an object file, assembly
+//! or LLVM IR, or linked into a shared library or executable ([`link`]).
+//!
+//! # The runtime
+//!
+//! Compiled code calls a small runtime, `withloop-rt` (our own Rust crate,
+//! built as an rlib for the JIT and as a static library for everything that is
+//! linked): array allocation and reference counts, run-time errors, the generic
+//! path for rare primitives and printing, and the thread pool of parallel
+//! with-loops. Its functions are declared in [`rt`].
+//!
+//! # The C ABI
+//!
+//! [`abi`] wraps every entry point and every specialised instance in a C
+//! function with array descriptors, out-parameters for results and an error
+//! code; it also writes the matching header.
+
+pub mod abi;
+mod emit;
+pub mod jit;
+pub mod link;
+mod rt;
+
+use inkwell::OptimizationLevel;
+use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+
+/// Why code generation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The program uses something the native back end does not compile (a
+    /// compiler limitation; the interpreter runs it).
+    Unsupported(String),
+    /// The back end produced something wrong (a compiler bug).
+    Bug(String),
+    /// LLVM refused the target or failed to write output.
+    Llvm(String),
+}
+
+impl std::fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodegenError::Unsupported(what) => write!(f, "the native back end does not support {what} yet"),
+            CodegenError::Bug(what) => write!(f, "code generation failed (a compiler bug): {what}"),
+            CodegenError::Llvm(what) => write!(f, "LLVM: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+/// How to generate code.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// LLVM's optimisation level, 0 to 3.
+    pub opt_level: u8,
+    /// Target triple (default: the host's).
+    pub triple: Option<String>,
+    /// Target CPU (default: the host's when the triple is the host's, else generic).
+    pub cpu: Option<String>,
+    /// Target features (`+avx2,-fma`; default: the host CPU's).
+    pub features: Option<String>,
+    /// Split large with-loops over threads.
+    pub parallel: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { opt_level: 3, triple: None, cpu: None, features: None, parallel: true }
+    }
+}
+
+impl Options {
+    fn llvm_level(&self) -> OptimizationLevel {
+        match self.opt_level {
+            0 => OptimizationLevel::None,
+            1 => OptimizationLevel::Less,
+            2 => OptimizationLevel::Default,
+            _ => OptimizationLevel::Aggressive,
+        }
+    }
+}
+
+/// The target a compilation is for, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetSpec {
+    pub triple: String,
+    pub cpu: String,
+    pub features: String,
+}
+
+/// The target of `options`: the host unless a triple is given.
+pub fn target_spec(options: &Options) -> TargetSpec {
+    let host = TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned();
+    let triple = options.triple.clone().unwrap_or_else(|| host.clone());
+    let native = triple == host;
+    let cpu = options
+        .cpu
+        .clone()
+        .unwrap_or_else(|| if native { TargetMachine::get_host_cpu_name().to_string() } else { "generic".to_string() });
+    let features = options.features.clone().unwrap_or_else(|| {
+        if native && options.cpu.is_none() { TargetMachine::get_host_cpu_features().to_string() } else { String::new() }
+    });
+    TargetSpec { triple, cpu, features }
+}
+
+/// The LLVM target machine for `spec`.
+pub fn target_machine(spec: &TargetSpec, options: &Options) -> Result<TargetMachine, CodegenError> {
+    Target::initialize_all(&InitializationConfig::default());
+    let triple = TargetTriple::create(&spec.triple);
+    let target =
+        Target::from_triple(&triple).map_err(|e| CodegenError::Llvm(format!("target `{}`: {e}", spec.triple)))?;
+    target
+        .create_target_machine(
+            &triple,
+            &spec.cpu,
+            &spec.features,
+            options.llvm_level(),
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError::Llvm(format!("no target machine for `{}` (CPU `{}`)", spec.triple, spec.cpu)))
+}
+
+/// The name of the symbol compiled code exports for an IR function: the
+/// function's link name with characters C does not allow replaced.
+pub fn symbol_name(link_name: &str) -> String {
+    let mut s: String =
+        link_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    format!("wl_{s}")
+}

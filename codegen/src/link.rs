@@ -1,0 +1,1 @@
+//! Linking objects into shared libraries and executables with the system `cc`.

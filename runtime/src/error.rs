@@ -1,0 +1,319 @@
+//! The context compiled code threads through every call: the first run-time
+//! error, where it happened, the current call site, and where output goes.
+
+use std::ffi::{CStr, c_char, c_void};
+
+use crate::array::WlArray;
+
+/// A source location, as compiled code embeds them (one constant per place
+/// that can fail).
+#[repr(C)]
+#[derive(Debug)]
+pub struct WlLoc {
+    /// The file's name (NUL-terminated).
+    pub file: *const c_char,
+    pub line: i32,
+    pub column: i32,
+    /// The span in the compiler's source map (for tools that map back).
+    pub file_id: i32,
+    pub start: i32,
+    pub end: i32,
+}
+
+/// Where output goes: `write(user, bytes, len)`.
+pub type WlWrite = unsafe extern "C" fn(*mut c_void, *const u8, usize);
+
+/// The context. Compiled code reads `error` after every call, stores `site`
+/// around calls and counts `depth`; the rest is the runtime's. The fields
+/// compiled code touches come first, at fixed offsets (`codegen::rt`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct WlCtx {
+    /// Non-zero once an error happened (offset 0).
+    pub error: i32,
+    /// Nested calls of compiled functions (offset 4).
+    pub depth: i32,
+    /// The call site errors of callee-blamed checks are reported at (offset 8).
+    pub site: *const WlLoc,
+    /// The location of the error (offset 16).
+    pub loc: *const WlLoc,
+    /// The most nested calls before a recursion error (offset 24).
+    pub max_depth: i32,
+    /// Threads for parallel with-loops (0: the machine's, or `WITHLOOP_THREADS`).
+    pub threads: i32,
+    /// Elements below which a with-loop runs on one thread.
+    pub parallel_min: i64,
+    /// The most elements one array may have.
+    pub max_elements: i64,
+    /// The error's code (`R0001`), NUL-terminated.
+    pub code: [u8; 8],
+    /// Its message, NUL-terminated (truncated to fit).
+    pub message: [u8; 1024],
+    pub write: Option<WlWrite>,
+    pub write_user: *mut c_void,
+}
+
+impl Default for WlCtx {
+    fn default() -> Self {
+        WlCtx {
+            error: 0,
+            depth: 0,
+            site: std::ptr::null(),
+            loc: std::ptr::null(),
+            max_depth: 10_000,
+            threads: 0,
+            parallel_min: 1 << 15,
+            max_elements: compiler_core::interp::value::MAX_ELEMENTS as i64,
+            code: [0; 8],
+            message: [0; 1024],
+            write: None,
+            write_user: std::ptr::null_mut(),
+        }
+    }
+}
+
+impl WlCtx {
+    /// The error's code and message, if one happened.
+    pub fn error(&self) -> Option<(String, String)> {
+        if self.error == 0 {
+            return None;
+        }
+        let cstr = |b: &[u8]| {
+            let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+            String::from_utf8_lossy(&b[..n]).into_owned()
+        };
+        Some((cstr(&self.code), cstr(&self.message)))
+    }
+}
+
+/// Records an error unless one is recorded already. `loc` null: at the current
+/// call site.
+///
+/// # Safety
+/// `ctx` is a valid context or null; `loc` a valid location or null.
+pub unsafe fn set_error(ctx: *mut WlCtx, loc: *const WlLoc, code: &str, message: &str) {
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: valid context.
+    let c = unsafe { &mut *ctx };
+    if c.error != 0 {
+        return;
+    }
+    c.error = 1;
+    c.loc = if loc.is_null() { c.site } else { loc };
+    let code = code.as_bytes();
+    let n = code.len().min(7);
+    c.code = [0; 8];
+    c.code[..n].copy_from_slice(&code[..n]);
+    let msg = message.as_bytes();
+    let n = msg.len().min(c.message.len() - 1);
+    c.message[..n].copy_from_slice(&msg[..n]);
+    c.message[n] = 0;
+}
+
+/// # Safety
+/// `p` is null or NUL-terminated.
+pub(crate) unsafe fn text(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// A new context (for C callers and executables), freed with [`wl_ctx_free`].
+#[unsafe(no_mangle)]
+pub extern "C" fn wl_ctx_new() -> *mut WlCtx {
+    Box::into_raw(Box::default())
+}
+
+/// # Safety
+/// `ctx` came from [`wl_ctx_new`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_ctx_free(ctx: *mut WlCtx) {
+    if !ctx.is_null() {
+        drop(unsafe { Box::from_raw(ctx) });
+    }
+}
+
+/// An error with a fixed message.
+///
+/// # Safety
+/// Pointers valid or null; strings NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail(ctx: *mut WlCtx, loc: *const WlLoc, code: *const c_char, message: *const c_char) {
+    unsafe { set_error(ctx, loc, &text(code), &text(message)) };
+}
+
+fn vec_text(v: &[i64]) -> String {
+    format!("[{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// The components of an index operand: an int vector, or (`iv` null) the
+/// scalar `scalar`.
+///
+/// # Safety
+/// `iv` is null or a valid int vector.
+pub(crate) unsafe fn index_components(iv: *const WlArray, scalar: i64) -> Vec<i64> {
+    if iv.is_null() {
+        return vec![scalar];
+    }
+    let a = unsafe { &*iv };
+    (0..a.size as usize).map(|i| crate::values::element(a, i).as_i64().unwrap_or(0)).collect()
+}
+
+/// The elements of an int vector.
+///
+/// # Safety
+/// `v` is a valid array.
+pub(crate) unsafe fn int_elements(v: *const WlArray) -> Vec<i64> {
+    let a = unsafe { &*v };
+    (0..a.size as usize).map(|i| crate::values::element(a, i).as_i64().unwrap_or(0)).collect()
+}
+
+/// An index out of bounds (R0001), with the reference interpreter's message:
+/// index `iv` (or the scalar `scalar` when `iv` is null) into `shape_of`'s
+/// shape, or, when `shape_is_vector` is set, into the shape `shape_of` holds.
+///
+/// # Safety
+/// Valid context and arrays (`iv` may be null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_index(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    iv: *const WlArray,
+    scalar: i64,
+    shape_of: *const WlArray,
+    shape_is_vector: i32,
+) {
+    let idx = unsafe { index_components(iv, scalar) };
+    let shp: Vec<i64> =
+        if shape_is_vector != 0 { unsafe { int_elements(shape_of) } } else { unsafe { (*shape_of).shape().to_vec() } };
+    let shape_usize: Vec<usize> = shp.iter().map(|&d| d.max(0) as usize).collect();
+    let message = match compiler_core::interp::prims::check_index(&idx, &shape_usize) {
+        Err(e) => e.message,
+        Ok(_) => format!("index {} is out of bounds for shape {}", vec_text(&idx), vec_text(&shp)),
+    };
+    unsafe { set_error(ctx, loc, "R0001", &message) };
+}
+
+/// An error whose message template has `{a}` and `{b}` for two shapes: the
+/// shapes of arrays `a` and `b`, or, when `vectors` is set, the int vectors
+/// they are.
+///
+/// # Safety
+/// Valid context and arrays; strings NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_shapes(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    code: *const c_char,
+    template: *const c_char,
+    a: *const WlArray,
+    b: *const WlArray,
+    vectors: i32,
+) {
+    let shape = |x: *const WlArray| unsafe { if vectors != 0 { int_elements(x) } else { (*x).shape().to_vec() } };
+    let (sa, sb) = (vec_text(&shape(a)), vec_text(&shape(b)));
+    let message = unsafe { text(template) }.replace("{a}", &sa).replace("{b}", &sb);
+    unsafe { set_error(ctx, loc, &text(code), &message) };
+}
+
+/// An error whose message template has `{a}` and `{b}` for two vectors of
+/// `i64`s (generator corners and frames).
+///
+/// # Safety
+/// `a`, `b` hold `na`, `nb` values; strings NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_vectors(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    code: *const c_char,
+    template: *const c_char,
+    a: *const i64,
+    na: i64,
+    b: *const i64,
+    nb: i64,
+) {
+    let (sa, sb) = unsafe { (vec_text(slice(a, na)), vec_text(slice(b, nb))) };
+    let message = unsafe { text(template) }.replace("{a}", &sa).replace("{b}", &sb);
+    unsafe { set_error(ctx, loc, &text(code), &message) };
+}
+
+/// An error whose message template has `{a}` for a number and `{b}` for a
+/// second one.
+///
+/// # Safety
+/// Valid context; strings NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_ints(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    code: *const c_char,
+    template: *const c_char,
+    a: i64,
+    b: i64,
+) {
+    let message = unsafe { text(template) }.replace("{a}", &a.to_string()).replace("{b}", &b.to_string());
+    unsafe { set_error(ctx, loc, &text(code), &message) };
+}
+
+/// An error whose message template has `{a}` for a value's type (`int[3]`,
+/// or `int` for a scalar).
+///
+/// # Safety
+/// `array` null (a scalar of type `elem`) or a valid array.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_type(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    code: *const c_char,
+    template: *const c_char,
+    elem: i32,
+    array: *const WlArray,
+) {
+    let described = if array.is_null() || unsafe { (*array).rank } == 0 {
+        crate::array::base_of(elem).to_string()
+    } else {
+        let a = unsafe { &*array };
+        format!("{}{}", a.base(), vec_text(a.shape()))
+    };
+    let message = unsafe { text(template) }.replace("{a}", &described);
+    unsafe { set_error(ctx, loc, &text(code), &message) };
+}
+
+/// A recursion deeper than the context allows (R0009).
+///
+/// # Safety
+/// Valid context; `function` NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_depth(ctx: *mut WlCtx, loc: *const WlLoc, function: *const c_char) {
+    let max = unsafe { (*ctx).max_depth };
+    let message = format!("more than {max} nested calls: `{}` keeps calling itself", unsafe { text(function) });
+    unsafe { set_error(ctx, loc, "R0009", &message) };
+}
+
+/// # Safety
+/// `p` holds `n` values (or `n` is 0).
+pub(crate) unsafe fn slice<'a>(p: *const i64, n: i64) -> &'a [i64] {
+    if n <= 0 || p.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(p, n as usize) } }
+}
+
+/// Prints the recorded error (if any) to standard error as
+/// `file:line:col: error[CODE]: message`; returns 2 after an error, else 0.
+///
+/// # Safety
+/// `ctx` is valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_report(ctx: *mut WlCtx) -> i32 {
+    let c = unsafe { &*ctx };
+    let Some((code, message)) = c.error() else { return 0 };
+    let place = if c.loc.is_null() {
+        String::new()
+    } else {
+        let l = unsafe { &*c.loc };
+        format!("{}:{}:{}: ", unsafe { text(l.file) }, l.line, l.column)
+    };
+    eprintln!("{place}error[{code}]: {message}");
+    2
+}
