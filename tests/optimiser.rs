@@ -5,6 +5,9 @@
 //! exactly associative folds, so doubles compare exactly), or fail with the same
 //! error code. The verifier runs after every pass.
 //!
+//! Every eighth program (`WITHLOOP_NATIVE_EVERY`) also runs as native code,
+//! compiled by LLVM from the fully optimised IR.
+//!
 //! `WITHLOOP_OPT_PROGRAMS` sets how many programs each of the four shards runs
 //! (default 2,500: 10,000 in all). A failure prints the seed, the pass set and
 //! the program; rerun one seed with `WITHLOOP_OPT_SEED=<seed>`.
@@ -32,7 +35,7 @@ fn render(out: &[u8], values: &[Value]) -> String {
 }
 
 /// Runs `p` every way; `None` when all agree, else what differed.
-fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<String> {
+fn check(p: &Program, hints: &[String], subset: &PipelineOptions, native: bool) -> Option<String> {
     let options = FrontendOptions { shape_hints: hints.to_vec(), ..Default::default() };
     let mut fe = frontend("gen.sac", &p.source, &MemoryLoader::default(), &options);
     if fe.has_errors() {
@@ -80,6 +83,20 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions) -> Option<Stri
         if got != want {
             return Some(format!("{what}: expected {want:?}, got {got:?}"));
         }
+        if native && what == "all passes" {
+            let mut out = Vec::new();
+            let codegen = withloop_codegen::Options::default();
+            let got = match withloop_codegen::jit::run(&m, &fe.sources, &p.entry, args.clone(), &codegen, None, &mut |b| {
+                out.extend_from_slice(b)
+            }) {
+                Ok(values) => Ok(render(&out, &values)),
+                Err(withloop_codegen::jit::RunError::Runtime(e)) => Err(e.code.id.to_string()),
+                Err(other) => return Some(format!("native code: {other:?}")),
+            };
+            if got != want {
+                return Some(format!("native code: expected {want:?}, got {got:?}"));
+            }
+        }
     }
     None
 }
@@ -96,6 +113,7 @@ fn exact_hint(name: &str, ty: &generator::Ty) -> String {
 fn shard(k: u64) {
     let n: u64 = std::env::var("WITHLOOP_OPT_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(2500);
     let only: Option<u64> = std::env::var("WITHLOOP_OPT_SEED").ok().and_then(|s| s.parse().ok());
+    let every: u64 = std::env::var("WITHLOOP_NATIVE_EVERY").ok().and_then(|s| s.parse().ok()).unwrap_or(8).max(1);
     let failure = interp::with_large_stack(move || {
         let names = opt::pass_names();
         let seeds: Vec<u64> = match only {
@@ -111,7 +129,8 @@ fn shard(k: u64) {
                 if rng.chance(50) { p.params.iter().map(|(n, t)| exact_hint(n, t)).collect() } else { Vec::new() };
             let subset: Vec<&str> = names.iter().copied().filter(|_| rng.chance(50)).collect();
             let options = PipelineOptions { verify: true, ..PipelineOptions::only(&subset) };
-            if let Some(what) = check(&p, &hints, &options) {
+            let native = only.is_some() || (seed / SHARDS) % every == 0;
+            if let Some(what) = check(&p, &hints, &options, native) {
                 return Some(format!(
                     "seed {seed} (hints {hints:?}, passes {subset:?}): {what}\n--- program (args {:?}) ---\n{}",
                     p.args, p.source

@@ -104,6 +104,28 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             Op::Pattern { args, specs, vars, function } => self.pattern_op(fx, s, args, specs, vars, function)?,
         }
+        // Dead code may carry types that do not fit its values (inference gives
+        // code that never runs no types, and dispatch keeps branches whose
+        // conditions are false). Such a value becomes undefined, and reaching
+        // it a compiler bug (B0001) rather than a crash.
+        for d in &s.defs {
+            let dty = fx.irf.ty(*d).clone();
+            let want = self.value_ty(&dty);
+            if let Some(x) = fx.vals.get(d).copied() {
+                if x.is_pointer_value() && scalar_repr(&dty) && dty.elem != Elem::String {
+                    // An array the types say is a scalar (an operand typed
+                    // `int[*]` that a check proved scalar): its element.
+                    let y = self.unbox(fx, x, base(&dty))?;
+                    self.dec(x)?;
+                    fx.vals.insert(*d, y);
+                } else if x.get_type() != want {
+                    let loc = fx.loc;
+                    let msg = format!("%{} of type {} is represented as {} (a compiler bug)", d.0, fx.irf.ty(*d), x.get_type());
+                    self.fail_now(fx, loc, "B0001", &msg)?;
+                    fx.vals.insert(*d, super::undef(want));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -449,8 +471,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         args: &[(BasicValueEnum<'ctx>, Ty)],
         dty: &Ty,
     ) -> R<BasicValueEnum<'ctx>> {
-        let tys: Vec<Ty> = args.iter().map(|(_, t)| t.clone()).collect();
-        let vals: Vec<BasicValueEnum<'ctx>> = args.iter().map(|(v, _)| *v).collect();
+        let mut tys: Vec<Ty> = args.iter().map(|(_, t)| t.clone()).collect();
+        let mut vals: Vec<BasicValueEnum<'ctx>> = args.iter().map(|(v, _)| *v).collect();
+        if scalar_repr(dty) {
+            // A scalar result: every operand is a scalar at run time, whatever
+            // its static type says.
+            for (v, t) in vals.iter_mut().zip(tys.iter_mut()) {
+                if !scalar_repr(t) {
+                    *v = self.unbox(fx, *v, base(t))?;
+                    *t = Ty { elem: t.elem, shape: Shape::scalar() };
+                }
+            }
+        }
         let operand = base(&tys[0]);
         let rb = op.result_base(operand);
         let loc = fx.loc;
