@@ -86,13 +86,14 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions, native: bool) 
         if native && what == "all passes" {
             let mut out = Vec::new();
             let codegen = withloop_codegen::Options::default();
-            let got = match withloop_codegen::jit::run(&m, &fe.sources, &p.entry, args.clone(), &codegen, None, &mut |b| {
-                out.extend_from_slice(b)
-            }) {
-                Ok(values) => Ok(render(&out, &values)),
-                Err(withloop_codegen::jit::RunError::Runtime(e)) => Err(e.code.id.to_string()),
-                Err(other) => return Some(format!("native code: {other:?}")),
-            };
+            let got =
+                match withloop_codegen::jit::run(&m, &fe.sources, &p.entry, args.clone(), &codegen, None, &mut |b| {
+                    out.extend_from_slice(b)
+                }) {
+                    Ok(values) => Ok(render(&out, &values)),
+                    Err(withloop_codegen::jit::RunError::Runtime(e)) => Err(e.code.id.to_string()),
+                    Err(other) => return Some(format!("native code: {other:?}")),
+                };
             if got != want {
                 return Some(format!("native code: expected {want:?}, got {got:?}"));
             }

@@ -278,6 +278,56 @@ pub enum Emit {
     ReportJson,
     /// A summary of the with-loops left after optimisation.
     Structure,
+    /// A relocatable object file with the C ABI's functions.
+    Object,
+    /// A shared library (linked with the system `cc`).
+    Shared,
+    /// The C header declaring the ABI.
+    Header,
+    /// LLVM IR after LLVM's optimisations.
+    LlvmIr,
+    /// Target assembly.
+    Asm,
+    /// An executable whose exit status is `main`'s result (`withloop build`).
+    Executable,
+}
+
+impl Emit {
+    /// The `--emit` spelling of each kind.
+    pub const NAMES: [(&'static str, Emit); 10] = [
+        ("ir", Emit::Ir),
+        ("report", Emit::Report),
+        ("report-json", Emit::ReportJson),
+        ("structure", Emit::Structure),
+        ("obj", Emit::Object),
+        ("so", Emit::Shared),
+        ("header", Emit::Header),
+        ("llvm-ir", Emit::LlvmIr),
+        ("asm", Emit::Asm),
+        ("exe", Emit::Executable),
+    ];
+
+    pub fn parse(name: &str) -> Option<Emit> {
+        Emit::NAMES.iter().find(|(n, _)| *n == name).map(|(_, e)| *e)
+    }
+
+    /// Whether the output is bytes for a file rather than text for a terminal.
+    pub fn binary(self) -> bool {
+        matches!(self, Emit::Object | Emit::Shared | Emit::Executable)
+    }
+
+    /// The file name `withloop compile` writes when `-o` is not given (for
+    /// kinds that are not printed).
+    pub fn default_output(self, source: &Path) -> Option<PathBuf> {
+        let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "a".into());
+        let name = match self {
+            Emit::Object => format!("{stem}.o"),
+            Emit::Shared => format!("lib{stem}.so"),
+            Emit::Executable => stem,
+            _ => return None,
+        };
+        Some(source.with_file_name(name))
+    }
 }
 
 /// Front end and lowering: the program as IR, or the report of why not.
@@ -323,8 +373,15 @@ pub fn optimised(
     }
 }
 
-/// `withloop compile FILE`: compiles and prints what `emit` asks for.
-pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> Report {
+/// `withloop compile FILE`: compiles and prints (or writes to `output`) what
+/// `emit` asks for; native kinds use `native`.
+pub fn compile(
+    inv: &Invocation,
+    options: &opt::PipelineOptions,
+    emit: Emit,
+    native: &withloop_codegen::Options,
+    output: Option<&Path>,
+) -> Report {
     let (fe, module, outcome) = match optimised(inv, options) {
         Ok(x) => x,
         Err(report) => return report,
@@ -348,13 +405,53 @@ pub fn compile(inv: &Invocation, options: &opt::PipelineOptions, emit: Emit) -> 
             !options.no_timing,
         )
     };
-    let text = match emit {
-        Emit::Ir => ir::print::module_text(&module),
-        Emit::Report => build().to_text(),
-        Emit::ReportJson => build().to_json() + "\n",
-        Emit::Structure => ir::print::structure_text(&module),
+    use withloop_codegen::Output;
+    let native_bytes =
+        |executable: bool, out: Output| withloop_codegen::compile(&module, &fe.sources, native, executable, out);
+    let bytes: Result<Vec<u8>, withloop_codegen::CodegenError> = match emit {
+        Emit::Ir => Ok(ir::print::module_text(&module).into_bytes()),
+        Emit::Report => Ok(build().to_text().into_bytes()),
+        Emit::ReportJson => Ok((build().to_json() + "\n").into_bytes()),
+        Emit::Structure => Ok(ir::print::structure_text(&module).into_bytes()),
+        Emit::Header => Ok(withloop_codegen::abi::header(&module, &file).into_bytes()),
+        Emit::LlvmIr => native_bytes(false, Output::LlvmIr),
+        Emit::Asm => native_bytes(false, Output::Assembly),
+        Emit::Object => native_bytes(false, Output::Object),
+        Emit::Shared | Emit::Executable => {
+            let kind = if emit == Emit::Shared {
+                withloop_codegen::link::LinkKind::SharedLibrary
+            } else {
+                withloop_codegen::link::LinkKind::Executable
+            };
+            let target = output.map(Path::to_path_buf).or_else(|| emit.default_output(&inv.file));
+            match (native_bytes(emit == Emit::Executable, Output::Object), target) {
+                (Err(e), _) => Err(e),
+                (Ok(obj), Some(target)) => withloop_codegen::link::link(&obj, kind, &target).map(|()| Vec::new()),
+                (Ok(_), None) => Ok(Vec::new()),
+            }
+        }
     };
-    report.stdout.extend_from_slice(text.as_bytes());
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(e) => {
+            report.stderr.push_str(&format!("error: {e}\n"));
+            report.exit_code = EXIT_COMPILE_ERROR;
+            return report;
+        }
+    };
+    if matches!(emit, Emit::Shared | Emit::Executable) {
+        return report;
+    }
+    let target = output.map(Path::to_path_buf).or_else(|| emit.default_output(&inv.file));
+    match target {
+        Some(path) if path.as_os_str() != "-" => {
+            if let Err(e) = std::fs::write(&path, &bytes) {
+                report.stderr.push_str(&format!("error: cannot write `{}`: {e}\n", path.display()));
+                report.exit_code = EXIT_COMPILE_ERROR;
+            }
+        }
+        _ => report.stdout.extend_from_slice(&bytes),
+    }
     report
 }
 

@@ -1,4 +1,4 @@
-//! `withloop`: check and run SaC programs.
+//! `withloop`: check, compile, build and run SaC programs.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -53,19 +53,29 @@ enum Command {
         opt: bool,
         #[command(flatten)]
         passes: PassArgs,
+        #[command(flatten)]
+        native: NativeArgs,
         /// Ignore the inferred types and dispatch every call at run time.
         #[arg(long)]
         untyped: bool,
     },
-    /// Compile a program through the optimiser and print the result.
+    /// Compile a program through the optimiser and print or write the result.
     Compile {
         #[command(flatten)]
         source: SourceArgs,
-        /// What to print: `ir` (the IR after all passes), `report` (the
-        /// optimisation report), `report-json` (the same as JSON) or
-        /// `structure` (the with-loops that are left, with their index ranges).
+        /// What to produce: `ir` (the IR after all passes), `report` (the
+        /// optimisation report), `report-json` (the same as JSON), `structure`
+        /// (the with-loops that are left), `obj` (object file), `so` (shared
+        /// library), `header` (C header of the ABI), `llvm-ir`, `asm`, `exe`.
         #[arg(long, default_value = "report")]
         emit: String,
+        /// Where to write it (`-` for standard output). Default: text kinds
+        /// are printed; `obj`, `so` and `exe` go beside the source
+        /// (`prog.o`, `libprog.so`, `prog`).
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        native: NativeArgs,
         /// Include library functions in the report.
         #[arg(long)]
         library: bool,
@@ -75,6 +85,51 @@ enum Command {
         #[command(flatten)]
         passes: PassArgs,
     },
+    /// Build a native executable whose exit status is `main`'s result (a
+    /// run-time error prints its location and exits with 2).
+    Build {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// The executable to write (default: the source's name without `.sac`).
+        #[arg(short = 'o', long = "output", value_name = "EXE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        native: NativeArgs,
+        #[command(flatten)]
+        passes: PassArgs,
+    },
+}
+
+/// How native code is generated.
+#[derive(Args, Debug)]
+struct NativeArgs {
+    /// LLVM optimisation level, 0 to 3.
+    #[arg(short = 'O', value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
+    opt_level: u8,
+    /// Target triple (default: the host's).
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+    /// Target CPU (default: the host's; `generic` for portable code).
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<String>,
+    /// Target features, e.g. `+avx2,-fma` (default: the host CPU's).
+    #[arg(long, value_name = "FEATURES")]
+    features: Option<String>,
+    /// Run every with-loop on one thread (no parallel with-loops).
+    #[arg(long)]
+    sequential: bool,
+}
+
+impl NativeArgs {
+    fn options(&self) -> withloop_codegen::Options {
+        withloop_codegen::Options {
+            opt_level: self.opt_level,
+            triple: self.target.clone(),
+            cpu: self.cpu.clone(),
+            features: self.features.clone(),
+            parallel: !self.sequential,
+        }
+    }
 }
 
 /// Which optimisation passes run (`--no-PASS` is short for `--disable PASS`).
@@ -181,20 +236,13 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit, passes, library, no_timing } => {
+        Command::Compile { source, emit, output, native, passes, library, no_timing } => {
             let mut inv = source.invocation();
             inv.list_library_instances = library;
-            let emit = match emit.as_str() {
-                "ir" => Emit::Ir,
-                "report" => Emit::Report,
-                "report-json" => Emit::ReportJson,
-                "structure" => Emit::Structure,
-                other => {
-                    eprintln!(
-                        "error: unknown --emit `{other}` (expected `ir`, `report`, `report-json` or `structure`)"
-                    );
-                    return ExitCode::from(64);
-                }
+            let Some(emit) = Emit::parse(&emit) else {
+                let names: Vec<String> = Emit::NAMES.iter().map(|(n, _)| format!("`{n}`")).collect();
+                eprintln!("error: unknown --emit `{emit}` (expected one of {})", names.join(", "));
+                return ExitCode::from(64);
             };
             let options = match passes.options() {
                 Ok(mut o) => {
@@ -206,13 +254,23 @@ fn main() -> ExitCode {
                     return ExitCode::from(64);
                 }
             };
-            compile(&inv, &options, emit)
+            compile(&inv, &options, emit, &native.options(), output.as_deref())
         }
-        Command::Run { source, entry, args, interp, ir, opt, passes, untyped } => {
+        Command::Build { source, output, native, passes } => {
+            let inv = source.invocation();
+            match passes.options() {
+                Ok(options) => compile(&inv, &options, Emit::Executable, &native.options(), output.as_deref()),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(64);
+                }
+            }
+        }
+        Command::Run { source, entry, args, interp, ir, opt, passes, native, untyped } => {
             let mut inv = source.invocation();
             if !interp && !ir && !opt && !untyped {
                 match passes.options() {
-                    Ok(o) => inv.engine = Engine::Native(o, withloop_codegen::Options::default()),
+                    Ok(o) => inv.engine = Engine::Native(o, native.options()),
                     Err(e) => {
                         eprintln!("error: {e}");
                         return ExitCode::from(64);

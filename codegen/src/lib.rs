@@ -29,8 +29,11 @@ pub mod jit;
 pub mod link;
 mod rt;
 
+use compiler_core::ir::Module as IrModule;
+use compiler_core::span::SourceMap;
 use inkwell::OptimizationLevel;
-use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::context::Context;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,13 +132,43 @@ pub fn target_machine(spec: &TargetSpec, options: &Options) -> Result<TargetMach
         .ok_or_else(|| CodegenError::Llvm(format!("no target machine for `{}` (CPU `{}`)", spec.triple, spec.cpu)))
 }
 
-/// The name of the symbol compiled code exports for an IR function: the
-/// function's link name with characters C does not allow replaced.
-pub fn symbol_name(link_name: &str) -> String {
-    let mut s: String =
-        link_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    if s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
+/// What [`compile`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A relocatable object file.
+    Object,
+    /// Assembly for the target.
+    Assembly,
+    /// LLVM IR (after LLVM's optimisation pipeline).
+    LlvmIr,
+}
+
+/// Compiles `module` with a C function for every export ([`abi`]); with
+/// `executable`, also a C `main` that runs the program's `main`.
+pub fn compile(
+    module: &IrModule,
+    sources: &SourceMap,
+    options: &Options,
+    executable: bool,
+    output: Output,
+) -> Result<Vec<u8>, CodegenError> {
+    let spec = target_spec(options);
+    let ctx = Context::create();
+    let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
+    e.functions()?;
+    e.exports()?;
+    if executable {
+        e.executable_main()?;
     }
-    format!("wl_{s}")
+    let (llmod, tm) = e.finish(&spec, options)?;
+    match output {
+        Output::LlvmIr => Ok(llmod.print_to_string().to_bytes().to_vec()),
+        Output::Object | Output::Assembly => {
+            let ft = if output == Output::Object { FileType::Object } else { FileType::Assembly };
+            let buf = tm
+                .write_to_memory_buffer(&llmod, ft)
+                .map_err(|e| CodegenError::Llvm(format!("writing {output:?}: {}", e.to_string_lossy())))?;
+            Ok(buf.as_slice().to_vec())
+        }
+    }
 }

@@ -1,1 +1,111 @@
 //! Linking objects into shared libraries and executables with the system `cc`.
+//!
+//! Compiled code needs the runtime, `libwithloop_rt.a` (the `withloop-rt`
+//! crate built as a static library). It is looked for in `$WITHLOOP_RT_LIB`
+//! (the file), then beside the running executable and one directory up (where
+//! cargo puts it for `target/<profile>/withloop` and for test binaries in
+//! `target/<profile>/deps`). The C compiler is `$CC`, else `cc`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::CodegenError;
+
+const RUNTIME_FILE: &str = "libwithloop_rt.a";
+
+/// What [`link`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    SharedLibrary,
+    Executable,
+}
+
+/// The runtime static library.
+pub fn runtime_library() -> Result<PathBuf, CodegenError> {
+    if let Some(p) = std::env::var_os("WITHLOOP_RT_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(CodegenError::Llvm(format!("WITHLOOP_RT_LIB names `{}`, which is not a file", p.display())))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| CodegenError::Llvm(format!("locating the runtime: {e}")))?;
+    let mut dir = exe.parent().map(Path::to_path_buf);
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let candidate = d.join(RUNTIME_FILE);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        if let Some(found) = newest_in(&d.join("deps")) {
+            return Ok(found);
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    Err(CodegenError::Llvm(format!(
+        "the runtime library `{RUNTIME_FILE}` is not beside `{}`; build it with `cargo build -p withloop-rt` \
+         or point WITHLOOP_RT_LIB at it",
+        exe.display()
+    )))
+}
+
+/// The most recently built `libwithloop_rt-<hash>.a` in cargo's `deps`.
+fn newest_in(deps: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(deps).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("libwithloop_rt-") && name.ends_with(".a")
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .map(|(_, p)| p)
+}
+
+/// Links `object` (bytes of a relocatable object) with the runtime into
+/// `out`.
+pub fn link(object: &[u8], kind: LinkKind, out: &Path) -> Result<(), CodegenError> {
+    let runtime = runtime_library()?;
+    let dir = tempdir()?;
+    let obj = dir.join("program.o");
+    std::fs::write(&obj, object).map_err(|e| CodegenError::Llvm(format!("writing `{}`: {e}", obj.display())))?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let mut cmd = Command::new(&cc);
+    if kind == LinkKind::SharedLibrary {
+        cmd.arg("-shared");
+    }
+    // Unused runtime code and the runtime's debug information stay out.
+    cmd.arg("-o").arg(out).arg(&obj).arg(&runtime).args(["-Wl,--gc-sections", "-Wl,-S"]);
+    // What the Rust standard library in the runtime needs.
+    cmd.args(["-lpthread", "-ldl", "-lm", "-lgcc_s", "-lc"]);
+    let result = cmd.output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = result.map_err(|e| CodegenError::Llvm(format!("running the C compiler `{cc}`: {e}")))?;
+    if !output.status.success() {
+        return Err(CodegenError::Llvm(format!(
+            "linking with `{cc}` failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// A fresh private directory under the system's temporary directory.
+fn tempdir() -> Result<PathBuf, CodegenError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    for _ in 0..100 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = base.join(format!("withloop-link-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(CodegenError::Llvm(format!("creating a temporary directory: {e}"))),
+        }
+    }
+    Err(CodegenError::Llvm("no free temporary directory name".into()))
+}

@@ -197,6 +197,18 @@ macro_rules! paste_addr {
     (math_f64) => {
         withloop_rt::wl_math_f64 as *const () as usize
     };
+    (abi_array_in) => {
+        withloop_rt::wl_abi_array_in as *const () as usize
+    };
+    (abi_array_out) => {
+        withloop_rt::wl_abi_array_out as *const () as usize
+    };
+    (abi_unwrap) => {
+        withloop_rt::wl_abi_unwrap as *const () as usize
+    };
+    (ctx_clear) => {
+        withloop_rt::wl_ctx_clear as *const () as usize
+    };
     (math_f32) => {
         withloop_rt::wl_math_f32 as *const () as usize
     };
@@ -235,6 +247,10 @@ runtime! {
     shape_vector = "wl_shape_vector"(P, P) -> P;
     math_f64 = "wl_math_f64"(I32, F64) -> F64;
     math_f32 = "wl_math_f32"(I32, F32) -> F32;
+    abi_array_in = "wl_abi_array_in"(P, P, I32, P, I64, P, P) -> P;
+    abi_array_out = "wl_abi_array_out"(P, P, P) -> I32;
+    abi_unwrap = "wl_abi_unwrap"(P);
+    ctx_clear = "wl_ctx_clear"(P);
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);
 }

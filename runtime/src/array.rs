@@ -56,7 +56,7 @@ impl WlArray {
         unsafe { std::slice::from_raw_parts(self.shape.as_ptr(), self.rank as usize) }
     }
 
-    fn shape_mut(&mut self) -> &mut [i64] {
+    pub fn shape_mut(&mut self) -> &mut [i64] {
         // SAFETY: as above.
         unsafe { std::slice::from_raw_parts_mut(self.shape.as_mut_ptr(), self.rank as usize) }
     }
@@ -278,10 +278,4 @@ pub unsafe extern "C" fn wl_unwrap(a: *mut WlArray) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_refcount(a: *const WlArray) -> i64 {
     unsafe { (*a).rc.load(Ordering::Relaxed) }
-}
-
-/// A slice view of the shape, for Rust callers.
-pub fn shape_of<'a>(a: *const WlArray) -> &'a [i64] {
-    // SAFETY: callers pass valid arrays.
-    unsafe { (*a).shape() }
 }

@@ -19,6 +19,7 @@
 // The runtime is the one place that handles raw memory for compiled code.
 #![allow(unsafe_code)]
 
+mod abi;
 mod array;
 mod cells;
 mod error;
@@ -27,6 +28,7 @@ mod parallel;
 mod prim;
 mod values;
 
+pub use abi::*;
 pub use array::*;
 pub use cells::*;
 pub use error::*;

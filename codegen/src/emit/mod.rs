@@ -198,6 +198,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         p
     }
 
+    /// A private constant array of `i64`s; returns a pointer to the first.
+    pub fn i64_global(&mut self, values: &[i64]) -> PointerValue<'ctx> {
+        let i64t = self.i64();
+        let value = i64t.const_array(&values.iter().map(|v| i64t.const_int(*v as u64, true)).collect::<Vec<_>>());
+        let name = self.fresh("i64s");
+        let g = self.module.add_global(value.get_type(), None, &name);
+        g.set_initializer(&value);
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        g.as_pointer_value()
+    }
+
     /// The location constant of a span (null for none).
     pub fn loc(&mut self, span: Option<Span>) -> PointerValue<'ctx> {
         let Some(span) = span else { return self.ptr().const_null() };
@@ -542,7 +554,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// A pointer to the shape extents.
     pub fn shape_ptr(&mut self, a: PointerValue<'ctx>) -> R<PointerValue<'ctx>> {
         let i8t = self.ctx.i8_type();
-        Ok(self.gep(i8t, a, &[self.i64().const_int(rt::ARR_SHAPE, false)], "shape")?)
+        self.gep(i8t, a, &[self.i64().const_int(rt::ARR_SHAPE, false)], "shape")
     }
 
     pub fn extent(&mut self, a: PointerValue<'ctx>, k: IntValue<'ctx>) -> R<IntValue<'ctx>> {

@@ -120,7 +120,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     fx.vals.insert(*d, y);
                 } else if x.get_type() != want {
                     let loc = fx.loc;
-                    let msg = format!("%{} of type {} is represented as {} (a compiler bug)", d.0, fx.irf.ty(*d), x.get_type());
+                    let msg = format!(
+                        "%{} of type {} is represented as {} (a compiler bug)",
+                        d.0,
+                        fx.irf.ty(*d),
+                        x.get_type()
+                    );
                     self.fail_now(fx, loc, "B0001", &msg)?;
                     fx.vals.insert(*d, super::undef(want));
                 }
@@ -1097,7 +1102,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let ok = self.ctx.append_basic_block(fx.func, "call");
         self.b.build_conditional_branch(too_deep, bad, ok)?;
         self.b.position_at_end(bad);
-        let name = self.cstring(&callee.source_name.to_string());
+        let name = self.cstring(callee.source_name.as_ref());
         self.call(self.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
         self.b.build_unconditional_branch(fx.fail_bb)?;
         self.b.position_at_end(ok);
@@ -1128,7 +1133,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// A pointer to a field of the context.
     pub fn ctx_field(&mut self, fx: &Fx<'ctx, 'a>, offset: u64) -> R<PointerValue<'ctx>> {
-        Ok(self.gep(self.ctx.i8_type(), fx.ctxp, &[self.const_i64(offset as i64)], "ctxf")?)
+        self.gep(self.ctx.i8_type(), fx.ctxp, &[self.const_i64(offset as i64)], "ctxf")
     }
 
     // ------------------------------------------------------------ control flow

@@ -980,7 +980,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let (scratch, buf) = self.scratch(fx, six)?;
         let at = |this: &mut Self, k: i64| -> R<PointerValue<'ctx>> {
             let o = this.b.build_int_mul(n, this.const_i64(k), "o")?;
-            Ok(this.gep(this.i64(), buf, &[o], "part")?)
+            this.gep(this.i64(), buf, &[o], "part")
         };
         let (lo, hi, st, wd, ix, last) =
             (at(self, 0)?, at(self, 1)?, at(self, 2)?, at(self, 3)?, at(self, 4)?, at(self, 5)?);

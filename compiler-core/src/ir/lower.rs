@@ -76,6 +76,13 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
             let f = ml.wrapper(w, &sig);
             ml.module.entries.push((name.clone(), f));
         }
+        for i in &typed.wrapper(w).instances {
+            if let Some(&f) = ml.inst_func.get(i) {
+                if !ml.module.variants.contains(&f) && !ml.module.function(f).library {
+                    ml.module.variants.push(f);
+                }
+            }
+        }
     }
     for &i in &typed.reachable {
         ml.lower_instance(i);

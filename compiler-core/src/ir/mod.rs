@@ -82,6 +82,7 @@
 //! parsed text gives the same text (spans are not part of the text). [`verify`]
 //! checks the invariants listed in its module documentation.
 
+pub mod exports;
 pub mod interp;
 pub mod lower;
 pub mod parse;
@@ -362,6 +363,10 @@ pub struct Module {
     pub functions: Vec<Function>,
     /// Entry points: source name → the function to call (its wrapper).
     pub entries: Vec<(Name, FuncId)>,
+    /// Specialised instances of entry functions that compiled code exports
+    /// as symbols of their own (besides the entries' dispatch wrappers); like
+    /// entries, they are never removed.
+    pub variants: Vec<FuncId>,
 }
 
 impl Module {

@@ -662,6 +662,14 @@ pub fn parse_module(text: &str, span: Span) -> PResult<Module> {
             module.entries.push((Name::new(name.trim()), fid));
             continue;
         }
+        if let Some(rest) = line.strip_prefix("variant ") {
+            p.pos += 1;
+            let Some(fid) = p.funcs.get(rest.trim()).copied() else {
+                return p.err(format!("unknown function `{rest}`"));
+            };
+            module.variants.push(fid);
+            continue;
+        }
         let Some(rest) = line.strip_prefix("fn ") else { return p.err(format!("expected `fn`, found `{line}`")) };
         p.pos += 1;
         p.values.clear();

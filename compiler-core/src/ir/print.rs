@@ -415,6 +415,9 @@ pub fn module_text(module: &Module) -> String {
     for (name, f) in &module.entries {
         writeln!(out, "entry {name} = {}", module.function(*f).name).ok();
     }
+    for f in &module.variants {
+        writeln!(out, "variant {}", module.function(*f).name).ok();
+    }
     out
 }
 

@@ -212,5 +212,10 @@ pub fn verify(module: &Module) -> Result<(), Vec<String>> {
             errors.push(format!("entry `{name}` names no function"));
         }
     }
+    for f in &module.variants {
+        if module.functions.get(f.0 as usize).is_none() {
+            errors.push(format!("variant {} names no function", f.0));
+        }
+    }
     if errors.is_empty() { Ok(()) } else { Err(errors) }
 }

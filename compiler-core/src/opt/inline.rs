@@ -3,7 +3,7 @@
 //! Replaces a call by a copy of the callee's body when the callee is declared
 //! `inline` (the whole library is), is a dispatch wrapper, or is small (at most
 //! [`SMALL`] statements), and is not recursive. Afterwards, functions no entry
-//! reaches any more are removed.
+//! or exported variant reaches any more are removed.
 //!
 //! ```text
 //! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
@@ -196,6 +196,7 @@ pub fn remove_dead_functions(m: &mut Module) -> usize {
     let n = m.functions.len();
     let mut live = vec![false; n];
     let mut stack: Vec<usize> = m.entries.iter().map(|(_, f)| f.0 as usize).collect();
+    stack.extend(m.variants.iter().map(|f| f.0 as usize));
     while let Some(f) = stack.pop() {
         if f >= n || live[f] {
             continue;
@@ -221,6 +222,9 @@ pub fn remove_dead_functions(m: &mut Module) -> usize {
     }
     m.functions = kept;
     for (_, f) in &mut m.entries {
+        *f = remap(*f);
+    }
+    for f in &mut m.variants {
         *f = remap(*f);
     }
     removed

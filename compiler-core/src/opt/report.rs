@@ -6,7 +6,7 @@
 //!   "schema": "withloop.optimisation-report/1",
 //!   "file": "relax.sac",
 //!   "variants": [{ "function": "relax", "params": ["double[5,6]"], "results": ["double[5,6]"],
-//!                  "symbol": "relax__d_5_6", "reason": "call_site",
+//!                  "symbol": "relax__d_5_6", "c_symbol": "wl_relax__d_5_6", "reason": "call_site",
 //!                  "at": { "file": "relax.sac", "line": 40, "column": 12 }, "library": false }],
 //!   "stages": [{ "name": "array", "rounds": 4 }],
 //!   "passes": [{ "name": "wlf", "description": "…", "enabled": true, "runs": 4,
@@ -48,6 +48,9 @@ pub struct Variant {
     pub params: Vec<String>,
     pub results: Vec<String>,
     pub symbol: String,
+    /// The C symbol compiled code exports for this variant (user functions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c_symbol: Option<String>,
     pub reason: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<Location>,
@@ -142,6 +145,7 @@ pub fn build(
             params: inst.params.iter().map(|t| t.to_string()).collect(),
             results: inst.results.iter().map(|t| t.to_string()).collect(),
             symbol: inst.symbol.clone(),
+            c_symbol: (!f.is_library()).then(|| crate::ir::exports::c_symbol(&inst.symbol)),
             reason,
             at,
             library: f.is_library(),
@@ -219,7 +223,7 @@ impl Report {
                 v.function,
                 v.params.join(", "),
                 results,
-                v.symbol,
+                v.c_symbol.as_ref().map_or(v.symbol.clone(), |c| format!("{}, {c}", v.symbol)),
                 v.reason.replace('_', " "),
                 at
             ));

@@ -1,0 +1,142 @@
+//! The C ABI end to end: a generated shared library and header used from a C
+//! program and from Python (ctypes + NumPy), and executables from
+//! `withloop build` (exit status, output, run-time errors with locations).
+//!
+//! Needs the system C compiler and python3 with NumPy (`.ci/run` installs them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use compiler_core::driver::FrontendOptions;
+use compiler_core::opt::PipelineOptions;
+use withloop_cli::{Emit, Invocation, compile};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("abi")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("withloop-abi-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch directory");
+    d
+}
+
+fn invocation(file: &str, hints: &[&str]) -> Invocation {
+    Invocation {
+        file: dir().join(file),
+        frontend: FrontendOptions { shape_hints: hints.iter().map(|h| h.to_string()).collect(), ..Default::default() },
+        ..Default::default()
+    }
+}
+
+fn emit(inv: &Invocation, emit: Emit, out: &Path) {
+    let report = compile(inv, &PipelineOptions::default(), emit, &withloop_codegen::Options::default(), Some(out));
+    assert_eq!(report.exit_code, 0, "withloop compile --emit {emit:?} failed:\n{}", report.stderr);
+    assert!(out.is_file(), "{} was not written", out.display());
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Shared library + header for kernels.sac (with a `double[3,3]` variant of `scale`).
+fn kernels(work: &Path) {
+    let inv = invocation("kernels.sac", &["scale.m=double[3,3]"]);
+    emit(&inv, Emit::Shared, &work.join("libkernels.so"));
+    emit(&inv, Emit::Header, &work.join("kernels.h"));
+}
+
+#[test]
+fn a_c_program_calls_the_shared_library_through_the_header() {
+    let work = scratch("c");
+    kernels(&work);
+    let header = std::fs::read_to_string(work.join("kernels.h")).expect("header");
+    for decl in [
+        "int32_t wl_scale(wl_ctx *ctx, const wl_array *m /* double[.,.] */, double s, wl_array *result0 /* double[.,.] */);",
+        "int32_t wl_scale__d_3_3__d(wl_ctx *ctx, const wl_array *m /* double[3,3] */, double s, wl_array *result0 /* double[3,3] */);",
+        "int32_t wl_total(wl_ctx *ctx, const wl_array *a /* double[*] */, double *result0);",
+        "int32_t wl_squares(wl_ctx *ctx, int32_t n, wl_array *result0 /* int[.] */);",
+        "int32_t wl_anyneg(wl_ctx *ctx, const wl_array *x /* float[.] */, bool *result0);",
+    ] {
+        assert!(header.contains(decl), "the header lacks `{decl}`:\n{header}");
+    }
+    let exe = work.join("check");
+    let (code, _, stderr) = run(Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-std=c11", "-o"])
+        .arg(&exe)
+        .arg(dir().join("check.c"))
+        .arg("-I")
+        .arg(&work)
+        .arg("-L")
+        .arg(&work)
+        .arg("-lkernels"));
+    assert_eq!(code, 0, "cc failed:\n{stderr}");
+    let (code, stdout, stderr) = run(Command::new(&exe).env("LD_LIBRARY_PATH", &work));
+    assert_eq!(code, 0, "the C program failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("0 failure(s)"), "{stdout}");
+    assert!(stdout.contains("message: argument `m` must have shape [3,3], not [2,3]"), "{stdout}");
+    assert!(
+        stdout.contains("error R0001 at ")
+            && stdout.contains("kernels.sac:16:10: index [5] is out of bounds for shape [3]"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn python_calls_the_shared_library_with_numpy_arrays() {
+    let work = scratch("py");
+    kernels(&work);
+    let (code, stdout, stderr) =
+        run(Command::new("python3").arg(dir().join("check.py")).arg(work.join("libkernels.so")));
+    assert_eq!(code, 0, "the Python script failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("scale (3, 4) 33.0"), "{stdout}");
+    assert!(stdout.contains("total ok"), "{stdout}");
+    assert!(stdout.contains("squares [0, 1, 4, 9, 16, 25]"), "{stdout}");
+    assert!(stdout.contains("kernels.sac:16:10 index [3] is out of bounds for shape [3]"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn an_executable_exits_with_mains_result() {
+    let work = scratch("exe");
+    let exe = work.join("exit");
+    emit(&invocation("exit.sac", &[]), Emit::Executable, &exe);
+    let (code, stdout, stderr) = run(&mut Command::new(&exe));
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (17, "sum 30\n", ""));
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn an_executable_reports_run_time_errors_with_their_location() {
+    let work = scratch("fails");
+    let exe = work.join("fails");
+    emit(&invocation("fails.sac", &[]), Emit::Executable, &exe);
+    let (code, stdout, stderr) = run(&mut Command::new(&exe));
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.ends_with("fails.sac:6:10: error[R0001]: index [3] is out of bounds for shape [3]\n"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn object_assembly_and_llvm_ir_are_written() {
+    let work = scratch("kinds");
+    let inv = invocation("kernels.sac", &[]);
+    emit(&inv, Emit::Object, &work.join("k.o"));
+    let obj = std::fs::read(work.join("k.o")).expect("object");
+    assert_eq!(&obj[..4], b"\x7fELF", "not an ELF object");
+    emit(&inv, Emit::Asm, &work.join("k.s"));
+    let asm = std::fs::read_to_string(work.join("k.s")).expect("assembly");
+    assert!(asm.contains("wl_scale:") && asm.contains(".globl\twl_scale"), "{asm}");
+    emit(&inv, Emit::LlvmIr, &work.join("k.ll"));
+    let ll = std::fs::read_to_string(work.join("k.ll")).expect("llvm ir");
+    assert!(ll.contains(" i32 @wl_total(ptr"), "{}", &ll[..ll.len().min(2000)]);
+    let _ = std::fs::remove_dir_all(&work);
+}
