@@ -342,8 +342,19 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     same_behaviour("the optimised IR", &report, &run(&optimised))?;
     // And natively, compiled by LLVM.
     let mut native = inv.clone();
-    native.engine = Engine::Native(opt::PipelineOptions::default(), withloop_codegen::Options::default());
-    same_behaviour("native code", &report, &run(&native))?;
+    // Two threads and no size threshold: every with-loop that may run in
+    // parallel does, so the parallel paths are checked on every test.
+    let parallel = withloop_codegen::Options { threads: Some(2), parallel_min: Some(1), ..Default::default() };
+    native.engine = Engine::Native(opt::PipelineOptions::default(), parallel);
+    let native_report = run(&native);
+    if same_behaviour("native code", &report, &native_report).is_err() {
+        // Parallel floating-point folds combine partial sums in another order:
+        // one thread must match exactly, two up to rounding.
+        let sequential = withloop_codegen::Options { threads: Some(1), ..Default::default() };
+        native.engine = Engine::Native(opt::PipelineOptions::default(), sequential);
+        same_behaviour("native code on one thread", &report, &run(&native))?;
+        same_up_to_rounding("native code on two threads", &report, &native_report)?;
+    }
     if report.untyped_fallbacks > 0 {
         return Err(format!(
             "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",
@@ -461,6 +472,41 @@ fn same_behaviour(what: &str, reference: &Report, other: &Report) -> Result<(), 
             other.stderr
         )
         .into());
+    }
+    Ok(())
+}
+
+/// Like [`same_behaviour`], but numbers in the output may differ by a relative
+/// 1e-9 (a reassociated floating-point fold).
+fn same_up_to_rounding(what: &str, reference: &Report, other: &Report) -> Result<(), Failed> {
+    fn tokens(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let cs: Vec<char> = s.chars().collect();
+        let mut i = 0;
+        while i < cs.len() {
+            let starts_number =
+                cs[i].is_ascii_digit() || (cs[i] == '-' && cs.get(i + 1).is_some_and(|c| c.is_ascii_digit()));
+            let mut j = i + 1;
+            if starts_number {
+                while j < cs.len() && (cs[j].is_ascii_digit() || ".eE+-".contains(cs[j])) {
+                    j += 1;
+                }
+            }
+            out.push(cs[i..j].iter().collect());
+            i = j;
+        }
+        out
+    }
+    let (want, got) = (String::from_utf8_lossy(&reference.stdout), String::from_utf8_lossy(&other.stdout));
+    let (a, b) = (tokens(&want), tokens(&got));
+    let close = a.len() == b.len()
+        && a.iter().zip(&b).all(|(x, y)| {
+            x == y
+                || matches!((x.parse::<f64>(), y.parse::<f64>()), (Ok(p), Ok(q))
+                    if (p - q).abs() <= 1e-9 * p.abs().max(q.abs()))
+        });
+    if !close || reference.exit_code != other.exit_code {
+        return same_behaviour(what, reference, other);
     }
     Ok(())
 }

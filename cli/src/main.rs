@@ -128,6 +128,7 @@ impl NativeArgs {
             cpu: self.cpu.clone(),
             features: self.features.clone(),
             parallel: !self.sequential,
+            ..Default::default()
         }
     }
 }

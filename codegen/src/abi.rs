@@ -174,6 +174,8 @@ wl_ctx *wl_ctx_new(void);
 void wl_ctx_free(wl_ctx *ctx);
 /* Threads for parallel with-loops (0: $WITHLOOP_THREADS or every core). */
 void wl_ctx_set_threads(wl_ctx *ctx, int32_t threads);
+/* The smallest with-loop part, in iterations, split over threads (default $WITHLOOP_PARALLEL_MIN or 32768). */
+void wl_ctx_set_parallel_min(wl_ctx *ctx, int64_t iterations);
 /* After a call returned non-zero: the error's code ("R0001"), message and place. */
 const char *wl_error_code(const wl_ctx *ctx);
 const char *wl_error_message(const wl_ctx *ctx);

@@ -137,6 +137,12 @@ pub fn run(
     if let Some(m) = max_elements {
         wctx.max_elements = m;
     }
+    if let Some(t) = options.threads {
+        wctx.threads = t.min(i32::MAX as u32) as i32;
+    }
+    if let Some(m) = options.parallel_min {
+        wctx.parallel_min = m;
+    }
     let c: *mut WlCtx = &mut *wctx;
     let mut owned_args: Vec<*mut withloop_rt::WlArray> = Vec::new();
     let mut strings: Vec<Vec<u8>> = Vec::new();

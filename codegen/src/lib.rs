@@ -72,11 +72,25 @@ pub struct Options {
     pub features: Option<String>,
     /// Split large with-loops over threads.
     pub parallel: bool,
+    /// For in-process runs ([`jit::run`]): the thread count (default: the
+    /// context's, i.e. `WITHLOOP_THREADS` or every core) and the smallest
+    /// with-loop part, in iterations, that is split (default 32768). Compiled
+    /// libraries and executables take both from their context.
+    pub threads: Option<u32>,
+    pub parallel_min: Option<i64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { opt_level: 3, triple: None, cpu: None, features: None, parallel: true }
+        Options {
+            opt_level: 3,
+            triple: None,
+            cpu: None,
+            features: None,
+            parallel: true,
+            threads: None,
+            parallel_min: None,
+        }
     }
 }
 

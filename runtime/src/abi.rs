@@ -183,6 +183,16 @@ pub unsafe extern "C" fn wl_ctx_set_threads(ctx: *mut WlCtx, threads: i32) {
     unsafe { (*ctx).threads = threads.max(0) };
 }
 
+/// Sets the smallest with-loop part, in iterations, that is split over
+/// threads (default `WITHLOOP_PARALLEL_MIN` or 32768).
+///
+/// # Safety
+/// `ctx` is valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_ctx_set_parallel_min(ctx: *mut WlCtx, iterations: i64) {
+    unsafe { (*ctx).parallel_min = iterations.max(1) };
+}
+
 /// The last error's code (`"R0001"`), or an empty string.
 ///
 /// # Safety

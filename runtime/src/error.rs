@@ -53,6 +53,15 @@ pub struct WlCtx {
     pub write_user: *mut c_void,
 }
 
+/// The smallest with-loop part (in iterations) split over threads:
+/// `WITHLOOP_PARALLEL_MIN`, else 32768.
+fn default_parallel_min() -> i64 {
+    static MIN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("WITHLOOP_PARALLEL_MIN").ok().and_then(|s| s.trim().parse::<i64>().ok()).unwrap_or(1 << 15).max(1)
+    })
+}
+
 impl Default for WlCtx {
     fn default() -> Self {
         WlCtx {
@@ -62,7 +71,7 @@ impl Default for WlCtx {
             loc: std::ptr::null(),
             max_depth: 10_000,
             threads: 0,
-            parallel_min: 1 << 15,
+            parallel_min: default_parallel_min(),
             max_elements: compiler_core::interp::value::MAX_ELEMENTS as i64,
             code: [0; 8],
             message: [0; 1024],

@@ -19,6 +19,7 @@
 //! and printing call the runtime's generic path.
 
 mod ops;
+mod parallel;
 mod scalar;
 mod withloop;
 

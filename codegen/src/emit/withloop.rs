@@ -124,13 +124,13 @@ pub(crate) struct OpenLoop<'ctx> {
 }
 
 /// A generator's vectors, loaded.
-struct Generator<'ctx> {
-    lo: Vec<IntValue<'ctx>>,
-    hi: Vec<IntValue<'ctx>>,
-    step: Vec<IntValue<'ctx>>,
-    width: Vec<IntValue<'ctx>>,
+pub(crate) struct Generator<'ctx> {
+    pub lo: Vec<IntValue<'ctx>>,
+    pub hi: Vec<IntValue<'ctx>>,
+    pub step: Vec<IntValue<'ctx>>,
+    pub width: Vec<IntValue<'ctx>>,
     /// Per axis: every index between the bounds is covered.
-    dense: Vec<bool>,
+    pub dense: Vec<bool>,
 }
 
 /// Everything one iteration of a part needs.
@@ -226,12 +226,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok((arr, data))
     }
 
-    fn buf_get(&mut self, buf: PointerValue<'ctx>, i: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    pub(crate) fn buf_get(&mut self, buf: PointerValue<'ctx>, i: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         let p = self.gep(self.i64(), buf, &[i], "bufp")?;
         Ok(self.b.build_load(self.i64(), p, "buf")?.into_int_value())
     }
 
-    fn buf_set(&mut self, buf: PointerValue<'ctx>, i: IntValue<'ctx>, v: IntValue<'ctx>) -> R<()> {
+    pub(crate) fn buf_set(&mut self, buf: PointerValue<'ctx>, i: IntValue<'ctx>, v: IntValue<'ctx>) -> R<()> {
         let p = self.gep(self.i64(), buf, &[i], "bufp")?;
         self.b.build_store(p, v)?;
         Ok(())
@@ -465,7 +465,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 mask = Some(m);
             }
         }
+        let parallel = self.parallel && self.parallel_eligible(fx, w, &states);
         for part in &w.parts {
+            if parallel {
+                self.parallel_part(fx, s, w, part, &mut states)?;
+                continue;
+            }
             let iv_slot = if part.index.is_some() { Some(self.alloca(fx, self.ptr().into(), "wl.iv")?) } else { None };
             let pcx = PartCx { w, part, s, iv_slot, mask, end: if all_fix { Some(end) } else { None } };
             self.part(fx, &pcx, &mut states)?;
@@ -719,7 +724,24 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     // ------------------------------------------------------------ parts
 
     /// One part: its generator checked, then its loop nest.
-    fn part(&mut self, fx: &mut Fx<'ctx, 'a>, pcx: &PartCx<'ctx, 'a>, states: &mut [OpState<'ctx, 'a>]) -> R<()> {
+    pub(crate) fn part(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &mut [OpState<'ctx, 'a>],
+    ) -> R<()> {
+        self.part_range(fx, pcx, states, None)
+    }
+
+    /// [`Self::part`]; with `outer`, only iterations `lo..hi` of the outermost
+    /// loop run (a chunk of a parallel part; the index length is static).
+    pub(crate) fn part_range(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &mut [OpState<'ctx, 'a>],
+        outer: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
+    ) -> R<()> {
         let part = pcx.part;
         let stmt_loc = fx.loc;
         let ploc = self.sub_loc(pcx.s, part.span, stmt_loc);
@@ -741,7 +763,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_store(iv_slot, iv)?;
         }
         match n_static {
-            Some(n) => self.static_part(fx, pcx, states, n, ploc)?,
+            Some(n) => self.static_part(fx, pcx, states, n, ploc, outer)?,
             None => self.dynamic_part(fx, pcx, states, ploc)?,
         }
         if let Some(iv_slot) = pcx.iv_slot {
@@ -752,7 +774,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// Loads a generator of static length `n`.
-    fn load_generator(
+    pub(crate) fn load_generator(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
         part: &Part,
@@ -927,14 +949,22 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         states: &mut [OpState<'ctx, 'a>],
         n: usize,
         ploc: PointerValue<'ctx>,
+        outer: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
     ) -> R<()> {
         let g = self.load_generator(fx, pcx.part, n, ploc)?;
         self.check_frames_static(fx, &g, states, ploc)?;
         let mut open = Vec::new();
         let mut idx = Vec::with_capacity(n);
         for d in 0..n {
+            let chunk = if d == 0 { outer } else { None };
             if g.dense[d] {
-                let (l, i) = self.open_loop(fx, g.lo[d], g.hi[d])?;
+                let (lo, hi) = match chunk {
+                    Some((a, b)) => {
+                        (self.b.build_int_add(g.lo[d], a, "clo")?, self.b.build_int_add(g.lo[d], b, "chi")?)
+                    }
+                    None => (g.lo[d], g.hi[d]),
+                };
+                let (l, i) = self.open_loop(fx, lo, hi)?;
                 open.push(l);
                 idx.push(i);
             } else {
@@ -943,7 +973,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let sm1 = self.b.build_int_sub(g.step[d], self.const_i64(1), "sm1")?;
                 let padded = self.b.build_int_add(span, sm1, "padded")?;
                 let blocks = self.b.build_int_signed_div(padded, g.step[d], "blocks")?;
-                let (lb, k) = self.open_loop(fx, self.const_i64(0), blocks)?;
+                let (first, last) = chunk.unwrap_or((self.const_i64(0), blocks));
+                let (lb, k) = self.open_loop(fx, first, last)?;
                 let off = self.b.build_int_mul(k, g.step[d], "boff")?;
                 let start = self.b.build_int_add(g.lo[d], off, "start")?;
                 let stop = self.b.build_int_add(start, g.width[d], "stop")?;

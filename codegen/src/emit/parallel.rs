@@ -1,0 +1,380 @@
+//! Parallel with-loop parts: the outermost loop of a part split over threads.
+//!
+//! A with-loop qualifies when every result is allocated before the loops
+//! (genarray with a static cell shape, modarray), every fold is a scalar fold
+//! with a primitive that has an identity (no extra arguments, no fixpoint), no
+//! part's body calls a function or prints, `first_match` does not matter, and
+//! every part's index length is static. For such a part the emitter outlines
+//! the loop nest into a chunk function
+//!
+//! ```text
+//! void wl.chunk(wl_ctx *ctx, env *e, i64 chunk, i64 lo, i64 hi)
+//! ```
+//!
+//! that runs outer iterations `lo..hi`, reading what the body needs from
+//! outside (non-constant values only) from `e`. At run time the runtime's
+//! `wl_parallel_chunks` decides from the part's size whether to split
+//! (`WITHLOOP_THREADS`, the context's thread count, a size threshold); below
+//! the threshold the part runs inline, exactly as without this pass.
+//!
+//! Folds: chunk 0 continues from the accumulator, the other chunks start from
+//! the operation's identity and store their partial results; the parent
+//! combines them in chunk order. One chunk is the sequential computation;
+//! several reassociate floating-point sums (as every parallel reduction does).
+//! Errors: each chunk runs with a private context, and the error of the lowest
+//! chunk is the one reported (the one a sequential run meets first).
+
+use std::collections::HashMap;
+
+use compiler_core::ir::{Op, Part, Stmt, With};
+use compiler_core::opt::util::free_uses;
+use inkwell::IntPredicate;
+use inkwell::module::Linkage;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
+
+use super::ops::static_extent;
+use super::withloop::{Frame, OpState, PartCx, Result as GenResult};
+use super::{Emitter, Fx, R, base, scalar_repr};
+use crate::CodegenError;
+
+/// Values of the parent function a chunk function reads through its
+/// environment.
+#[derive(Default)]
+struct Captures<'ctx> {
+    values: Vec<BasicValueEnum<'ctx>>,
+    index: HashMap<BasicValueEnum<'ctx>, usize>,
+}
+
+impl<'ctx> Captures<'ctx> {
+    fn add(&mut self, v: BasicValueEnum<'ctx>) {
+        if is_constant(v) || self.index.contains_key(&v) {
+            return;
+        }
+        self.index.insert(v, self.values.len());
+        self.values.push(v);
+    }
+}
+
+fn is_constant(v: BasicValueEnum<'_>) -> bool {
+    match v {
+        BasicValueEnum::IntValue(x) => x.is_const(),
+        BasicValueEnum::FloatValue(x) => x.is_const(),
+        BasicValueEnum::PointerValue(x) => x.is_const(),
+        _ => v.as_instruction_value().is_none(),
+    }
+}
+
+/// Parent value → its copy in the chunk function.
+struct Remap<'ctx> {
+    map: HashMap<BasicValueEnum<'ctx>, BasicValueEnum<'ctx>>,
+}
+
+impl<'ctx> Remap<'ctx> {
+    fn v(&self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
+        self.map.get(&v).copied().unwrap_or(v)
+    }
+    fn int(&self, v: IntValue<'ctx>) -> IntValue<'ctx> {
+        self.v(v.into()).into_int_value()
+    }
+    fn ptr(&self, v: PointerValue<'ctx>) -> PointerValue<'ctx> {
+        self.v(v.into()).into_pointer_value()
+    }
+    fn frame(&self, f: &Frame<'ctx>) -> Frame<'ctx> {
+        Frame {
+            len: self.int(f.len),
+            buf: self.ptr(f.buf),
+            ext: f.ext.as_ref().map(|e| e.iter().map(|x| self.int(*x)).collect()),
+        }
+    }
+}
+
+fn frame_values<'ctx>(f: &Frame<'ctx>, c: &mut Captures<'ctx>) {
+    c.add(f.len.into());
+    c.add(f.buf.into());
+    for e in f.ext.iter().flatten() {
+        c.add((*e).into());
+    }
+}
+
+/// Whether a block calls functions or has effects (it must not run in parallel).
+fn sequential_only(b: &compiler_core::ir::Block) -> bool {
+    let mut bad = false;
+    b.walk(&mut |s| match &s.op {
+        Op::Call { .. } => bad = true,
+        Op::Prim { prim, .. } if prim.has_effect() => bad = true,
+        _ => {}
+    });
+    bad
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// Whether with-loop `w` (its results prepared in `states`) may run its
+    /// parts in parallel.
+    pub(crate) fn parallel_eligible(&self, fx: &Fx<'ctx, 'a>, w: &With, states: &[OpState<'ctx, 'a>]) -> bool {
+        if w.first_match && w.parts.len() > 1 {
+            return false;
+        }
+        let results_ready = states.iter().all(|st| match st {
+            OpState::Gen { result: GenResult::Eager { .. }, cell_static: Some(_), .. } => true,
+            OpState::Mod { .. } => true,
+            OpState::Fold { ty, fun, partial, fix, .. } => {
+                scalar_repr(ty) && partial.is_empty() && fix.is_none() && Self::fold_identity(fun, base(ty)).is_some()
+            }
+            _ => false,
+        });
+        results_ready
+            && w.parts.iter().all(|p| {
+                let n = p.scalars.as_ref().map(Vec::len).or_else(|| static_extent(fx.irf.ty(p.lower), 0));
+                n.is_some_and(|n| n >= 1) && !sequential_only(&p.body)
+            })
+    }
+
+    /// One part of an eligible with-loop: split over threads when the runtime
+    /// says it is worth it, else run inline.
+    pub(crate) fn parallel_part(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        w: &'a With,
+        part: &'a Part,
+        states: &mut [OpState<'ctx, 'a>],
+    ) -> R<()> {
+        let lty = fx.irf.ty(part.lower).clone();
+        let n = part
+            .scalars
+            .as_ref()
+            .map(Vec::len)
+            .or_else(|| static_extent(&lty, 0))
+            .ok_or_else(|| CodegenError::Bug("a parallel part without a static index length".into()))?;
+        let ploc = self.sub_loc(s, part.span, fx.loc);
+        // The outer trip count and the part's size decide.
+        let g = self.load_generator(fx, part, n, ploc)?;
+        let zero = self.const_i64(0);
+        let nonneg = |this: &mut Self, x: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            let neg = this.b.build_int_compare(IntPredicate::SLT, x, zero, "neg")?;
+            Ok(this.b.build_select(neg, zero, x, "clamp")?.into_int_value())
+        };
+        let span0 = self.b.build_int_sub(g.hi[0], g.lo[0], "span")?;
+        let span0 = nonneg(self, span0)?;
+        let outer = if g.dense[0] {
+            span0
+        } else {
+            let sm1 = self.b.build_int_sub(g.step[0], self.const_i64(1), "sm1")?;
+            let padded = self.b.build_int_add(span0, sm1, "padded")?;
+            self.b.build_int_signed_div(padded, g.step[0], "blocks")?
+        };
+        let mut total = outer;
+        for d in 1..n {
+            let e = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
+            let e = nonneg(self, e)?;
+            total = self.b.build_int_mul(total, e, "total")?;
+        }
+        let chunks = self
+            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), total.into()])?
+            .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
+            .into_int_value();
+        let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;
+        let par_bb = self.ctx.append_basic_block(fx.func, "par.split");
+        let seq_bb = self.ctx.append_basic_block(fx.func, "par.inline");
+        let join = self.ctx.append_basic_block(fx.func, "par.join");
+        self.b.build_conditional_branch(split, par_bb, seq_bb)?;
+
+        self.b.position_at_end(seq_bb);
+        let iv_slot = if part.index.is_some() { Some(self.alloca(fx, self.ptr().into(), "wl.iv")?) } else { None };
+        let pcx = PartCx { w, part, s, iv_slot, mask: None, end: None };
+        self.part(fx, &pcx, states)?;
+        self.b.build_unconditional_branch(join)?;
+
+        self.b.position_at_end(par_bb);
+        let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
+        let partials = if folds > 0 {
+            let n = self.b.build_int_mul(chunks, self.const_i64(folds as i64), "npartials")?;
+            self.call(self.rt.calloc, &[n.into(), self.const_i64(8).into()])?
+                .ok_or_else(|| CodegenError::Bug("calloc".into()))?
+                .into_pointer_value()
+        } else {
+            self.ptr().const_null()
+        };
+        // What the chunk function reads from here.
+        let mut caps = Captures::default();
+        let mut free: Vec<_> = free_uses(s).into_iter().collect();
+        free.sort();
+        for v in &free {
+            if let Some(x) = fx.vals.get(v) {
+                caps.add(*x);
+            }
+        }
+        for st in states.iter() {
+            match st {
+                OpState::Gen { frame, result, .. } => {
+                    frame_values(frame, &mut caps);
+                    if let GenResult::Eager { arr, data, cell_len } = result {
+                        caps.add((*arr).into());
+                        caps.add((*data).into());
+                        caps.add((*cell_len).into());
+                    }
+                }
+                OpState::Mod { frame, arr, data, .. } => {
+                    frame_values(frame, &mut caps);
+                    caps.add((*arr).into());
+                    caps.add((*data).into());
+                }
+                OpState::Fold { slot, .. } => caps.add((*slot).into()),
+            }
+        }
+        caps.add(partials.into());
+        let types: Vec<BasicTypeEnum<'ctx>> = caps.values.iter().map(|v| v.get_type()).collect();
+        let env_ty = self.ctx.struct_type(&types, false);
+        let env = self.alloca(fx, env_ty.into(), "par.env")?;
+        for (i, v) in caps.values.iter().enumerate() {
+            let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
+            self.b.build_store(p, *v)?;
+        }
+        let chunk_fn = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds)?;
+        self.b.position_at_end(par_bb);
+        let f = chunk_fn.as_global_value().as_pointer_value();
+        self.call(self.rt.parallel_for, &[fx.ctxp.into(), outer.into(), chunks.into(), f.into(), env.into()])?;
+        self.check_error(fx)?;
+        // Combine the partial folds in chunk order.
+        let mut k = 0;
+        for st in states.iter() {
+            let OpState::Fold { slot, ty, fun, .. } = st else { continue };
+            let (slot, ty, fun) = (*slot, ty.clone(), *fun);
+            let b = base(&ty);
+            let first = self.gep(self.i64(), partials, &[self.const_i64(k)], "p0")?;
+            let bits = self.b.build_load(self.i64(), first, "bits")?.into_int_value();
+            let v = self.from_bits(bits, b)?;
+            self.b.build_store(slot, v)?;
+            let loc = fx.loc;
+            let folds_n = self.const_i64(folds as i64);
+            self.for_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
+                let at = e.b.build_int_mul(c, folds_n, "at")?;
+                let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
+                let p = e.gep(e.i64(), partials, &[at], "pc")?;
+                let bits = e.b.build_load(e.i64(), p, "bits")?.into_int_value();
+                let y = e.from_bits(bits, b)?;
+                e.fold_step(fx, slot, &ty, fun, &[], None, None, y, &ty, loc)
+            })?;
+            k += 1;
+        }
+        if folds > 0 {
+            self.call(self.rt.free, &[partials.into()])?;
+        }
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// The chunk function of a part (see the module documentation).
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_function(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        w: &'a With,
+        part: &'a Part,
+        states: &[OpState<'ctx, 'a>],
+        caps: &Captures<'ctx>,
+        env_ty: inkwell::types::StructType<'ctx>,
+        partials: PointerValue<'ctx>,
+        folds: usize,
+    ) -> R<inkwell::values::FunctionValue<'ctx>> {
+        let p = self.ptr();
+        let i64t = self.i64();
+        let fn_ty = self.ctx.void_type().fn_type(&[p.into(), p.into(), i64t.into(), i64t.into(), i64t.into()], false);
+        let name = self.fresh(&format!("wl.chunk.{}", fx.irf.name));
+        let func = self.module.add_function(&name, fn_ty, Some(Linkage::Internal));
+        let entry_bb = self.ctx.append_basic_block(func, "entry");
+        let body_bb = self.ctx.append_basic_block(func, "body");
+        let fail_bb = self.ctx.append_basic_block(func, "fail");
+        self.b.position_at_end(fail_bb);
+        self.b.build_return(None)?;
+        self.b.position_at_end(body_bb);
+        let param = |i: u32| func.get_nth_param(i).ok_or_else(|| CodegenError::Bug("chunk parameter".into()));
+        let ctxp = param(0)?.into_pointer_value();
+        let env = param(1)?.into_pointer_value();
+        let chunk = param(2)?.into_int_value();
+        let lo = param(3)?.into_int_value();
+        let hi = param(4)?.into_int_value();
+        let mut remap = Remap { map: HashMap::new() };
+        for (i, v) in caps.values.iter().enumerate() {
+            let at = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
+            let x = self.b.build_load(v.get_type(), at, "cap")?;
+            remap.map.insert(*v, x);
+        }
+        let mut cfx = Fx {
+            func,
+            irf: fx.irf,
+            // Only what the with-loop reads from outside crosses over.
+            vals: free_uses(s).into_iter().filter_map(|k| fx.vals.get(&k).map(|v| (k, remap.v(*v)))).collect(),
+            ctxp,
+            fail_bb,
+            entry_bb,
+            loc: fx.loc,
+            consts: fx.consts.clone(),
+        };
+        // The chunk's own states: the same results, private accumulators.
+        let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());
+        for st in states {
+            mine.push(match st {
+                OpState::Gen { frame, elem, result, cell_static, cell_ty, default } => OpState::Gen {
+                    frame: remap.frame(frame),
+                    elem: *elem,
+                    result: match result {
+                        GenResult::Eager { arr, data, cell_len } => GenResult::Eager {
+                            arr: remap.ptr(*arr),
+                            data: remap.ptr(*data),
+                            cell_len: remap.int(*cell_len),
+                        },
+                        GenResult::Lazy { .. } => {
+                            return Err(CodegenError::Bug("a lazy result in a parallel with-loop".into()));
+                        }
+                    },
+                    cell_static: cell_static.clone(),
+                    cell_ty: cell_ty.clone(),
+                    default: default.as_ref().map(|(v, t)| (remap.v(*v), t.clone())),
+                },
+                OpState::Mod { frame, elem, arr, data, array_ty } => OpState::Mod {
+                    frame: remap.frame(frame),
+                    elem: *elem,
+                    arr: remap.ptr(*arr),
+                    data: remap.ptr(*data),
+                    array_ty: array_ty.clone(),
+                },
+                OpState::Fold { slot, ty, fun, .. } => {
+                    let parent_slot = remap.ptr(*slot);
+                    let own = self.alloca(&cfx, self.value_ty(ty), "chunk.acc")?;
+                    let identity = Self::fold_identity(fun, base(ty))
+                        .ok_or_else(|| CodegenError::Bug("a parallel fold without an identity".into()))?;
+                    let id = self.scalar_const(identity);
+                    let current = self.b.build_load(self.value_ty(ty), parent_slot, "acc")?;
+                    let first = self.b.build_int_compare(IntPredicate::EQ, chunk, self.const_i64(0), "first")?;
+                    let init = self.b.build_select(first, current, id, "init")?;
+                    self.b.build_store(own, init)?;
+                    OpState::Fold { slot: own, ty: ty.clone(), fun: *fun, partial: Vec::new(), fix: None, done: None }
+                }
+            });
+        }
+        let iv_slot = if part.index.is_some() { Some(self.alloca(&cfx, p.into(), "wl.iv")?) } else { None };
+        let pcx = PartCx { w, part, s, iv_slot, mask: None, end: None };
+        self.part_range(&mut cfx, &pcx, &mut mine, Some((lo, hi)))?;
+        // Partial folds go to `partials[chunk * folds + k]`.
+        let partials = remap.ptr(partials);
+        let mut k = 0;
+        for st in &mine {
+            let OpState::Fold { slot, ty, .. } = st else { continue };
+            let v = self.b.build_load(self.value_ty(ty), *slot, "acc")?;
+            let bits = self.to_bits(v, base(ty))?;
+            let at = self.b.build_int_mul(chunk, self.const_i64(folds as i64), "at")?;
+            let at = self.b.build_int_add(at, self.const_i64(k), "at")?;
+            let dst = self.gep(self.i64(), partials, &[at], "partial")?;
+            self.b.build_store(dst, bits)?;
+            k += 1;
+        }
+        self.b.build_return(None)?;
+        self.b.position_at_end(entry_bb);
+        self.b.build_unconditional_branch(body_bb)?;
+        Ok(func)
+    }
+}
