@@ -37,6 +37,9 @@ use crate::interp::value::Value;
 use crate::span::{SourceMap, Span};
 use crate::syntax::ast::{BaseType, Inline, Name, Rel};
 
+/// At most this many instances come from the hints for one function.
+const MAX_HINT_COMBINATIONS: usize = 64;
+
 /// A shape hint: parameter `param` of entry function `function` has type `ty`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hint {
@@ -224,34 +227,66 @@ impl<'a> Engine<'a> {
             let w = self.wrapper(&user.into(), &[], name.clone());
             self.typed.entries.insert(name.clone(), w);
         }
-        for hint in self.options.hints.clone() {
-            self.apply_hint(&hint);
+        // Hints for different parameters of one function combine into one
+        // instance; several hints for the same parameter give one instance
+        // each (the product over parameters: `f.a=T1 f.a=T2 f.b=U` makes
+        // f(T1, U) and f(T2, U)).
+        let hints = self.options.hints.clone();
+        let mut functions: Vec<&Name> = Vec::new();
+        for h in &hints {
+            if !functions.contains(&&h.function) {
+                functions.push(&h.function);
+            }
+        }
+        for function in functions {
+            let mut by_param: Vec<Vec<&Hint>> = Vec::new();
+            for h in hints.iter().filter(|h| &h.function == function) {
+                match by_param.iter_mut().find(|g| g[0].param == h.param) {
+                    Some(g) => g.push(h),
+                    None => by_param.push(vec![h]),
+                }
+            }
+            let mut combos: Vec<Vec<&Hint>> = vec![Vec::new()];
+            for group in &by_param {
+                combos = combos
+                    .iter()
+                    .flat_map(|c| group.iter().map(move |h| c.iter().copied().chain([*h]).collect::<Vec<_>>()))
+                    .take(MAX_HINT_COMBINATIONS)
+                    .collect();
+            }
+            for combo in combos {
+                self.apply_hints(&combo);
+            }
         }
     }
 
-    fn apply_hint(&mut self, hint: &Hint) {
-        let defs = self.p.user_functions(&hint.function);
+    /// One instance for hints on distinct parameters of one function.
+    fn apply_hints(&mut self, hints: &[&Hint]) {
+        let Some(first) = hints.first() else { return };
+        let defs = self.p.user_functions(&first.function);
         let error = |engine: &mut Engine, msg: String| {
             let mut d = Diagnostic::error(codes::HINT_MISMATCH, msg);
-            if let Some(s) = hint.span {
+            if let Some(s) = first.span {
                 d = d.at(s, "");
             }
             engine.diags.push(d);
         };
         if defs.is_empty() {
-            error(self, format!("the shape hint names `{}`, which the program does not define", hint.function));
+            error(self, format!("the shape hint names `{}`, which the program does not define", first.function));
             return;
         }
-        // Definitions with that parameter whose declared type admits the hint.
+        // Definitions with those parameters whose declared types admit the hints.
         let mut best: Option<(FunId, Vec<Ty>)> = None;
-        for f in defs {
+        'defs: for f in defs {
             let fun = self.p.function(f);
-            let Some(k) = fun.params.iter().position(|p| p.name == hint.param) else { continue };
             let mut params: Vec<Ty> = fun.params.iter().map(|p| declared(&p.ty)).collect();
-            if !hint.ty.subset_of(&params[k]) {
-                continue;
+            for hint in hints {
+                let Some(k) = fun.params.iter().position(|p| p.name == hint.param) else { continue 'defs };
+                if !hint.ty.subset_of(&params[k]) {
+                    continue 'defs;
+                }
+                params[k] = hint.ty.clone();
             }
-            params[k] = hint.ty.clone();
             let better = match &best {
                 None => true,
                 Some((b, _)) => {
@@ -270,13 +305,17 @@ impl<'a> Engine<'a> {
                     inst.reason = Reason::Hint;
                 }
             }
-            None => error(
+            None if hints.len() == 1 => error(
                 self,
                 format!(
                     "no definition of `{}` has a parameter `{}` that admits {}",
-                    hint.function, hint.param, hint.ty
+                    first.function, first.param, first.ty
                 ),
             ),
+            None => {
+                let each: Vec<String> = hints.iter().map(|h| format!("`{}` as {}", h.param, h.ty)).collect();
+                error(self, format!("no definition of `{}` admits {} together", first.function, each.join(", ")))
+            }
         }
     }
 

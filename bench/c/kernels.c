@@ -1,0 +1,61 @@
+/* Hand-written C versions of bench/kernels.sac, compiled with gcc -O3 -march=native. */
+#include <stdlib.h>
+#include <string.h>
+
+void c_neg(const double *a, double *r, long n) {
+  for (long i = 0; i < n; i++) r[i] = -a[i];
+}
+
+/* Jacobi relaxation: `iters` steps, each a new array from the previous one. */
+void c_relax(const double *in, double *out, long h, long w, int iters) {
+  double *a = malloc(sizeof(double) * h * w), *b = malloc(sizeof(double) * h * w);
+  memcpy(a, in, sizeof(double) * h * w);
+  for (int k = 0; k < iters; k++) {
+    memcpy(b, a, sizeof(double) * w);
+    for (long i = 1; i < h - 1; i++) {
+      b[i * w] = a[i * w];
+      for (long j = 1; j < w - 1; j++)
+        b[i * w + j] = 0.25 * (a[(i - 1) * w + j] + a[(i + 1) * w + j] + a[i * w + j - 1] + a[i * w + j + 1]);
+      b[i * w + w - 1] = a[i * w + w - 1];
+    }
+    memcpy(b + (h - 1) * w, a + (h - 1) * w, sizeof(double) * w);
+    double *t = a; a = b; b = t;
+  }
+  memcpy(out, a, sizeof(double) * h * w);
+  free(a);
+  free(b);
+}
+
+/* The same loop order as the SaC version: i, j, then the k reduction. */
+void c_matmul(const double *a, const double *b, double *c, long n, long m, long p) {
+  for (long i = 0; i < n; i++)
+    for (long j = 0; j < p; j++) {
+      double s = 0.0;
+      for (long k = 0; k < m; k++) s += a[i * m + k] * b[k * p + j];
+      c[i * p + j] = s;
+    }
+}
+
+double c_dot(const double *a, const double *b, long n) {
+  double s = 0.0;
+  for (long i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+static int escape(double cr, double ci, int limit) {
+  double zr = 0.0, zi = 0.0;
+  int k = 0;
+  while (k < limit && zr * zr + zi * zi <= 4.0) {
+    double t = zr * zr - zi * zi + cr;
+    zi = 2.0 * zr * zi + ci;
+    zr = t;
+    k++;
+  }
+  return k;
+}
+
+void c_mandel(int *out, int h, int w, int limit) {
+  for (int i = 0; i < h; i++)
+    for (int j = 0; j < w; j++)
+      out[i * w + j] = escape(-2.0 + 3.0 * (double)j / (double)w, -1.5 + 3.0 * (double)i / (double)h, limit);
+}

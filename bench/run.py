@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""withloop's benchmark suite: compiled SaC against hand-written C and NumPy.
+
+    python3 bench/run.py [--quick] [--reps N] [--out bench/results]
+
+Builds bench/kernels.sac into a shared library with `withloop compile --emit so`
+(AKS variants from shape hints, plus the generic AKD/AUD instances), builds
+bench/c/kernels.c with `gcc -O3 -march=native`, and times every kernel in this
+one process through ctypes: the same inputs, outputs cross-checked before
+timing, min/median/max over repetitions. Writes a markdown table and JSON to
+bench/results/ with the machine, the commands and the figures.
+
+Ratios are time / time of the C version (lower is better; < 1 means faster
+than C). "2 threads" is the compiled SaC code with two threads; its speed-up is
+against the same code on one thread.
+"""
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+
+class WlArray(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("rank", ctypes.c_int64),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("owner", ctypes.c_void_p),
+    ]
+
+
+def run(cmd, **kw):
+    print("+", " ".join(str(c) for c in cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, **kw)
+
+
+def withloop_binary():
+    for profile in ["release", "debug"]:
+        exe = ROOT / "target" / profile / "withloop"
+        if exe.exists():
+            return exe
+    run(["cargo", "build", "--release", "-p", "withloop-cli", "-p", "withloop-rt"], cwd=ROOT)
+    return ROOT / "target" / "release" / "withloop"
+
+
+def sizes(quick):
+    if quick:
+        return dict(neg=(1000, 1000), relax=(500, 500, 5), matmul=128, dot=1_000_000, mandel=(200, 200, 64))
+    return dict(neg=(4000, 4000), relax=(2000, 2000, 10), matmul=512, dot=20_000_000, mandel=(1000, 1000, 256))
+
+
+def build(work, sz):
+    wl = withloop_binary()
+    hints = [
+        f"neg.a=double[{sz['neg'][0]},{sz['neg'][1]}]",
+        "neg.a=double[.,.]",
+        f"relax.a=double[{sz['relax'][0]},{sz['relax'][1]}]",
+        f"matmul.a=double[{sz['matmul']},{sz['matmul']}]",
+        f"matmul.b=double[{sz['matmul']},{sz['matmul']}]",
+        f"dot.a=double[{sz['dot']}]",
+        f"dot.b=double[{sz['dot']}]",
+    ]
+    cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", work / "libwlbench.so"]
+    for h in hints:
+        cmd += ["--shape", h]
+    run(cmd)
+    header_cmd = cmd[:3] + ["--emit", "header", "-o", work / "wlbench.h"] + cmd[7:]
+    run(header_cmd)
+    cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c"]
+    run(cc)
+    return [" ".join(map(str, cmd)), " ".join(map(str, cc))]
+
+
+def describe(a):
+    shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+    d = WlArray(a.ctypes.data, a.ndim, shape, None)
+    d._keep = (a, shape)
+    return d
+
+
+def timed(fn, reps, min_total=1.0):
+    fn()  # warm-up (page faults, thread pool start)
+    times = []
+    start = time.perf_counter()
+    while len(times) < reps or (time.perf_counter() - start < min_total and len(times) < 50):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return dict(min=min(times), median=statistics.median(times), max=max(times), n=len(times))
+
+
+class Wl:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.wl_ctx_new.restype = ctypes.c_void_p
+        self.lib.wl_ctx_set_threads.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+        self.lib.wl_error_message.restype = ctypes.c_char_p
+        self.lib.wl_error_message.argtypes = [ctypes.c_void_p]
+        self.lib.wl_array_release.argtypes = [ctypes.POINTER(WlArray)]
+        self.ctx = self.lib.wl_ctx_new()
+
+    def threads(self, n):
+        self.lib.wl_ctx_set_threads(self.ctx, n)
+
+    def call(self, name, *args, out="array", dtype=np.float64):
+        f = getattr(self.lib, name)
+        f.restype = ctypes.c_int32
+        conv = [describe(a) if isinstance(a, np.ndarray) else a for a in args]
+        cargs = [ctypes.byref(c) if isinstance(c, WlArray) else c for c in conv]
+        if out == "array":
+            r = WlArray()
+            rc = f(ctypes.c_void_p(self.ctx), *cargs, ctypes.byref(r))
+            self.check(rc, name)
+            return r
+        r = ctypes.c_double()
+        rc = f(ctypes.c_void_p(self.ctx), *cargs, ctypes.byref(r))
+        self.check(rc, name)
+        return r.value
+
+    def check(self, rc, name):
+        if rc != 0:
+            raise RuntimeError(f"{name}: {self.lib.wl_error_message(ctypes.c_void_p(self.ctx)).decode()}")
+
+    def to_numpy(self, r, dtype):
+        shape = tuple(r.shape[k] for k in range(r.rank))
+        n = int(np.prod(shape)) if shape else 1
+        ctype = {np.float64: ctypes.c_double, np.int32: ctypes.c_int32}[dtype]
+        buf = ctypes.cast(r.data, ctypes.POINTER(ctype * n)).contents
+        out = np.frombuffer(buf, dtype=dtype, count=n).reshape(shape).copy()
+        self.lib.wl_array_release(ctypes.byref(r))
+        return out
+
+    def release(self, r):
+        self.lib.wl_array_release(ctypes.byref(r))
+
+
+def numpy_relax(a, iters):
+    for _ in range(iters):
+        b = a.copy()
+        b[1:-1, 1:-1] = 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:])
+        a = b
+    return a
+
+
+def numpy_mandel(h, w, limit):
+    j, i = np.meshgrid(np.arange(w), np.arange(h))
+    cr = -2.0 + 3.0 * j / w
+    ci = -1.5 + 3.0 * i / h
+    zr = np.zeros((h, w))
+    zi = np.zeros((h, w))
+    k = np.zeros((h, w), dtype=np.int32)
+    for _ in range(limit):
+        live = zr * zr + zi * zi <= 4.0
+        if not live.any():
+            break
+        t = zr * zr - zi * zi + cr
+        zi = np.where(live, 2.0 * zr * zi + ci, zi)
+        zr = np.where(live, t, zr)
+        k += live
+    return k
+
+
+def benchmarks(wl, c, sz, rng):
+    cd = ctypes.c_double
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    out = []
+
+    # Negation (seed 000's case study): AKS vs AKD vs AUD.
+    h, w = sz["neg"]
+    a = rng.random((h, w))
+    r = np.empty_like(a)
+    c.c_neg(p(a), p(r), ctypes.c_long(a.size))
+    got = wl.to_numpy(wl.call("wl_neg", a), np.float64)
+    assert np.array_equal(got, -a) and np.array_equal(r, -a)
+    out.append(("neg", f"{h}x{w}", {
+        "C -O3": lambda: c.c_neg(p(a), p(r), ctypes.c_long(a.size)),
+        "NumPy": lambda: np.negative(a, out=r),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_neg__d_{h}_{w}", a)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_neg__d_X_X", a)),
+        "SaC AUD": lambda: wl.release(wl.call("wl_neg__d_S", a)),
+    }))
+
+    # Jacobi relaxation.
+    h, w, iters = sz["relax"]
+    a = rng.random((h, w))
+    r = np.empty_like(a)
+    c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters)
+    want = numpy_relax(a, iters)
+    got = wl.to_numpy(wl.call("wl_relax", a, iters), np.float64)
+    assert np.allclose(r, want) and np.allclose(got, want)
+    out.append(("relax", f"{h}x{w}, {iters} steps", {
+        "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
+        "NumPy": lambda: numpy_relax(a, iters),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_relax__d_{h}_{w}__i", a, iters)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_relax__d_X_X__i", a, iters)),
+    }))
+
+    # Matrix multiplication.
+    n = sz["matmul"]
+    a = rng.random((n, n))
+    b = rng.random((n, n))
+    r = np.empty_like(a)
+    c.c_matmul(p(a), p(b), p(r), ctypes.c_long(n), ctypes.c_long(n), ctypes.c_long(n))
+    got = wl.to_numpy(wl.call("wl_matmul", a, b), np.float64)
+    assert np.allclose(r, a @ b) and np.allclose(got, a @ b)
+    out.append(("matmul", f"{n}x{n}", {
+        "C -O3": lambda: c.c_matmul(p(a), p(b), p(r), ctypes.c_long(n), ctypes.c_long(n), ctypes.c_long(n)),
+        "NumPy": lambda: a @ b,
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_matmul__d_{n}_{n}__d_{n}_{n}", a, b)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_matmul__d_X_X__d_X_X", a, b)),
+    }))
+
+    # Dot product (a fold over a fused element-wise product).
+    n = sz["dot"]
+    a = rng.random(n)
+    b = rng.random(n)
+    c.c_dot.restype = cd
+    want = float(np.dot(a, b))
+    assert abs(c.c_dot(p(a), p(b), ctypes.c_long(n)) - want) < 1e-6 * abs(want)
+    assert abs(wl.call("wl_dot", a, b, out="double") - want) < 1e-6 * abs(want)
+    out.append(("dot", f"{n}", {
+        "C -O3": lambda: c.c_dot(p(a), p(b), ctypes.c_long(n)),
+        "NumPy": lambda: np.dot(a, b),
+        "SaC AKS": lambda: wl.call(f"wl_dot__d_{n}__d_{n}", a, b, out="double"),
+        "SaC AKD": lambda: wl.call("wl_dot__d_X__d_X", a, b, out="double"),
+    }))
+
+    # Mandelbrot (a while loop per element).
+    h, w, limit = sz["mandel"]
+    r = np.empty((h, w), dtype=np.int32)
+    c.c_mandel(p(r), h, w, limit)
+    got = wl.to_numpy(wl.call("wl_mandel", h, w, limit), np.int32)
+    assert np.array_equal(got, r), (got[:3, :3], r[:3, :3])
+    out.append(("mandel", f"{h}x{w}, {limit} steps", {
+        "C -O3": lambda: c.c_mandel(p(r), h, w, limit),
+        "NumPy": lambda: numpy_mandel(h, w, limit),
+        "SaC AKS": lambda: wl.release(wl.call("wl_mandel", h, w, limit)),
+    }))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not figures)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=BENCH / "results")
+    args = ap.parse_args()
+    sz = sizes(args.quick)
+    work = ROOT / "target" / "bench"
+    work.mkdir(parents=True, exist_ok=True)
+    commands = build(work, sz)
+    wl = Wl(work / "libwlbench.so")
+    c = ctypes.CDLL(str(work / "libcbench.so"))
+    rng = np.random.default_rng(2026)
+    rows = []
+    for name, size, impls in benchmarks(wl, c, sz, rng):
+        figures = {}
+        for impl, fn in impls.items():
+            if impl.startswith("SaC"):
+                wl.threads(1)
+            figures[impl] = timed(fn, args.reps)
+            print(f"{name:8} {impl:10} {figures[impl]['median'] * 1e3:9.2f} ms", file=sys.stderr)
+        wl.threads(2)
+        figures["SaC AKS, 2 threads"] = timed(impls["SaC AKS"], args.reps)
+        print(f"{name:8} 2 threads  {figures['SaC AKS, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
+        wl.threads(1)
+        rows.append(dict(benchmark=name, size=size, figures=figures))
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d")
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    machine = dict(cpu=cpu, cores=os.cpu_count(), python=platform.python_version(), numpy=np.__version__,
+                   gcc=subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip())
+    result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
+                  command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = args.out / (f"{stamp}{'-quick' if args.quick else ''}")
+    base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "NumPy"]
+    lines = [f"# withloop benchmarks, {stamp}", "",
+             f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}.",
+             f"Command: `{result['command']}` (median of >= {args.reps} runs; ratio = time / C -O3 time, lower is better).",
+             "", "| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
+             + " | SaC AKS 2 threads: speed-up |",
+             "|---|---|---|" + "---|" * len(impls) + "---|"]
+    for row in rows:
+        f = row["figures"]
+        cbase = f["C -O3"]["median"]
+        cells = []
+        for i in impls:
+            cells.append(f"{f[i]['median'] / cbase:.2f}" if i in f else "–")
+        speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
+        lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
+                     + f" | {speedup:.2f}× |")
+    lines += ["", "Min/median/max of every figure: the JSON file beside this one.", ""]
+    base.with_suffix(".md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
