@@ -174,26 +174,34 @@ def numpy_mandel(h, w, limit):
 
 
 def benchmarks(wl, c, sz, rng):
-    cd = ctypes.c_double
-    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-    out = []
+    """Every benchmark: (name, size, {implementation: callable}). Each one's
+    inputs live in its own function so the callables keep their own arrays."""
+    return [f(wl, c, sz, rng) for f in (bench_neg, bench_relax, bench_matmul, bench_dot, bench_mandel)]
 
-    # Negation (seed 000's case study): AKS vs AKD vs AUD.
+
+def p(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def bench_neg(wl, c, sz, rng):
+    """Negation (seed 000's case study): AKS vs AKD vs AUD."""
     h, w = sz["neg"]
     a = rng.random((h, w))
     r = np.empty_like(a)
     c.c_neg(p(a), p(r), ctypes.c_long(a.size))
     got = wl.to_numpy(wl.call("wl_neg", a), np.float64)
     assert np.array_equal(got, -a) and np.array_equal(r, -a)
-    out.append(("neg", f"{h}x{w}", {
+    return ("neg", f"{h}x{w}", {
         "C -O3": lambda: c.c_neg(p(a), p(r), ctypes.c_long(a.size)),
         "NumPy": lambda: np.negative(a, out=r),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_neg__d_{h}_{w}", a)),
         "SaC AKD": lambda: wl.release(wl.call("wl_neg__d_X_X", a)),
         "SaC AUD": lambda: wl.release(wl.call("wl_neg__d_S", a)),
-    }))
+    })
 
-    # Jacobi relaxation.
+
+def bench_relax(wl, c, sz, rng):
+    """Jacobi relaxation (a 5-point stencil, iterated)."""
     h, w, iters = sz["relax"]
     a = rng.random((h, w))
     r = np.empty_like(a)
@@ -201,55 +209,62 @@ def benchmarks(wl, c, sz, rng):
     want = numpy_relax(a, iters)
     got = wl.to_numpy(wl.call("wl_relax", a, iters), np.float64)
     assert np.allclose(r, want) and np.allclose(got, want)
-    out.append(("relax", f"{h}x{w}, {iters} steps", {
+    return ("relax", f"{h}x{w}, {iters} steps", {
         "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
         "NumPy": lambda: numpy_relax(a, iters),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_relax__d_{h}_{w}__i", a, iters)),
         "SaC AKD": lambda: wl.release(wl.call("wl_relax__d_X_X__i", a, iters)),
-    }))
+    })
 
-    # Matrix multiplication.
+
+def bench_matmul(wl, c, sz, rng):
+    """Matrix multiplication (naive i, j, k in both SaC and C)."""
     n = sz["matmul"]
     a = rng.random((n, n))
     b = rng.random((n, n))
     r = np.empty_like(a)
-    c.c_matmul(p(a), p(b), p(r), ctypes.c_long(n), ctypes.c_long(n), ctypes.c_long(n))
+    nl = ctypes.c_long(n)
+    c.c_matmul(p(a), p(b), p(r), nl, nl, nl)
     got = wl.to_numpy(wl.call("wl_matmul", a, b), np.float64)
     assert np.allclose(r, a @ b) and np.allclose(got, a @ b)
-    out.append(("matmul", f"{n}x{n}", {
-        "C -O3": lambda: c.c_matmul(p(a), p(b), p(r), ctypes.c_long(n), ctypes.c_long(n), ctypes.c_long(n)),
+    return ("matmul", f"{n}x{n}", {
+        "C -O3": lambda: c.c_matmul(p(a), p(b), p(r), nl, nl, nl),
         "NumPy": lambda: a @ b,
         "SaC AKS": lambda: wl.release(wl.call(f"wl_matmul__d_{n}_{n}__d_{n}_{n}", a, b)),
         "SaC AKD": lambda: wl.release(wl.call("wl_matmul__d_X_X__d_X_X", a, b)),
-    }))
+    })
 
-    # Dot product (a fold over a fused element-wise product).
+
+def bench_dot(wl, c, sz, rng):
+    """Dot product (a fold over a fused element-wise product)."""
     n = sz["dot"]
     a = rng.random(n)
     b = rng.random(n)
-    c.c_dot.restype = cd
+    c.c_dot.restype = ctypes.c_double
     want = float(np.dot(a, b))
     assert abs(c.c_dot(p(a), p(b), ctypes.c_long(n)) - want) < 1e-6 * abs(want)
     assert abs(wl.call("wl_dot", a, b, out="double") - want) < 1e-6 * abs(want)
-    out.append(("dot", f"{n}", {
+    return ("dot", f"{n}", {
         "C -O3": lambda: c.c_dot(p(a), p(b), ctypes.c_long(n)),
         "NumPy": lambda: np.dot(a, b),
         "SaC AKS": lambda: wl.call(f"wl_dot__d_{n}__d_{n}", a, b, out="double"),
         "SaC AKD": lambda: wl.call("wl_dot__d_X__d_X", a, b, out="double"),
-    }))
+    })
 
-    # Mandelbrot (a while loop per element).
+
+def bench_mandel(wl, c, sz, rng):
+    """Mandelbrot (a while loop per element)."""
     h, w, limit = sz["mandel"]
     r = np.empty((h, w), dtype=np.int32)
     c.c_mandel(p(r), h, w, limit)
     got = wl.to_numpy(wl.call("wl_mandel", h, w, limit), np.int32)
     assert np.array_equal(got, r), (got[:3, :3], r[:3, :3])
-    out.append(("mandel", f"{h}x{w}, {limit} steps", {
+    assert np.array_equal(numpy_mandel(h, w, limit), r)
+    return ("mandel", f"{h}x{w}, {limit} steps", {
         "C -O3": lambda: c.c_mandel(p(r), h, w, limit),
         "NumPy": lambda: numpy_mandel(h, w, limit),
         "SaC AKS": lambda: wl.release(wl.call("wl_mandel", h, w, limit)),
-    }))
-    return out
+    })
 
 
 def main():

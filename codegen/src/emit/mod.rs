@@ -99,6 +99,55 @@ pub(crate) struct Fx<'ctx, 'a> {
     pub loc: PointerValue<'ctx>,
     /// The constants the function defines.
     pub consts: HashMap<ValueId, &'a Value>,
+    /// Index vectors that are never built: `[i, j]` literals of scalars whose
+    /// only uses are offset computations and bounds checks in the same block
+    /// (see [`virtual_index_vectors`]); their elements, by value.
+    pub virt: std::rc::Rc<HashSet<ValueId>>,
+    pub comps: HashMap<ValueId, Vec<ValueId>>,
+}
+
+/// The `[i, j]` literals of integer scalars in `f` whose every use is as the
+/// index of `_vect2offset_` or of a bounds check in the defining block: code
+/// generation reads their elements directly instead of allocating an array
+/// per iteration (what IVE leaves in generic code, e.g. `a[[i, k]]` with `a`
+/// of type `double[.,.]`).
+pub(crate) fn virtual_index_vectors(f: &Function) -> HashSet<ValueId> {
+    use compiler_core::ir::Check;
+    use compiler_core::sema::hir::Prim;
+    let counts = compiler_core::opt::util::use_counts(f);
+    let mut out = HashSet::new();
+    fn block(f: &Function, b: &Block, counts: &[u32], out: &mut HashSet<ValueId>) {
+        let mut local: HashMap<ValueId, u32> = HashMap::new();
+        for s in &b.stmts {
+            match &s.op {
+                Op::Prim { prim: Prim::Vect2Offset, args, .. } if args.len() == 2 => {
+                    *local.entry(args[1]).or_default() += 1;
+                }
+                Op::Check(c) => {
+                    if let Check::InBounds { index, .. } = &c.check {
+                        *local.entry(*index).or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+            s.op.walk_blocks(&mut |inner| block(f, inner, counts, out));
+        }
+        for s in &b.stmts {
+            if let (Op::Array(elems), [d]) = (&s.op, s.defs.as_slice()) {
+                let ints = !elems.is_empty()
+                    && elems.iter().all(|e| {
+                        let t = f.ty(*e);
+                        scalar_repr(t) && t.elem == Elem::Base(BaseType::Int)
+                    });
+                let uses = counts.get(d.0 as usize).copied().unwrap_or(0);
+                if ints && uses > 0 && local.get(d).copied() == Some(uses) {
+                    out.insert(*d);
+                }
+            }
+        }
+    }
+    block(f, &f.body, &counts, &mut out);
+    out
 }
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
@@ -337,8 +386,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let ctxp = func.get_nth_param(0).ok_or_else(|| CodegenError::Bug("ctx parameter".into()))?.into_pointer_value();
         let mut consts = HashMap::new();
         collect_consts(&irf.body, &mut consts);
-        let mut fx =
-            Fx { func, irf, vals: HashMap::new(), ctxp, fail_bb, entry_bb, loc: self.ptr().const_null(), consts };
+        let mut fx = Fx {
+            func,
+            irf,
+            vals: HashMap::new(),
+            ctxp,
+            fail_bb,
+            entry_bb,
+            loc: self.ptr().const_null(),
+            consts,
+            virt: std::rc::Rc::new(virtual_index_vectors(irf)),
+            comps: HashMap::new(),
+        };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
             let v = func.get_nth_param((1 + n_out + i) as u32).ok_or_else(|| CodegenError::Bug("parameter".into()))?;
@@ -683,6 +742,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             entry_bb,
             loc: self.ptr().const_null(),
             consts: HashMap::new(),
+            virt: std::rc::Rc::new(HashSet::new()),
+            comps: HashMap::new(),
         })
     }
 

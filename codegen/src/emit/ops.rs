@@ -77,6 +77,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 fx.vals.insert(d, x);
             }
             Op::Call { func, args } => self.call_op(fx, s, *func, args)?,
+            Op::Array(elems) if fx.virt.contains(&s.defs[0]) => {
+                // Never built: its users read the elements (null stands in for
+                // reference counting, which ignores it).
+                fx.comps.insert(s.defs[0], elems.clone());
+                fx.vals.insert(s.defs[0], self.ptr().const_null().into());
+            }
             Op::Array(elems) => {
                 let d = s.defs[0];
                 let x = self.array_literal(fx, elems, d)?;
@@ -961,6 +967,24 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     fn vect2offset(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId]) -> R<IntValue<'ctx>> {
         let sty = fx.irf.ty(args[0]).clone();
         let ity = fx.irf.ty(args[1]).clone();
+        if let Some(elems) = fx.comps.get(&args[1]).cloned() {
+            let shp = self.value(fx, args[0])?.into_pointer_value();
+            let ns = self.vec_len(shp, &sty)?;
+            let differ = self.b.build_int_compare(IntPredicate::NE, ns, self.const_i64(elems.len() as i64), "differ")?;
+            if differ.get_zero_extended_constant() != Some(0) {
+                let loc = fx.loc;
+                self.fail_if(fx, differ, loc, "R0001", "the index and the shape have different lengths")?;
+            }
+            let mut off = self.const_i64(0);
+            for (dd, e) in elems.iter().enumerate() {
+                let ext = self.int_elem(shp, &sty, self.const_i64(dd as i64))?;
+                let x = self.value(fx, *e)?.into_int_value();
+                let i = self.widen(x, BaseType::Int)?;
+                let scaled = self.b.build_int_mul(off, ext, "off")?;
+                off = self.b.build_int_add(scaled, i, "off")?;
+            }
+            return self.to_int(off);
+        }
         let shp = self.value(fx, args[0])?.into_pointer_value();
         let iv = self.value(fx, args[1])?.into_pointer_value();
         let ns = self.vec_len(shp, &sty)?;
@@ -1348,6 +1372,30 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         ],
                     )?;
                     self.b.build_unconditional_branch(fx.fail_bb)?;
+                    self.b.position_at_end(ok);
+                } else if let Some(elems) = fx.comps.get(index).cloned() {
+                    // A virtual index vector: compare its elements; build it
+                    // only for the error message.
+                    let n = self.const_i64(elems.len() as i64);
+                    let mut bad = self.b.build_int_compare(IntPredicate::SGT, n, n_shape, "toolong")?;
+                    for (d, e) in elems.iter().enumerate() {
+                        let x = self.value(fx, *e)?.into_int_value();
+                        let i = self.widen(x, BaseType::Int)?;
+                        let at = self.const_i64(d as i64);
+                        let inside = self.b.build_int_compare(IntPredicate::SLT, at, n_shape, "inside")?;
+                        let safe = self.b.build_select(inside, at, self.const_i64(0), "safe")?.into_int_value();
+                        let ext = self.int_elem(sv, &sty, safe)?;
+                        let out = self.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;
+                        bad = self.b.build_or(bad, out, "bad")?;
+                    }
+                    let fail = self.ctx.append_basic_block(fx.func, "ib.bad");
+                    let ok = self.ctx.append_basic_block(fx.func, "ib.ok");
+                    self.b.build_conditional_branch(bad, fail, ok)?;
+                    self.b.position_at_end(fail);
+                    let ivp = self.array_literal(fx, &elems, *index)?.into_pointer_value();
+                    let yes = self.ctx.bool_type().const_int(1, false);
+                    self.index_failure(fx, yes, Some(ivp), self.const_i64(0), sv, true, loc)?;
+                    self.b.build_unconditional_branch(ok)?;
                     self.b.position_at_end(ok);
                 } else {
                     let ivp = iv.into_pointer_value();

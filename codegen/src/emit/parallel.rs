@@ -313,6 +313,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             entry_bb,
             loc: fx.loc,
             consts: fx.consts.clone(),
+            virt: fx.virt.clone(),
+            comps: HashMap::new(),
         };
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());
