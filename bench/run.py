@@ -187,13 +187,11 @@ def bench_neg(wl, c, sz, rng):
     """Negation (seed 000's case study): AKS vs AKD vs AUD."""
     h, w = sz["neg"]
     a = rng.random((h, w))
-    r = np.empty_like(a)
-    c.c_neg(p(a), p(r), ctypes.c_long(a.size))
     got = wl.to_numpy(wl.call("wl_neg", a), np.float64)
-    assert np.array_equal(got, -a) and np.array_equal(r, -a)
+    assert np.array_equal(got, -a)
     return ("neg", f"{h}x{w}", {
-        "C -O3": lambda: c.c_neg(p(a), p(r), ctypes.c_long(a.size)),
-        "NumPy": lambda: np.negative(a, out=r),
+        "C -O3": lambda: c.c_neg(p(a), ctypes.c_long(a.size)),
+        "NumPy": lambda: -a,
         "SaC AKS": lambda: wl.release(wl.call(f"wl_neg__d_{h}_{w}", a)),
         "SaC AKD": lambda: wl.release(wl.call("wl_neg__d_X_X", a)),
         "SaC AUD": lambda: wl.release(wl.call("wl_neg__d_S", a)),

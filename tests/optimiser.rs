@@ -130,7 +130,7 @@ fn shard(k: u64) {
                 if rng.chance(50) { p.params.iter().map(|(n, t)| exact_hint(n, t)).collect() } else { Vec::new() };
             let subset: Vec<&str> = names.iter().copied().filter(|_| rng.chance(50)).collect();
             let options = PipelineOptions { verify: true, ..PipelineOptions::only(&subset) };
-            let native = only.is_some() || (seed / SHARDS) % every == 0;
+            let native = only.is_some() || (seed / SHARDS).is_multiple_of(every);
             if let Some(what) = check(&p, &hints, &options, native) {
                 return Some(format!(
                     "seed {seed} (hints {hints:?}, passes {subset:?}): {what}\n--- program (args {:?}) ---\n{}",

@@ -2,8 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void c_neg(const double *a, double *r, long n) {
+/* A new result per call, as the SaC function (and NumPy's `-a`) make one. */
+void c_neg(const double *a, long n) {
+  double *r = malloc(sizeof(double) * n);
   for (long i = 0; i < n; i++) r[i] = -a[i];
+  volatile double keep = r[n - 1];
+  (void)keep;
+  free(r);
 }
 
 /* Jacobi relaxation: `iters` steps, each a new array from the previous one. */

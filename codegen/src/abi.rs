@@ -295,7 +295,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     inputs.push(x.into());
                 } else {
                     // A wrapper's `[*]` parameter: a rank-0 array.
-                    let bits = self.to_bits(x, base(&ty))?;
+                    let bits = self.bits_of(x, base(&ty))?;
                     let elem = i32t.const_int(elem_code(base(&ty)), false);
                     let a = self
                         .call(self.rt.boxed, &[fx.ctxp.into(), elem.into(), bits.into()])?

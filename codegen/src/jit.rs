@@ -99,9 +99,11 @@ pub fn run(
     // A compiled function trusts its parameter types; check them here.
     for (p, a) in func.params.iter().zip(&args) {
         let ty = func.ty(*p);
-        if !ty.admits(a)
-            && !(ty.elem != Elem::String && a.base().is_some() && !scalar_repr(ty) && ty.shape.contains(a.shape()))
-        {
+        // An array argument of an admitted shape is fine even where the
+        // interpreter's value is a scalar of rank 0 (and vice versa).
+        let fits_array =
+            ty.elem != Elem::String && a.base().is_some() && !scalar_repr(ty) && ty.shape.contains(a.shape());
+        if !ty.admits(a) && !fits_array {
             return Err(RunError::Runtime(RuntimeError {
                 code: NO_MATCHING_INSTANCE,
                 message: format!("`{entry}` takes {ty}, not {}", describe_value(a)),
@@ -178,7 +180,10 @@ pub fn run(
         unsafe { withloop_rt::wl_dec(a) };
     }
     if let Some((code, message)) = wctx.error() {
-        return Err(RunError::Runtime(runtime_error(&code, message, wctx.loc, func.span)));
+        // SAFETY: locations are constants of the compiled module, alive until
+        // `engine` is dropped below.
+        let loc = unsafe { wctx.loc.as_ref() };
+        return Err(RunError::Runtime(runtime_error(&code, message, loc, func.span)));
     }
     let mut values = Vec::with_capacity(results.len());
     for (r, ty) in results.iter().zip(&func.results) {
@@ -203,14 +208,11 @@ fn options_level(options: &Options) -> inkwell::OptimizationLevel {
 }
 
 /// A run-time error of compiled code as the interpreter reports them.
-pub fn runtime_error(code: &str, message: String, loc: *const WlLoc, fallback: Span) -> RuntimeError {
+pub fn runtime_error(code: &str, message: String, loc: Option<&WlLoc>, fallback: Span) -> RuntimeError {
     let code = ALL_CODES.iter().copied().find(|c| c.id == code).unwrap_or(INTERNAL_ERROR);
-    let span = if loc.is_null() {
-        fallback
-    } else {
-        // SAFETY: locations are constants in the compiled module, alive while it is.
-        let l = unsafe { &*loc };
-        Span::new(FileId(l.file_id as u32), l.start as usize, l.end as usize)
+    let span = match loc {
+        None => fallback,
+        Some(l) => Span::new(FileId(l.file_id as u32), l.start as usize, l.end as usize),
     };
     RuntimeError { code, message, span, notes: Vec::new(), trace: Vec::new() }
 }

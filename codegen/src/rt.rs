@@ -9,7 +9,6 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum, StructType
 use inkwell::values::FunctionValue;
 
 /// Byte offsets into `WlCtx` that compiled code uses.
-pub const CTX_ERROR: u64 = 0;
 pub const CTX_DEPTH: u64 = 4;
 pub const CTX_SITE: u64 = 8;
 pub const CTX_MAX_DEPTH: u64 = 24;
@@ -158,12 +157,6 @@ macro_rules! paste_addr {
     (parallel_for) => {
         withloop_rt::wl_parallel_for as *const () as usize
     };
-    (wrap) => {
-        withloop_rt::wl_wrap as *const () as usize
-    };
-    (unwrap) => {
-        withloop_rt::wl_unwrap as *const () as usize
-    };
     (ctx_new) => {
         withloop_rt::wl_ctx_new as *const () as usize
     };
@@ -233,8 +226,6 @@ runtime! {
     pattern = "wl_pattern"(P, P, P, P, P, P, P, I64, P, P) -> I32;
     parallel_chunks = "wl_parallel_chunks"(P, I64, I64) -> I64;
     parallel_for = "wl_parallel_for"(P, I64, I64, P, P);
-    wrap = "wl_wrap"(P, I32, P, I64, P) -> P;
-    unwrap = "wl_unwrap"(P);
     ctx_new = "wl_ctx_new"() -> P;
     ctx_free = "wl_ctx_free"(P);
     report = "wl_report"(P) -> I32;

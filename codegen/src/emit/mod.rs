@@ -526,7 +526,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// A rank-0 array holding a scalar.
     pub fn box_scalar(&mut self, fx: &Fx<'ctx, 'a>, v: BasicValueEnum<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
-        let bits = self.to_bits(v, b)?;
+        let bits = self.bits_of(v, b)?;
         let code = self.i32().const_int(elem_code(b), false);
         let r = self
             .call(self.rt.boxed, &[fx.ctxp.into(), code.into(), bits.into()])?
@@ -542,7 +542,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// A scalar as the runtime's 64-bit pattern.
-    pub fn to_bits(&mut self, v: BasicValueEnum<'ctx>, b: BaseType) -> R<IntValue<'ctx>> {
+    pub fn bits_of(&mut self, v: BasicValueEnum<'ctx>, b: BaseType) -> R<IntValue<'ctx>> {
         let i64t = self.i64();
         Ok(match b {
             BaseType::Float => {
@@ -556,7 +556,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// A scalar from the runtime's 64-bit pattern.
-    pub fn from_bits(&mut self, bits: IntValue<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
+    pub fn scalar_from_bits(&mut self, bits: IntValue<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
         Ok(match b {
             BaseType::Float => {
                 let i = self.b.build_int_truncate(bits, self.i32(), "f")?;
@@ -883,14 +883,12 @@ pub(crate) struct Plan {
 /// The values a statement consumes (takes over), besides borrowing operands.
 pub(crate) fn consumed(s: &Stmt) -> Vec<ValueId> {
     match &s.op {
-        Op::Prim { prim, args, in_place: true, .. }
-            if matches!(
-                prim,
-                compiler_core::sema::hir::Prim::Modarray | compiler_core::sema::hir::Prim::IdxModarray
-            ) =>
-        {
-            vec![args[0]]
-        }
+        Op::Prim {
+            prim: compiler_core::sema::hir::Prim::Modarray | compiler_core::sema::hir::Prim::IdxModarray,
+            args,
+            in_place: true,
+            ..
+        } => vec![args[0]],
         Op::With(w) => w.reuse.iter().flatten().copied().collect(),
         Op::Loop { init, .. } => init.clone(),
         _ => Vec::new(),

@@ -264,7 +264,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// An `i64` as an `int` scalar (wrapping, as the interpreter's `Scalar::int`).
-    pub fn to_int(&mut self, x: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    pub fn as_int(&mut self, x: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         Ok(self.b.build_int_truncate_or_bit_cast(x, self.i32(), "int")?)
     }
 
@@ -324,7 +324,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let t = ty(a).clone();
                     if *prim == Prim::Dim { self.rank_of(p, &t)? } else { self.size_of(p, &t)? }
                 };
-                let x = self.to_int(x)?;
+                let x = self.as_int(x)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
             Prim::Shape if !scalar_repr(ty(args[0])) && ty(args[0]).elem != Elem::String => {
@@ -411,7 +411,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if scalar_repr(ty) {
             let p = self.b.build_struct_gep(self.rt.arg, arg, 2, "bits")?;
             let bits = self.b.build_load(self.i64(), p, "bits")?.into_int_value();
-            self.from_bits(bits, base(ty))
+            self.scalar_from_bits(bits, base(ty))
         } else {
             let p = self.b.build_struct_gep(self.rt.arg, arg, 3, "ptr")?;
             Ok(self.b.build_load(self.ptr(), p, "arr")?)
@@ -449,7 +449,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             (rt::ARG_STRING, 0, len, bytes)
         } else if scalar_repr(ty) {
             let b = base(ty);
-            let bits = self.to_bits(x, b)?;
+            let bits = self.bits_of(x, b)?;
             (rt::ARG_SCALAR, elem_code(b), bits, self.ptr().const_null())
         } else {
             (rt::ARG_ARRAY, elem_code(base(ty)), self.i64().const_zero(), x.into_pointer_value())
@@ -970,7 +970,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if let Some(elems) = fx.comps.get(&args[1]).cloned() {
             let shp = self.value(fx, args[0])?.into_pointer_value();
             let ns = self.vec_len(shp, &sty)?;
-            let differ = self.b.build_int_compare(IntPredicate::NE, ns, self.const_i64(elems.len() as i64), "differ")?;
+            let differ =
+                self.b.build_int_compare(IntPredicate::NE, ns, self.const_i64(elems.len() as i64), "differ")?;
             if differ.get_zero_extended_constant() != Some(0) {
                 let loc = fx.loc;
                 self.fail_if(fx, differ, loc, "R0001", "the index and the shape have different lengths")?;
@@ -983,7 +984,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let scaled = self.b.build_int_mul(off, ext, "off")?;
                 off = self.b.build_int_add(scaled, i, "off")?;
             }
-            return self.to_int(off);
+            return self.as_int(off);
         }
         let shp = self.value(fx, args[0])?.into_pointer_value();
         let iv = self.value(fx, args[1])?.into_pointer_value();
@@ -1021,7 +1022,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.b.build_load(self.i64(), acc, "off")?.into_int_value()
             }
         };
-        self.to_int(off)
+        self.as_int(off)
     }
 
     // ------------------------------------------------------------ literals

@@ -244,7 +244,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let b = base(&ty);
             let first = self.gep(self.i64(), partials, &[self.const_i64(k)], "p0")?;
             let bits = self.b.build_load(self.i64(), first, "bits")?.into_int_value();
-            let v = self.from_bits(bits, b)?;
+            let v = self.scalar_from_bits(bits, b)?;
             self.b.build_store(slot, v)?;
             let loc = fx.loc;
             let folds_n = self.const_i64(folds as i64);
@@ -253,7 +253,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
                 let p = e.gep(e.i64(), partials, &[at], "pc")?;
                 let bits = e.b.build_load(e.i64(), p, "bits")?.into_int_value();
-                let y = e.from_bits(bits, b)?;
+                let y = e.scalar_from_bits(bits, b)?;
                 e.fold_step(fx, slot, &ty, fun, &[], None, None, y, &ty, loc)
             })?;
             k += 1;
@@ -354,7 +354,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let first = self.b.build_int_compare(IntPredicate::EQ, chunk, self.const_i64(0), "first")?;
                     let init = self.b.build_select(first, current, id, "init")?;
                     self.b.build_store(own, init)?;
-                    OpState::Fold { slot: own, ty: ty.clone(), fun: *fun, partial: Vec::new(), fix: None, done: None }
+                    OpState::Fold { slot: own, ty: ty.clone(), fun, partial: Vec::new(), fix: None, done: None }
                 }
             });
         }
@@ -367,7 +367,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         for st in &mine {
             let OpState::Fold { slot, ty, .. } = st else { continue };
             let v = self.b.build_load(self.value_ty(ty), *slot, "acc")?;
-            let bits = self.to_bits(v, base(ty))?;
+            let bits = self.bits_of(v, base(ty))?;
             let at = self.b.build_int_mul(chunk, self.const_i64(folds as i64), "at")?;
             let at = self.b.build_int_add(at, self.const_i64(k), "at")?;
             let dst = self.gep(self.i64(), partials, &[at], "partial")?;

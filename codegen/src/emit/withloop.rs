@@ -618,7 +618,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         if let (false, Some((v, t))) = (full, default) {
             let (cell, bits) = if scalar_repr(t) {
-                (self.ptr().const_null(), self.to_bits(*v, base(t))?)
+                (self.ptr().const_null(), self.bits_of(*v, base(t))?)
             } else {
                 (v.into_pointer_value(), self.const_i64(0))
             };
@@ -701,7 +701,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<IntValue<'ctx>> {
         match (scalar_repr(at), scalar_repr(bt)) {
             (true, true) => {
-                let (x, y) = (self.to_bits(a, base(at))?, self.to_bits(b, base(bt))?);
+                let (x, y) = (self.bits_of(a, base(at))?, self.bits_of(b, base(bt))?);
                 Ok(self.b.build_int_compare(IntPredicate::EQ, x, y, "same")?)
             }
             _ => {
@@ -822,8 +822,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             if !given[k] {
                 continue;
             }
-            for d in 0..n {
-                let x = vectors[k][d];
+            for &x in vectors[k].iter().take(n) {
                 let bad = self.b.build_int_compare(IntPredicate::SLE, x, self.const_i64(0), "nonpos")?;
                 let template = format!("generator {what} must be positive, got {{a}}");
                 self.fail_ints_if(fx, bad, ploc, "R0006", &template, x, x)?;
@@ -1212,7 +1211,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             match index {
                 Index::Static(idx) => {
                     for (d, i) in idx.iter().enumerate() {
-                        let x = self.to_int(*i)?;
+                        let x = self.as_int(*i)?;
                         self.store_elem(data, self.const_i64(d as i64), BaseType::Int, x.into())?;
                     }
                 }
@@ -1220,7 +1219,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let b = *buf;
                     self.for_range(fx, self.const_i64(0), *n, &mut |e, _fx, d| {
                         let i = e.buf_get(b, d)?;
-                        let x = e.to_int(i)?;
+                        let x = e.as_int(i)?;
                         e.store_elem(data, d, BaseType::Int, x.into())
                     })?;
                 }
@@ -1233,14 +1232,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     Index::Static(idx) => idx[d],
                     Index::Dynamic { buf, .. } => self.buf_get(*buf, self.const_i64(d as i64))?,
                 };
-                let x = self.to_int(i)?;
+                let x = self.as_int(i)?;
                 fx.vals.insert(*sv, x.into());
             }
         }
         if let Some(o) = part.offset {
             match primary {
                 Some(off) => {
-                    let x = self.to_int(off)?;
+                    let x = self.as_int(off)?;
                     fx.vals.insert(o, x.into());
                 }
                 None => return Err(CodegenError::Bug("a with-loop offset without a result frame".into())),
