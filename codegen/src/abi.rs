@@ -309,7 +309,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 continue;
             }
             let view = self.null_slot(&fx)?;
-            views.push((view, self.rt.abi_unwrap));
+            views.push((view, self.rt.unwrap));
             let (rank, extents) = requirement(&ty);
             let want_shape = match extents {
                 Some(ex) => self.i64_global(&ex),
@@ -349,18 +349,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.check_error(&fx)?;
             }
         }
-        for (v, release) in &views {
-            let a = self.b.build_load(p, *v, "view")?;
-            self.call(*release, &[a.into()])?;
-        }
+        self.release_slots(&views)?;
         self.b.build_return(Some(&i32t.const_zero()))?;
         // The failure exit: release the views, then return 1.
         if let Some(ret) = fx.fail_bb.get_terminator() {
             self.b.position_before(&ret);
-            for (v, release) in &views {
-                let a = self.b.build_load(p, *v, "view")?;
-                self.call(*release, &[a.into()])?;
-            }
+            self.release_slots(&views)?;
         }
         Ok(())
     }
@@ -413,6 +407,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let code = self.b.build_select(is_failed, failed.into_int_value(), status, "code")?;
         self.call(self.rt.ctx_free, &[ctxp.into()])?;
         self.b.build_return(Some(&code))?;
+        Ok(())
+    }
+
+    /// Calls each slot's release function on what the slot holds (null-safe).
+    fn release_slots(&mut self, slots: &[(PointerValue<'ctx>, inkwell::values::FunctionValue<'ctx>)]) -> R<()> {
+        for (slot, release) in slots {
+            let a = self.b.build_load(self.ptr(), *slot, "held")?;
+            self.call(*release, &[a.into()])?;
+        }
         Ok(())
     }
 

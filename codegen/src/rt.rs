@@ -196,8 +196,8 @@ macro_rules! paste_addr {
     (abi_array_out) => {
         withloop_rt::wl_abi_array_out as *const () as usize
     };
-    (abi_unwrap) => {
-        withloop_rt::wl_abi_unwrap as *const () as usize
+    (unwrap) => {
+        withloop_rt::wl_unwrap as *const () as usize
     };
     (ctx_clear) => {
         withloop_rt::wl_ctx_clear as *const () as usize
@@ -240,7 +240,7 @@ runtime! {
     math_f32 = "wl_math_f32"(I32, F32) -> F32;
     abi_array_in = "wl_abi_array_in"(P, P, I32, P, I64, P, P) -> P;
     abi_array_out = "wl_abi_array_out"(P, P, P) -> I32;
-    abi_unwrap = "wl_abi_unwrap"(P);
+    unwrap = "wl_unwrap"(P);
     ctx_clear = "wl_ctx_clear"(P);
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);

@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use crate::array::{WlArray, wl_copy, wl_dec, wl_unwrap, wl_wrap};
+use crate::array::{WlArray, wl_copy, wl_dec, wl_wrap};
 use crate::error::{WlCtx, WlLoc, set_error};
 
 /// An array at the C boundary: row-major elements, rank and extents.
@@ -30,7 +30,7 @@ pub struct WlArrayDesc {
 /// the parameter's type. `want_rank`: the rank the type requires, or `-(n+1)`
 /// for "at least n" (`-1` for `[*]`, `-2` for `[+]`); `want_shape`: `want_rank` extents,
 /// `-1` where any extent is allowed (null: none are fixed). Returns null after
-/// recording an error. The array is a view: release it with [`wl_abi_unwrap`].
+/// recording an error. The array is a view: release it with `wl_unwrap`.
 ///
 /// # Safety
 /// `ctx` is valid; `desc` is null or points to a descriptor whose `shape` has
@@ -100,15 +100,6 @@ pub unsafe extern "C" fn wl_abi_array_in(
         return fail(format!("argument `{name}`: out of memory"));
     }
     a
-}
-
-/// Releases a view made by [`wl_abi_array_in`].
-///
-/// # Safety
-/// `a` is null or came from [`wl_abi_array_in`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wl_abi_unwrap(a: *mut WlArray) {
-    unsafe { wl_unwrap(a) };
 }
 
 /// Hands a result array to the caller through `desc` (taking over the

@@ -189,6 +189,37 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
     }
 
+    /// A fresh array of `frame` cells of shape `cell_shape` (zero-filled when
+    /// `zero`), failing on allocation errors.
+    fn alloc_frame(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        elem: BaseType,
+        frame: &Frame<'ctx>,
+        cell_rank: IntValue<'ctx>,
+        cell_shape: PointerValue<'ctx>,
+        zero: bool,
+    ) -> R<PointerValue<'ctx>> {
+        let code = self.i32().const_int(elem_code(elem), false);
+        let a = self
+            .call(
+                self.rt.alloc_frame,
+                &[
+                    fx.ctxp.into(),
+                    code.into(),
+                    frame.len.into(),
+                    frame.buf.into(),
+                    cell_rank.into(),
+                    cell_shape.into(),
+                    self.i32().const_int(zero as u64, false).into(),
+                ],
+            )?
+            .ok_or_else(|| CodegenError::Bug("alloc".into()))?
+            .into_pointer_value();
+        self.check_error(fx)?;
+        Ok(a)
+    }
+
     /// Fails with a message template over two numbers when `bad` holds.
     #[allow(clippy::too_many_arguments)]
     fn fail_ints_if(
@@ -550,27 +581,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         let frame_size = self.frame_product(fx, frame, self.const_i64(0))?;
         let total = self.b.build_int_mul(frame_size, cell_len, "total")?;
-        let zero = self.i32().const_int((!full && default.is_none()) as u64, false);
+        let zero = !full && default.is_none();
         let code = self.i32().const_int(elem_code(elem), false);
-        let fresh = |this: &mut Self| -> R<PointerValue<'ctx>> {
-            let a = this
-                .call(
-                    this.rt.alloc_frame,
-                    &[
-                        fx.ctxp.into(),
-                        code.into(),
-                        frame.len.into(),
-                        frame.buf.into(),
-                        cell_rank.into(),
-                        cell_shape.into(),
-                        zero.into(),
-                    ],
-                )?
-                .ok_or_else(|| CodegenError::Bug("alloc".into()))?
-                .into_pointer_value();
-            this.check_error(fx)?;
-            Ok(a)
-        };
+        let fresh = |this: &mut Self| this.alloc_frame(fx, elem, frame, cell_rank, cell_shape, zero);
         let arr = match w.reuse.get(k).copied().flatten() {
             Some(r) => {
                 let x = self.take(fx, r, moved)?.into_pointer_value();
@@ -653,24 +666,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 for (i, e) in c.iter().enumerate() {
                     self.buf_set(buf, self.const_i64(i as i64), self.const_i64(*e as i64))?;
                 }
-                let code = self.i32().const_int(elem_code(elem), false);
-                let a = self
-                    .call(
-                        self.rt.alloc_frame,
-                        &[
-                            fx.ctxp.into(),
-                            code.into(),
-                            frame.len.into(),
-                            frame.buf.into(),
-                            self.const_i64(c.len() as i64).into(),
-                            buf.into(),
-                            self.i32().const_int(1, false).into(),
-                        ],
-                    )?
-                    .ok_or_else(|| CodegenError::Bug("alloc".into()))?
-                    .into_pointer_value();
-                self.check_error(fx)?;
-                a
+                self.alloc_frame(fx, elem, frame, self.const_i64(c.len() as i64), buf, true)?
             }
             None => {
                 self.fail_now(
@@ -1340,23 +1336,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let p = y.into_pointer_value();
                     (self.rank(p)?, self.shape_ptr(p)?)
                 };
-                let code = self.i32().const_int(elem_code(elem), false);
-                let a = self
-                    .call(
-                        self.rt.alloc_frame,
-                        &[
-                            fx.ctxp.into(),
-                            code.into(),
-                            frame.len.into(),
-                            frame.buf.into(),
-                            cell_rank.into(),
-                            cell_shape.into(),
-                            self.i32().const_int(1, false).into(),
-                        ],
-                    )?
-                    .ok_or_else(|| CodegenError::Bug("alloc".into()))?
-                    .into_pointer_value();
-                self.check_error(fx)?;
+                let a = self.alloc_frame(fx, elem, frame, cell_rank, cell_shape, true)?;
                 self.b.build_store(*slot, a)?;
                 self.b.build_unconditional_branch(write_bb)?;
                 self.b.position_at_end(write_bb);
