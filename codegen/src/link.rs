@@ -93,6 +93,18 @@ pub fn link(object: &[u8], kind: LinkKind, out: &Path) -> Result<(), CodegenErro
     Ok(())
 }
 
+/// [`link`] into a temporary file, returning its bytes (for callers that keep
+/// outputs in memory, such as the compile service's cache).
+pub fn link_bytes(object: &[u8], kind: LinkKind) -> Result<Vec<u8>, CodegenError> {
+    let dir = tempdir()?;
+    let out = dir.join("output");
+    let result = link(object, kind, &out).and_then(|()| {
+        std::fs::read(&out).map_err(|e| CodegenError::Llvm(format!("reading `{}`: {e}", out.display())))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 /// A fresh private directory under the system's temporary directory.
 fn tempdir() -> Result<PathBuf, CodegenError> {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,181 @@
+//! The database tier of the cache: compilations and their artifacts in
+//! Postgres (schema in `migrations/`, applied at start-up).
+//!
+//! Reads verify every artifact's bytes against its BLAKE3 hash; a mismatch (a
+//! corrupted row, a partial write, a hand edit) is logged, counted and treated
+//! as a miss, so the compilation is rebuilt and the row overwritten, never
+//! served.
+//!
+//! Eviction: after every write, compilations beyond the size cap are deleted,
+//! least recently used first (`last_used_at`, updated on every hit), keeping the
+//! most recently used ones whose sizes add up to at most the cap.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::types::Json;
+use sqlx::{Executor, Row};
+use withloop_worker::ArtifactKind;
+
+use crate::cache::{CompilationMeta, Compiled};
+use crate::key::content_hash;
+
+/// Why a stored compilation was not served.
+#[derive(Debug)]
+pub enum Invalid {
+    /// An artifact's bytes do not hash to the recorded hash (or it is missing).
+    Corrupt(String),
+}
+
+/// The Postgres tier.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+    /// Size cap of all stored compilations, in bytes.
+    max_bytes: u64,
+}
+
+impl Store {
+    /// Connects and applies the migrations.
+    pub async fn connect(url: &str, max_bytes: u64) -> Result<Store, sqlx::Error> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        sqlx::migrate!("../migrations").run(&pool).await?;
+        Ok(Store { pool, max_bytes })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+        self.pool.execute("SELECT 1").await.map(|_| ())
+    }
+
+    /// The stored compilation `key`, verified; `Ok(Err(_))` when it is stored
+    /// but fails verification.
+    pub async fn load(&self, key: &str) -> Result<Option<Result<Compiled, Invalid>>, sqlx::Error> {
+        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        let Some(row) = row else { return Ok(None) };
+        let Json(meta): Json<CompilationMeta> = match row.try_get("metadata") {
+            Ok(m) => m,
+            Err(e) => return Ok(Some(Err(Invalid::Corrupt(format!("unreadable metadata: {e}"))))),
+        };
+        let rows = sqlx::query("SELECT kind, content_hash, bytes FROM artifacts WHERE key = $1")
+            .bind(key)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut stored: BTreeMap<String, (String, Vec<u8>)> = BTreeMap::new();
+        for r in rows {
+            stored.insert(r.try_get("kind")?, (r.try_get("content_hash")?, r.try_get("bytes")?));
+        }
+        let mut bytes = BTreeMap::new();
+        for info in &meta.artifacts {
+            let Some((hash, data)) = stored.remove(info.kind.name()) else {
+                return Ok(Some(Err(Invalid::Corrupt(format!("artifact `{}` is missing", info.kind.name())))));
+            };
+            let actual = content_hash(&data);
+            if actual != info.content_hash || hash != info.content_hash {
+                return Ok(Some(Err(Invalid::Corrupt(format!(
+                    "artifact `{}` hashes to {actual}, expected {}",
+                    info.kind.name(),
+                    info.content_hash
+                )))));
+            }
+            bytes.insert(info.kind, Bytes::from(data));
+        }
+        let touch = sqlx::query("UPDATE compilations SET last_used_at = now(), hits = hits + 1 WHERE key = $1")
+            .bind(key)
+            .execute(&self.pool);
+        touch.await?;
+        Ok(Some(Ok(Compiled { meta, bytes })))
+    }
+
+    /// Stores `compiled` (replacing any row with its key), then evicts.
+    pub async fn save(&self, compiled: &Compiled) -> Result<(), sqlx::Error> {
+        let meta = &compiled.meta;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO compilations (key, components, metadata, size_bytes) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (key) DO UPDATE SET components = EXCLUDED.components, metadata = EXCLUDED.metadata,
+                 size_bytes = EXCLUDED.size_bytes, last_used_at = now()",
+        )
+        .bind(&meta.key)
+        .bind(Json(&meta.components))
+        .bind(Json(meta))
+        .bind(compiled.size_bytes() as i64)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM artifacts WHERE key = $1").bind(&meta.key).execute(&mut *tx).await?;
+        for info in &meta.artifacts {
+            let data = compiled.bytes.get(&info.kind).map(|b| b.to_vec()).unwrap_or_default();
+            sqlx::query("INSERT INTO artifacts (key, kind, content_hash, bytes) VALUES ($1, $2, $3, $4)")
+                .bind(&meta.key)
+                .bind(info.kind.name())
+                .bind(&info.content_hash)
+                .bind(data)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        self.evict().await?;
+        Ok(())
+    }
+
+    /// Deletes compilations beyond the size cap, least recently used first;
+    /// returns how many went.
+    pub async fn evict(&self) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "WITH ranked AS (
+                 SELECT key, sum(size_bytes) OVER (ORDER BY last_used_at DESC, key) AS running FROM compilations)
+             DELETE FROM compilations WHERE key IN (SELECT key FROM ranked WHERE running > $1)",
+        )
+        .bind(self.max_bytes.min(i64::MAX as u64) as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes one compilation; whether it was stored.
+    pub async fn purge(&self, key: &str) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query("DELETE FROM compilations WHERE key = $1").bind(key).execute(&self.pool).await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Only the metadata of `key` (no artifact bytes, no verification).
+    pub async fn metadata(&self, key: &str) -> Result<Option<CompilationMeta>, sqlx::Error> {
+        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        match row {
+            Some(r) => {
+                let Json(meta): Json<CompilationMeta> = r.try_get("metadata")?;
+                Ok(Some(meta))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One artifact's verified bytes; `Ok(Some(Err(_)))` when stored but corrupt.
+    pub async fn artifact(&self, key: &str, kind: ArtifactKind) -> Result<Option<Result<Bytes, Invalid>>, sqlx::Error> {
+        let row = sqlx::query("SELECT content_hash, bytes FROM artifacts WHERE key = $1 AND kind = $2")
+            .bind(key)
+            .bind(kind.name())
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let hash: String = row.try_get("content_hash")?;
+        let data: Vec<u8> = row.try_get("bytes")?;
+        let actual = content_hash(&data);
+        if actual != hash {
+            return Ok(Some(Err(Invalid::Corrupt(format!(
+                "artifact `{}` of {key} hashes to {actual}, expected {hash}",
+                kind.name()
+            )))));
+        }
+        Ok(Some(Ok(Bytes::from(data))))
+    }
+}
