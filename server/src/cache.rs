@@ -101,7 +101,11 @@ impl Cache {
     }
 
     /// Looks `key` up in memory, then in the database; counts the outcome.
-    pub async fn lookup(&self, key: &str, metrics: &Metrics) -> Result<Option<(Arc<Compiled>, CacheOutcome)>, sqlx::Error> {
+    pub async fn lookup(
+        &self,
+        key: &str,
+        metrics: &Metrics,
+    ) -> Result<Option<(Arc<Compiled>, CacheOutcome)>, sqlx::Error> {
         if let Some(c) = self.memory.get(key).await {
             metrics.lookup(Lookup::Memory);
             return Ok(Some((c, CacheOutcome::Memory)));

@@ -28,6 +28,15 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Done => "done",
+            JobStatus::Failed => "failed",
+        }
+    }
+
     pub fn finished(self) -> bool {
         matches!(self, JobStatus::Done | JobStatus::Failed)
     }
@@ -88,8 +97,12 @@ impl Job {
         if state.events.last().is_some_and(|e| e.status.finished()) {
             return;
         }
-        let event =
-            JobEvent { seq: state.events.len() as u64, status, phase, at_ms: self.created.elapsed().as_secs_f64() * 1e3 };
+        let event = JobEvent {
+            seq: state.events.len() as u64,
+            status,
+            phase,
+            at_ms: self.created.elapsed().as_secs_f64() * 1e3,
+        };
         state.events.push(event.clone());
         if status.finished() {
             state.finished_at = Some(Instant::now());

@@ -7,8 +7,9 @@ use withloop_server::{AppState, Config};
 fn main() -> std::process::ExitCode {
     let config = Config::parse();
     if config.print_openapi {
-        print!("{}", withloop_server::api::openapi_json());
-        return std::process::ExitCode::SUCCESS;
+        use std::io::Write;
+        let written = std::io::stdout().write_all(withloop_server::api::openapi_json().as_bytes());
+        return if written.is_ok() { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE };
     }
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))

@@ -16,8 +16,8 @@ use bytes::Bytes;
 use compiler_core::diagnostics::ErrorClass;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use withloop_worker::build::{BuildError, BuildOutput, BuildRequest, canonical_hint};
 use withloop_worker::ArtifactKind;
+use withloop_worker::build::{BuildError, BuildOutput, BuildRequest, canonical_hint};
 
 use crate::api::compile::CompileRequest;
 use crate::cache::{ArtifactInfo, CacheOutcome, CompilationMeta, Compiled};

@@ -7,8 +7,10 @@
 //! served.
 //!
 //! Eviction: after every write, compilations beyond the size cap are deleted,
-//! least recently used first (`last_used_at`, updated on every hit), keeping the
-//! most recently used ones whose sizes add up to at most the cap.
+//! least recently used first (`last_used_at`, updated on every hit): what stays
+//! is the most recently used compilations whose sizes add up to at most the
+//! cap. A compilation larger than the cap on its own is not kept (and does not
+//! push everything else out).
 
 use std::collections::BTreeMap;
 
@@ -60,7 +62,10 @@ impl Store {
     /// The stored compilation `key`, verified; `Ok(Err(_))` when it is stored
     /// but fails verification.
     pub async fn load(&self, key: &str) -> Result<Option<Result<Compiled, Invalid>>, sqlx::Error> {
-        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
         let Some(row) = row else { return Ok(None) };
         let Json(meta): Json<CompilationMeta> = match row.try_get("metadata") {
             Ok(m) => m,
@@ -132,8 +137,10 @@ impl Store {
     pub async fn evict(&self) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
             "WITH ranked AS (
-                 SELECT key, sum(size_bytes) OVER (ORDER BY last_used_at DESC, key) AS running FROM compilations)
-             DELETE FROM compilations WHERE key IN (SELECT key FROM ranked WHERE running > $1)",
+                 SELECT key, sum(size_bytes) OVER (ORDER BY last_used_at DESC, key) AS running
+                 FROM compilations WHERE size_bytes <= $1)
+             DELETE FROM compilations
+             WHERE size_bytes > $1 OR key IN (SELECT key FROM ranked WHERE running > $1)",
         )
         .bind(self.max_bytes.min(i64::MAX as u64) as i64)
         .execute(&self.pool)
@@ -149,7 +156,10 @@ impl Store {
 
     /// Only the metadata of `key` (no artifact bytes, no verification).
     pub async fn metadata(&self, key: &str) -> Result<Option<CompilationMeta>, sqlx::Error> {
-        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1").bind(key).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
         match row {
             Some(r) => {
                 let Json(meta): Json<CompilationMeta> = r.try_get("metadata")?;

@@ -205,7 +205,11 @@ impl DiagnosticData {
         if let Some(p) = &d.primary {
             labels.push(LabelData { range: range(p), message: p.message.clone(), primary: true });
         }
-        labels.extend(d.secondary.iter().map(|l| LabelData { range: range(l), message: l.message.clone(), primary: false }));
+        labels.extend(d.secondary.iter().map(|l| LabelData {
+            range: range(l),
+            message: l.message.clone(),
+            primary: false,
+        }));
         DiagnosticData {
             code: d.code.id.to_string(),
             class: class_name(d.code.class()).to_string(),

@@ -65,7 +65,9 @@ pub async fn artifact(
     if let Ok(v) = HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, v);
     }
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable"));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable"));
     Ok(response)
 }
 
@@ -92,7 +94,9 @@ async fn find(state: &AppState, key: &str, kind: ArtifactKind) -> Result<(String
     }
     let unknown = || ApiError::not_found(format!("no compilation has the key {key} (it may have been evicted)"));
     let Some(store) = state.cache.store() else { return Err(unknown()) };
-    let database = |e: sqlx::Error| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"));
+    let database = |e: sqlx::Error| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
+    };
     let meta = store.metadata(key).await.map_err(database)?.ok_or_else(unknown)?;
     let Some(info) = meta.artifacts.iter().find(|a| a.kind == kind) else {
         return Err(missing_kind(meta.artifacts.iter().map(|a| a.kind.name()).collect()));

@@ -1,10 +1,10 @@
 //! `GET` and `DELETE /v1/compilations/{key}`.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 
 use crate::api::compile::CompileResponse;
 use crate::auth::Admin;

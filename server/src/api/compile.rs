@@ -211,7 +211,8 @@ pub async fn compile(
     query: Result<Query<CompileQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(request): ApiJson<CompileRequest>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid(format!("the query string is not valid: {}", e.body_text())))?;
+    let Query(query) =
+        query.map_err(|e| ApiError::invalid(format!("the query string is not valid: {}", e.body_text())))?;
     let prepared = service::prepare(&request)?;
     if query.run_async {
         let job = start_job(&state, prepared, request.bypass_cache);

@@ -40,7 +40,8 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
     responses((status = 200, body = Health), (status = 503, description = "The database does not answer", body = Health))
 )]
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let mut health = Health { status: "ready".into(), mode: mode(&state), compiler: crate::key::compiler_id(), error: None };
+    let mut health =
+        Health { status: "ready".into(), mode: mode(&state), compiler: crate::key::compiler_id(), error: None };
     if let Some(store) = state.cache.store() {
         if let Err(e) = store.ping().await {
             health.status = "not_ready".into();

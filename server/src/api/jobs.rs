@@ -15,7 +15,10 @@ use crate::jobs::{Job, JobEvent, JobView};
 use crate::state::AppState;
 
 fn job(state: &AppState, id: &str) -> Result<Arc<Job>, ApiError> {
-    state.jobs.get(id).ok_or_else(|| ApiError::not_found(format!("there is no job `{id}` (finished jobs are kept for an hour)")))
+    state
+        .jobs
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("there is no job `{id}` (finished jobs are kept for an hour)")))
 }
 
 /// A job: its status, progress events, and the result once done.
@@ -55,11 +58,7 @@ pub async fn events(
     let follow = Follow { job, backlog: history.into(), receiver, next_seq: 0, finished: false };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         let event = f.next().await?;
-        let sse = Event::default()
-            .event(serde_json::to_value(event.status).ok()?.as_str().unwrap_or("event").to_string())
-            .id(event.seq.to_string())
-            .json_data(&event)
-            .ok()?;
+        let sse = Event::default().event(event.status.name()).id(event.seq.to_string()).json_data(&event).ok()?;
         Some((Ok(sse), f))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

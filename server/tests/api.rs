@@ -1,0 +1,473 @@
+//! The compile API against the router in-process, with real Postgres where the
+//! database tier is involved (each test gets a database of its own).
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use common::*;
+use serde_json::{Value, json};
+use withloop_server::{AppState, Config, app};
+
+fn request(emit: &[&str]) -> Value {
+    json!({ "source": NEG, "file_name": "neg.sac", "emit": emit })
+}
+
+fn compiles(state: &AppState) -> u64 {
+    state.metrics.compiles()
+}
+
+#[tokio::test]
+async fn miss_then_memory_then_database_after_a_restart_with_identical_bytes() {
+    let db = TestDb::new().await;
+    let first = with_database(&db).await;
+    let router = app(first.clone());
+    let body = request(&["shared", "header", "report"]);
+
+    let miss = post(&router, "/v1/compile", body.clone()).await;
+    assert_eq!(miss.status, StatusCode::OK, "{}", miss.text());
+    let miss = miss.json();
+    assert_eq!(miss["cache"], "miss");
+    let key = miss["key"].as_str().unwrap().to_string();
+    assert_eq!(key.len(), 64);
+    let shared_url = miss["artifacts"]["shared"]["url"].as_str().unwrap().to_string();
+    let shared = get(&router, &shared_url).await;
+    assert_eq!(shared.status, StatusCode::OK);
+    assert_eq!(&shared.body[..4], b"\x7fELF", "a shared library");
+
+    let hit = post(&router, "/v1/compile", body.clone()).await.json();
+    assert_eq!(hit["cache"], "memory");
+    assert_eq!(hit["key"], key.as_str());
+    assert_eq!(compiles(&first), 1);
+
+    // A new server over the same database: nothing in memory.
+    let restarted = with_database(&db).await;
+    let router2 = app(restarted.clone());
+    let from_db = post(&router2, "/v1/compile", body.clone()).await.json();
+    assert_eq!(from_db["cache"], "database", "{from_db}");
+    assert_eq!(from_db["variants"], miss["variants"]);
+    assert_eq!(compiles(&restarted), 0);
+    let again = get(&router2, &shared_url).await;
+    assert_eq!(again.body, shared.body, "identical bytes from the database tier");
+    // Backfilled into memory.
+    assert_eq!(post(&router2, "/v1/compile", body).await.json()["cache"], "memory");
+}
+
+#[tokio::test]
+async fn fifty_concurrent_identical_requests_compile_once() {
+    let state = embedded();
+    let router = app(state.clone());
+    let body = request(&["object", "report"]);
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (router, body) = (router.clone(), body.clone());
+        tasks.push(tokio::spawn(async move { post(&router, "/v1/compile", body).await }));
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    let mut hashes = std::collections::BTreeSet::new();
+    for t in tasks {
+        let reply = t.await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        let v = reply.json();
+        keys.insert(v["key"].as_str().unwrap().to_string());
+        hashes.insert(v["artifacts"]["object"]["content_hash"].as_str().unwrap().to_string());
+    }
+    assert_eq!(keys.len(), 1);
+    assert_eq!(hashes.len(), 1);
+    assert_eq!(compiles(&state), 1, "one compile for fifty identical requests");
+}
+
+#[tokio::test]
+async fn a_corrupt_stored_artifact_is_detected_and_recompiled() {
+    let db = TestDb::new().await;
+    let state = with_database(&db).await;
+    let router = app(state.clone());
+    let body = request(&["header", "report"]);
+    let first = post(&router, "/v1/compile", body.clone()).await.json();
+    let header_url = first["artifacts"]["header"]["url"].as_str().unwrap().to_string();
+    let original = get(&router, &header_url).await.body;
+
+    let store = state.cache.store().unwrap();
+    sqlx::query("UPDATE artifacts SET bytes = 'garbage'::bytea WHERE kind = 'header'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+
+    // A fresh memory tier must go to the database and find the damage.
+    let restarted = with_database(&db).await;
+    let router2 = app(restarted.clone());
+    let not_served = get(&router2, &header_url).await;
+    assert_eq!(not_served.status, StatusCode::NOT_FOUND, "{}", not_served.text());
+    assert!(not_served.text().contains("failed verification"), "{}", not_served.text());
+    let again = post(&router2, "/v1/compile", body).await.json();
+    assert_eq!(again["cache"], "miss", "a corrupt entry is a miss");
+    assert_eq!(compiles(&restarted), 1);
+    assert_eq!(get(&router2, &header_url).await.body, original);
+    let metrics = get(&router2, "/metrics").await.text();
+    assert!(metrics.contains("withloop_cache_corrupt_total 2"), "{metrics}");
+    // The row was rewritten: a third server reads it from the database.
+    let third = app(with_database(&db).await);
+    assert_eq!(get(&third, &header_url).await.body, original);
+}
+
+#[tokio::test]
+async fn compile_errors_are_422_with_structured_and_rendered_diagnostics() {
+    let router = app(embedded());
+    let source = "int main()\n{\n    x = [1, 2, 3] + [1, 2];\n    return y;\n}\n";
+    let reply = post(&router, "/v1/compile", json!({ "source": source, "file_name": "bad.sac" })).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let v = reply.json();
+    assert_eq!(v["error"]["code"], "compile_error");
+    let diagnostics = v["error"]["diagnostics"].as_array().unwrap();
+    let unknown = diagnostics.iter().find(|d| d["code"] == "E0200").expect("the unknown variable is reported");
+    assert_eq!(unknown["at"]["file"], "bad.sac");
+    assert_eq!(unknown["at"]["line"], 4);
+    assert_eq!(unknown["at"]["column"], 12);
+    assert_eq!(unknown["class"], "user");
+    let rendered = v["error"]["rendered"].as_str().unwrap();
+    assert!(rendered.contains("bad.sac:4:12"), "{rendered}");
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let config = Config { max_body_kb: 1, ..Config::embedded() };
+    let router = app(AppState::new(config, None).unwrap());
+    let source = format!("int main() {{ return 0; }}\n// {}\n", "x".repeat(4096));
+    let reply = post(&router, "/v1/compile", json!({ "source": source })).await;
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(reply.json()["error"]["code"], "payload_too_large");
+}
+
+#[tokio::test]
+async fn unknown_routes_methods_fields_and_passes_are_clear_4xx() {
+    let router = app(embedded());
+    let r = get(&router, "/v1/nothing").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.json()["error"]["code"], "not_found");
+    let r = send(&router, Method::PUT, "/v1/compile", None, &[]).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.json()["error"]["code"], "method_not_allowed");
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "colour": "blue" })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("unknown field `colour`"), "{}", r.text());
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "disable": ["wlf", "warp"] } })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text().contains("no pass `warp`"), "{}", r.text());
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "emit": ["pdf"] })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "opt_level": 7 } })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "target": "no-such-triple" } })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    let r = send(&router, Method::POST, "/v1/compile", None, &[("content-type", "application/json")]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = get(&router, "/v1/compilations/abc").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = get(&router, &format!("/v1/artifacts/{}/object", "0".repeat(64))).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.text().contains("no compilation"), "{}", r.text());
+}
+
+#[tokio::test]
+async fn shape_hints_specialise_and_bad_hints_are_located() {
+    let router = app(embedded());
+    let body = json!({ "source": NEG, "shapes": { "neg": { "a": "int[ 1000 ]" } }, "emit": ["header"] });
+    let v = post(&router, "/v1/compile", body).await.json();
+    assert_eq!(v["components"]["shapes"], json!(["neg.a=int[1000]"]));
+    let hinted = v["variants"].as_array().unwrap().iter().find(|x| x["reason"] == "hint").expect("a hinted variant");
+    assert_eq!(hinted["signature"], "(int[1000]) -> int[1000]");
+    assert_eq!(hinted["specialised"], true);
+    let header = get(&router, v["artifacts"]["header"]["url"].as_str().unwrap()).await.text();
+    assert!(header.contains(hinted["c_symbol"].as_str().unwrap()), "{header}");
+
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "shapes": { "neg": { "a": "int[3" } } })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    let d = &r.json()["error"]["diagnostics"][0];
+    assert!(d["at"]["file"].as_str().unwrap().contains("neg.a=int[3"), "{d}");
+
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "shapes": { "neg": { "b": "int[3]" } } })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    assert_eq!(r.json()["error"]["diagnostics"][0]["code"], "E0304");
+}
+
+#[tokio::test]
+async fn keys_follow_the_inputs_and_ignore_invisible_differences() {
+    let router = app(embedded());
+    let key = |v: Value| v["key"].as_str().unwrap().to_string();
+    let base = key(post(&router, "/v1/compile", request(&["report"])).await.json());
+    let crlf = NEG.replace('\n', "  \r\n");
+    let same =
+        post(&router, "/v1/compile", json!({ "source": crlf, "file_name": "neg.sac", "emit": ["report"] })).await;
+    assert_eq!(same.json()["cache"], "memory");
+    assert_eq!(key(same.json()), base);
+    let other = post(
+        &router,
+        "/v1/compile",
+        json!({ "source": NEG, "file_name": "neg.sac", "emit": ["report"], "options": { "opt_level": 1 } }),
+    )
+    .await
+    .json();
+    assert_ne!(key(other.clone()), base);
+    let mine = get(&router, &format!("/v1/compilations/{base}")).await.json();
+    let differs: Vec<&str> = ["opt_level"]
+        .into_iter()
+        .filter(|o| mine["components"]["options"][o] != other["components"]["options"][o])
+        .collect();
+    assert_eq!(differs, vec!["opt_level"], "the components say why the second request missed");
+}
+
+#[tokio::test]
+async fn artifacts_have_content_types_etags_and_revalidate() {
+    let router = app(embedded());
+    let v = post(&router, "/v1/compile", request(&["object", "asm", "llvm_ir", "ir", "report"])).await.json();
+    for (kind, ty, starts) in
+        [("object", "application/x-object", &b"\x7fELF"[..]), ("report", "application/json", &b"{"[..])]
+    {
+        let r = get(&router, v["artifacts"][kind]["url"].as_str().unwrap()).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.header("content-type").as_deref(), Some(ty));
+        assert!(r.body.starts_with(starts), "{kind}");
+        let etag = r.header("etag").unwrap();
+        assert_eq!(etag, format!("\"{}\"", v["artifacts"][kind]["content_hash"].as_str().unwrap()));
+        assert!(r.header("cache-control").unwrap().contains("immutable"));
+        let url = v["artifacts"][kind]["url"].as_str().unwrap();
+        let again = send(&router, Method::GET, url, None, &[("if-none-match", &etag)]).await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    }
+    let asm = get(&router, v["artifacts"]["asm"]["url"].as_str().unwrap()).await.text();
+    assert!(asm.contains("wl_neg"), "assembly names the exported symbol");
+    let ll = get(&router, v["artifacts"]["llvm_ir"]["url"].as_str().unwrap()).await.text();
+    assert!(ll.contains("define"), "LLVM IR");
+    let key = v["key"].as_str().unwrap();
+    let r = get(&router, &format!("/v1/artifacts/{key}/shared")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.text().contains("it emitted"), "{}", r.text());
+}
+
+#[tokio::test]
+async fn compilations_show_metadata_and_purge_from_both_tiers() {
+    let db = TestDb::new().await;
+    let router = app(with_database(&db).await);
+    let v = post(&router, "/v1/compile", request(&["report"])).await.json();
+    let key = v["key"].as_str().unwrap();
+    let meta = get(&router, &format!("/v1/compilations/{key}")).await.json();
+    assert_eq!(meta["components"]["file_name"], "neg.sac");
+    assert_eq!(meta["components"]["format"], 1);
+    assert!(meta["components"]["compiler"].as_str().unwrap().starts_with("withloop "));
+    assert_eq!(meta["report"]["schema"], "withloop.optimisation-report/1");
+    let purge = send(&router, Method::DELETE, &format!("/v1/compilations/{key}"), None, &[]).await;
+    assert_eq!(purge.status, StatusCode::NO_CONTENT);
+    assert_eq!(get(&router, &format!("/v1/compilations/{key}")).await.status, StatusCode::NOT_FOUND);
+    let fresh = app(with_database(&db).await);
+    assert_eq!(get(&fresh, &format!("/v1/compilations/{key}")).await.status, StatusCode::NOT_FOUND);
+    let again = send(&router, Method::DELETE, &format!("/v1/compilations/{key}"), None, &[]).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn async_compiles_are_jobs_with_progress_events() {
+    let router = app(embedded());
+    let accepted = post(&router, "/v1/compile?async=true", request(&["object", "report"])).await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text());
+    let accepted = accepted.json();
+    let job_url = accepted["job_url"].as_str().unwrap().to_string();
+    let mut view = Value::Null;
+    for _ in 0..600 {
+        view = get(&router, &job_url).await.json();
+        if view["status"] == "done" || view["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(view["result"]["key"], accepted["key"]);
+    let phases: Vec<&str> = view["events"].as_array().unwrap().iter().filter_map(|e| e["phase"].as_str()).collect();
+    assert_eq!(phases, vec!["frontend", "optimise", "codegen:object"]);
+    // The event stream replays the history and ends after `done`.
+    let events = get(&router, accepted["events_url"].as_str().unwrap()).await;
+    assert_eq!(events.header("content-type").as_deref(), Some("text/event-stream"));
+    let text = events.text();
+    let names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(names, vec!["queued", "running", "running", "running", "done"], "{text}");
+    assert_eq!(get(&router, "/v1/jobs/nope").await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_failing_async_compile_fails_its_job() {
+    let router = app(embedded());
+    let accepted =
+        post(&router, "/v1/compile?async=true", json!({ "source": "int main() { return x; }" })).await.json();
+    let job_url = accepted["job_url"].as_str().unwrap().to_string();
+    let mut view = Value::Null;
+    for _ in 0..600 {
+        view = get(&router, &job_url).await.json();
+        if view["status"] == "failed" || view["status"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(view["status"], "failed");
+    assert_eq!(view["error"]["code"], "compile_error");
+    assert_eq!(view["error"]["diagnostics"][0]["code"], "E0200");
+}
+
+#[tokio::test]
+async fn progressive_lookup_serves_the_generic_build_while_the_specialised_one_compiles() {
+    let state = embedded();
+    let router = app(state.clone());
+    let generic = post(&router, "/v1/compile", request(&["report"])).await.json();
+    let mut hinted = request(&["report"]);
+    hinted["shapes"] = json!({ "neg": { "a": "int[1000]" } });
+    hinted["progressive"] = json!(true);
+    let fallback = post(&router, "/v1/compile", hinted.clone()).await.json();
+    assert_eq!(fallback["key"], generic["key"], "the generic build, at once");
+    let pending = &fallback["generic_fallback"];
+    let requested = pending["requested_key"].as_str().unwrap().to_string();
+    assert_ne!(requested, generic["key"].as_str().unwrap());
+    let job_url = pending["job_url"].as_str().unwrap();
+    for _ in 0..600 {
+        if get(&router, job_url).await.json()["status"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let exact = post(&router, "/v1/compile", hinted).await.json();
+    assert_eq!(exact["key"], requested.as_str());
+    assert_eq!(exact["cache"], "memory");
+    assert!(exact.get("generic_fallback").is_none());
+    assert!(exact["variants"].as_array().unwrap().iter().any(|v| v["signature"] == "(int[1000]) -> int[1000]"));
+}
+
+#[tokio::test]
+async fn entries_select_exports_and_unknown_entries_are_reported() {
+    let router = app(embedded());
+    let v = post(&router, "/v1/compile", json!({ "source": NEG, "entry": ["neg"], "emit": ["header"] })).await.json();
+    let header = get(&router, v["artifacts"]["header"]["url"].as_str().unwrap()).await.text();
+    assert!(header.contains("wl_neg"), "{header}");
+    assert!(!header.contains("wl_main"), "{header}");
+    let r = post(&router, "/v1/compile", json!({ "source": NEG, "entry": ["negate"] })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let d = &r.json()["error"]["diagnostics"][0];
+    assert_eq!(d["code"], "E0201");
+    assert!(d["notes"][0].as_str().unwrap().contains("main, neg"), "{d}");
+}
+
+#[tokio::test]
+async fn includes_come_from_the_request_and_l0_is_a_limitation() {
+    let router = app(embedded());
+    let source = "#include \"lib.h\"\nint main() { return TWICE(21); }\n";
+    let r = post(
+        &router,
+        "/v1/compile",
+        json!({ "source": source, "includes": { "lib.h": "#define TWICE(x) ((x) * 2)\n" } }),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let r = post(&router, "/v1/compile", json!({ "source": source })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json()["error"]["diagnostics"][0]["code"], "E0012");
+    let r = post(&router, "/v1/compile", json!({ "source": "fun main () = 1", "language": "l0" })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json()["error"]["code"], "compiler_limitation");
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let router = app(embedded());
+    let h = get(&router, "/healthz").await.json();
+    assert_eq!(h["status"], "ok");
+    assert_eq!(h["mode"], "embedded");
+    assert_eq!(get(&router, "/readyz").await.status, StatusCode::OK);
+    post(&router, "/v1/compile", request(&["report"])).await;
+    post(&router, "/v1/compile", request(&["report"])).await;
+    let m = get(&router, "/metrics").await;
+    assert!(m.header("content-type").unwrap().starts_with("text/plain"));
+    let text = m.text();
+    for line in [
+        "withloop_cache_lookups_total{result=\"memory\"} 1",
+        "withloop_cache_lookups_total{result=\"miss\"} 1",
+        "withloop_compiles_total{outcome=\"ok\"} 1",
+        "withloop_http_requests_total{method=\"POST\",route=\"/v1/compile\",status=\"200\"} 2",
+        "withloop_compile_duration_seconds_count 1",
+        "withloop_queue_depth 0",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in\n{text}");
+    }
+    let docs = get(&router, "/docs").await;
+    assert!(docs.text().contains("/openapi.json"));
+    assert!(get(&router, "/openapi.json").await.json()["paths"]["/v1/compile"].is_object());
+
+    let db = TestDb::new().await;
+    let with_db = app(with_database(&db).await);
+    let ready = get(&with_db, "/readyz").await.json();
+    assert_eq!(ready["mode"], "database");
+    assert_eq!(ready["status"], "ready");
+}
+
+#[tokio::test]
+async fn tokens_are_required_when_configured_and_rate_limited_per_team() {
+    let config = Config {
+        tokens: "alpha:secret-a,beta:secret-b".into(),
+        admin_token: Some("root".into()),
+        rate_limit_per_minute: 3,
+        ..Config::embedded()
+    };
+    let router = app(AppState::new(config, None).unwrap());
+    let body = request(&["report"]);
+    let r = send(&router, Method::POST, "/v1/compile", Some(body.clone()), &[]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.json()["error"]["code"], "unauthorized");
+    let r = send(&router, Method::POST, "/v1/compile", Some(body.clone()), &[("authorization", "Bearer nope")]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let alpha = [("authorization", "Bearer secret-a")];
+    for _ in 0..3 {
+        let r = send(&router, Method::POST, "/v1/compile", Some(body.clone()), &alpha).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    let limited = send(&router, Method::POST, "/v1/compile", Some(body.clone()), &alpha).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(limited.header("retry-after").is_some());
+    let beta = [("authorization", "Bearer secret-b")];
+    let r = send(&router, Method::POST, "/v1/compile", Some(body), &beta).await;
+    assert_eq!(r.status, StatusCode::OK, "teams have budgets of their own");
+    let key = r.json()["key"].as_str().unwrap().to_string();
+    let r = send(&router, Method::DELETE, &format!("/v1/compilations/{key}"), None, &beta).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r =
+        send(&router, Method::DELETE, &format!("/v1/compilations/{key}"), None, &[("authorization", "Bearer root")])
+            .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(get(&router, "/healthz").await.status, StatusCode::OK, "operations need no token");
+}
+
+#[tokio::test]
+async fn the_database_tier_evicts_least_recently_used_compilations_beyond_its_cap() {
+    let db = TestDb::new().await;
+    // 1 MiB: a few report-only compilations fit, a shared library (megabytes) does not.
+    let config = Config { db_cache_mb: 1, ..Config::embedded() };
+    let state = with_database_config(&db, config).await;
+    let router = app(state.clone());
+    let small = post(&router, "/v1/compile", request(&["report"])).await.json();
+    let big = post(&router, "/v1/compile", request(&["shared"])).await.json();
+    let store = state.cache.store().unwrap();
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT key FROM compilations").fetch_all(store.pool()).await.unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert!(keys.contains(&small["key"].as_str().unwrap()), "{keys:?}");
+    assert!(!keys.contains(&big["key"].as_str().unwrap()), "the oversized entry went: {keys:?}");
+}
+
+#[test]
+fn the_committed_openapi_document_matches_the_code() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../openapi/openapi.json");
+    let current = withloop_server::api::openapi_json();
+    if std::env::var_os("WITHLOOP_BLESS").is_some() {
+        std::fs::write(&path, &current).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == current,
+        "openapi/openapi.json differs from the API in the code; regenerate it with \
+         `cargo run -p withloop-server -- --print-openapi > openapi/openapi.json` (or WITHLOOP_BLESS=1 cargo test)"
+    );
+}

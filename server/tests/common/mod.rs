@@ -1,0 +1,139 @@
+//! Shared by the server's tests: a private Postgres database per test, and
+//! requests against the router.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sqlx::Connection;
+use tower::ServiceExt;
+use withloop_server::{AppState, Config};
+
+/// The server used to create test databases: `WITHLOOP_TEST_DATABASE_URL`, else
+/// the local Postgres with trust authentication.
+pub fn admin_url() -> String {
+    std::env::var("WITHLOOP_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A database of its own for one test, dropped (with its connections) when
+/// the value goes.
+#[derive(Debug)]
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let name = format!("withloop_test_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let admin = admin_url();
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("the tests need Postgres at {admin} (WITHLOOP_TEST_DATABASE_URL): {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create the test database");
+        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b).to_string();
+        TestDb { url: format!("{base}/{name}"), name }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            rt.block_on(async {
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
+                    let _ =
+                        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// An embedded server's state (no database).
+pub fn embedded() -> AppState {
+    AppState::new(Config::embedded(), None).expect("embedded state")
+}
+
+/// A server's state over `db` (a fresh memory tier each call: a "restart").
+pub async fn with_database(db: &TestDb) -> AppState {
+    with_database_config(db, Config::embedded()).await
+}
+
+pub async fn with_database_config(db: &TestDb, mut config: Config) -> AppState {
+    config.database_url = Some(db.url.clone());
+    AppState::connect(config).await.expect("connect to the test database")
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+    }
+}
+
+/// Sends one request to the router.
+pub async fn send(app: &Router, method: Method, uri: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Reply {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = match body {
+        Some(b) => req.header("content-type", "application/json").body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .expect("request");
+    let response = app.clone().oneshot(req).await.expect("the router answers");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.expect("body").to_bytes().to_vec();
+    Reply { status, headers, body }
+}
+
+pub async fn post(app: &Router, uri: &str, body: Value) -> Reply {
+    send(app, Method::POST, uri, Some(body), &[]).await
+}
+
+pub async fn get(app: &Router, uri: &str) -> Reply {
+    send(app, Method::GET, uri, None, &[]).await
+}
+
+/// A small program with a generic function, for most tests.
+pub const NEG: &str = "\
+use Array: all;
+
+int[.] neg(int[.] a)
+{
+    return with { (. <= iv <= .): -a[iv]; } : modarray(a);
+}
+
+int main()
+{
+    return sum(neg([1, 2, 3]));
+}
+";
