@@ -12,23 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use withloop_worker::build::DiagnosticData;
-
-/// What went wrong.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    /// Stable machine-readable code: `compile_error`, `compiler_limitation`,
-    /// `compiler_bug`, `invalid_request`, `payload_too_large`, `not_found`,
-    /// `method_not_allowed`, `unauthorized`, `forbidden`, `rate_limited`,
-    /// `timeout`, `unavailable`, `internal`.
-    pub code: String,
-    pub message: String,
-    /// Structured diagnostics (compile failures).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diagnostics: Option<Vec<DiagnosticData>>,
-    /// The diagnostics rendered as the command line prints them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rendered: Option<String>,
-}
+pub use withloop_worker::failure::ErrorBody;
+use withloop_worker::failure::{Failure, FailureKind};
 
 /// The error envelope.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
@@ -70,6 +55,18 @@ impl ApiError {
         self.body.rendered = Some(diagnostics.iter().map(|d| d.rendered.as_str()).collect());
         self.body.diagnostics = Some(diagnostics);
         self
+    }
+}
+
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> ApiError {
+        let status = match f.kind {
+            FailureKind::Invalid => StatusCode::BAD_REQUEST,
+            FailureKind::User | FailureKind::Limitation => StatusCode::UNPROCESSABLE_ENTITY,
+            FailureKind::Bug => StatusCode::INTERNAL_SERVER_ERROR,
+            FailureKind::Transient => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError { status, body: f.body, retry_after: None }
     }
 }
 

@@ -1,30 +1,27 @@
 //! What every handler shares.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
+use withloop_worker::cache::{Cache, MemoryLimits};
+use withloop_worker::compiler::Compiler;
+use withloop_worker::metrics::Metrics;
+use withloop_worker::store::Store;
 
 use crate::auth::RateLimiter;
-use crate::cache::{Cache, MemoryLimits};
 use crate::config::Config;
 use crate::jobs::Jobs;
-use crate::metrics::Metrics;
-use crate::service::Flight;
-use crate::store::Store;
 
 /// The server's state; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub config: Arc<Config>,
+    /// Compiling through the cache (owns `cache` and `metrics` too).
+    pub compiler: Compiler,
     pub cache: Cache,
     pub metrics: Arc<Metrics>,
     pub jobs: Arc<Jobs>,
-    /// One permit per compilation allowed to run at once.
-    pub compile_slots: Arc<Semaphore>,
-    /// Compilations running now, by key (single flight).
-    pub(crate) inflight: Arc<Mutex<HashMap<String, Flight>>>,
     /// Token → team.
     pub tokens: Arc<HashMap<String, String>>,
     pub limiter: Arc<RateLimiter>,
@@ -39,12 +36,13 @@ impl AppState {
             max_bytes: config.memory_cache_mb.saturating_mul(1 << 20),
             time_to_live: std::time::Duration::from_secs(config.memory_cache_ttl_secs.max(1)),
         };
+        let cache = Cache::new(limits, store);
+        let metrics = Arc::new(Metrics::default());
         Ok(AppState {
-            cache: Cache::new(limits, store),
-            metrics: Arc::new(Metrics::default()),
+            compiler: Compiler::new(cache.clone(), metrics.clone(), config.max_compiles()),
+            cache,
+            metrics,
             jobs: Arc::new(Jobs::default()),
-            compile_slots: Arc::new(Semaphore::new(config.max_compiles())),
-            inflight: Arc::new(Mutex::new(HashMap::new())),
             tokens: Arc::new(tokens),
             limiter: Arc::new(RateLimiter::new(config.rate_limit_per_minute)),
             started: Instant::now(),

@@ -1,8 +1,21 @@
-//! withloop's workers. Today: [`build`], one compile job from source text (plus
-//! in-memory include files, hints and options) to the artifacts the service
-//! caches. It is synchronous and does no IO but the system linker's temporary
-//! files; callers run it on a blocking thread.
+//! withloop's workers: everything that turns a compile request into cached
+//! artifacts, shared by the server (which runs it in-process) and the
+//! `withloop-worker` processes that serve the Postgres job queue.
+//!
+//! * [`build`] — one compile, source text in memory → artifacts (synchronous).
+//! * [`request`] — the compile request, its validation and cache key ([`key`]).
+//! * [`cache`] (moka) and [`store`] (Postgres) — the two cache tiers.
+//! * [`compiler`] — compiling through the cache: single flight per key,
+//!   compile threads bounded by a semaphore.
+//! * [`failure`] — the error form the API and jobs share; [`metrics`].
 
 pub mod build;
+pub mod cache;
+pub mod compiler;
+pub mod failure;
+pub mod key;
+pub mod metrics;
+pub mod request;
+pub mod store;
 
 pub use build::{ArtifactKind, BuildError, BuildOutput, BuildRequest, Language, Phase, build};

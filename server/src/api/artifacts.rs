@@ -10,9 +10,9 @@ use bytes::Bytes;
 use withloop_worker::ArtifactKind;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::key::is_key;
 use crate::state::AppState;
-use crate::store::Invalid;
+use withloop_worker::key::is_key;
+use withloop_worker::store::Invalid;
 
 /// Fetch one artifact of a compilation. Artifacts never change (the key says
 /// what they are), so they are served with an ETag (the BLAKE3 of the bytes)
@@ -102,7 +102,7 @@ async fn find(state: &AppState, key: &str, kind: ArtifactKind) -> Result<(String
         return Err(missing_kind(meta.artifacts.iter().map(|a| a.kind.name()).collect()));
     };
     match store.artifact(key, kind).await.map_err(database)? {
-        Some(Ok(bytes)) if crate::key::content_hash(&bytes) == info.content_hash => {
+        Some(Ok(bytes)) if withloop_worker::key::content_hash(&bytes) == info.content_hash => {
             Ok((info.content_hash.clone(), stem(&meta.components.file_name), bytes))
         }
         Some(Err(Invalid::Corrupt(why))) => {

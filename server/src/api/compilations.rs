@@ -6,12 +6,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::compile::CompileResponse;
 use crate::auth::Admin;
-use crate::cache::CacheOutcome;
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::key::is_key;
 use crate::state::AppState;
+use withloop_worker::cache::CacheOutcome;
+use withloop_worker::key::is_key;
+use withloop_worker::request::CompileResponse;
 
 /// A compilation's metadata, report and key components (compare two
 /// compilations' `components` to see why one missed). `cache` says which
@@ -38,7 +38,7 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>) -> Resu
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
         })?;
         if let Some(meta) = meta {
-            let compiled = crate::cache::Compiled { meta, bytes: Default::default() };
+            let compiled = withloop_worker::cache::Compiled { meta, bytes: Default::default() };
             return Ok(Json(CompileResponse::of(&compiled, CacheOutcome::Database)));
         }
     }

@@ -29,7 +29,7 @@ fn mode(state: &AppState) -> String {
 /// The process is up.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
-    Json(Health { status: "ok".into(), mode: mode(&state), compiler: crate::key::compiler_id(), error: None })
+    Json(Health { status: "ok".into(), mode: mode(&state), compiler: withloop_worker::key::compiler_id(), error: None })
 }
 
 /// The server can serve: its database answers, or it runs embedded.
@@ -40,8 +40,12 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
     responses((status = 200, body = Health), (status = 503, description = "The database does not answer", body = Health))
 )]
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let mut health =
-        Health { status: "ready".into(), mode: mode(&state), compiler: crate::key::compiler_id(), error: None };
+    let mut health = Health {
+        status: "ready".into(),
+        mode: mode(&state),
+        compiler: withloop_worker::key::compiler_id(),
+        error: None,
+    };
     if let Some(store) = state.cache.store() {
         if let Err(e) = store.ping().await {
             health.status = "not_ready".into();

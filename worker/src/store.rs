@@ -14,11 +14,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::ArtifactKind;
 use bytes::Bytes;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::types::Json;
 use sqlx::{Executor, Row};
-use withloop_worker::ArtifactKind;
 
 use crate::cache::{CompilationMeta, Compiled};
 use crate::key::content_hash;

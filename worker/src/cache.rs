@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::ArtifactKind;
+use crate::build::{DiagnosticData, PhaseTime, VariantData};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use withloop_worker::ArtifactKind;
-use withloop_worker::build::{DiagnosticData, PhaseTime, VariantData};
 
 use crate::key::KeyComponents;
 use crate::metrics::{Lookup, Metrics};

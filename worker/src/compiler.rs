@@ -1,0 +1,214 @@
+//! Compiling through the cache: request → key → memory → (single flight:
+//! database → compile on a compile thread → both tiers).
+//!
+//! Identical requests that arrive while one is compiling join that compile
+//! (single flight): the compile runs in its own task, so it finishes and is
+//! cached even when every request waiting for it has gone away.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use compiler_core::diagnostics::ErrorClass;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use tokio::sync::Semaphore;
+
+use crate::build::{BuildError, BuildOutput, BuildRequest};
+use crate::cache::{ArtifactInfo, Cache, CacheOutcome, CompilationMeta, Compiled};
+use crate::failure::{Failure, FailureKind};
+use crate::key::content_hash;
+use crate::metrics::{Lookup, Metrics};
+use crate::request::Prepared;
+
+/// A compile everyone asking for the same key waits on.
+type Flight = Shared<BoxFuture<'static, Result<(Arc<Compiled>, CacheOutcome), Failure>>>;
+
+/// Hears each compile phase as it starts (`frontend`, `optimise`, …).
+pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
+
+/// The cache, the compile slots and the compiles in flight; cheap to clone.
+#[derive(Clone)]
+pub struct Compiler {
+    pub cache: Cache,
+    pub metrics: Arc<Metrics>,
+    /// One permit per compilation allowed to run at once.
+    slots: Arc<Semaphore>,
+    /// Compilations running now, by key (single flight).
+    inflight: Arc<Mutex<HashMap<String, Flight>>>,
+}
+
+impl std::fmt::Debug for Compiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiler").field("cache", &self.cache).field("slots", &self.slots).finish_non_exhaustive()
+    }
+}
+
+impl Compiler {
+    /// A compiler over `cache` running at most `max_compiles` compilations at once.
+    pub fn new(cache: Cache, metrics: Arc<Metrics>, max_compiles: usize) -> Compiler {
+        Compiler {
+            cache,
+            metrics,
+            slots: Arc::new(Semaphore::new(max_compiles.max(1))),
+            inflight: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The compilation for `prepared`: from memory, or through the single flight
+    /// (database, then a compile). `bypass`: compile even if cached (the result
+    /// replaces the cached one).
+    pub async fn compile_cached(
+        &self,
+        prepared: Prepared,
+        bypass: bool,
+        progress: Option<Progress>,
+    ) -> Result<(Arc<Compiled>, CacheOutcome), Failure> {
+        if !bypass {
+            if let Some(c) = self.cache.in_memory(&prepared.key).await {
+                self.metrics.lookup(Lookup::Memory);
+                return Ok((c, CacheOutcome::Memory));
+            }
+        }
+        let flight = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            match inflight.get(&prepared.key) {
+                Some(f) => {
+                    self.metrics.coalesced_requests.fetch_add(1, Ordering::Relaxed);
+                    f.clone()
+                }
+                None => {
+                    let key = prepared.key.clone();
+                    let task = tokio::spawn(self.clone().fly(prepared, bypass, progress));
+                    let flight: Flight = async move {
+                        task.await.unwrap_or_else(|e| Err(Failure::transient(format!("the compile task failed: {e}"))))
+                    }
+                    .boxed()
+                    .shared();
+                    inflight.insert(key, flight.clone());
+                    flight
+                }
+            }
+        };
+        flight.await
+    }
+
+    /// The single flight's work; removes itself from the in-flight map when done.
+    async fn fly(
+        self,
+        prepared: Prepared,
+        bypass: bool,
+        progress: Option<Progress>,
+    ) -> Result<(Arc<Compiled>, CacheOutcome), Failure> {
+        let key = prepared.key.clone();
+        let result = self.lookup_or_compile(prepared, bypass, progress).await;
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        result
+    }
+
+    async fn lookup_or_compile(
+        &self,
+        prepared: Prepared,
+        bypass: bool,
+        progress: Option<Progress>,
+    ) -> Result<(Arc<Compiled>, CacheOutcome), Failure> {
+        if bypass {
+            self.metrics.lookup(Lookup::Miss);
+        } else {
+            match self.cache.lookup(&prepared.key, &self.metrics).await {
+                Ok(Some(hit)) => return Ok(hit),
+                Ok(None) => {}
+                // The cache is a cache: a database that fails is logged and
+                // compiled around.
+                Err(e) => tracing::warn!(key = %prepared.key, error = %e, "cache lookup failed; compiling"),
+            }
+        }
+        self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+        let permit = self.slots.clone().acquire_owned().await;
+        self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        let permit = permit.map_err(|_| Failure::transient("the server is shutting down"))?;
+        self.metrics.compiles_running.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let output = run_build(prepared.build.clone(), progress).await;
+        self.metrics.compiles_running.fetch_sub(1, Ordering::Relaxed);
+        drop(permit);
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.compiled(seconds, output.is_ok());
+        let output = output.map_err(build_error)?;
+        let compiled = Arc::new(compiled(&prepared, output, seconds * 1e3));
+        if let Err(e) = self.cache.insert(compiled.clone()).await {
+            tracing::warn!(key = %prepared.key, error = %e, "storing the compilation in the database failed");
+        }
+        Ok((compiled, CacheOutcome::Miss))
+    }
+}
+
+/// Runs the compiler on a thread of its own (deep recursion in the front end
+/// needs a large stack; a panic becomes a compiler-bug error).
+async fn run_build(build: BuildRequest, progress: Option<Progress>) -> Result<BuildOutput, BuildError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("withloop-compile".into()).stack_size(256 << 20).spawn(move || {
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut report = |phase: crate::Phase| {
+                if let Some(progress) = &progress {
+                    progress(phase.name());
+                }
+            };
+            crate::build(&build, &mut report)
+        }));
+        let result = result.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "no message".to_string());
+            Err(BuildError::bug(format!("the compiler panicked: {what}")))
+        });
+        let _ = tx.send(result);
+    });
+    if let Err(e) = spawned {
+        return Err(BuildError::bug(format!("cannot start a compile thread: {e}")));
+    }
+    rx.await.unwrap_or_else(|_| Err(BuildError::bug("the compile thread ended without a result".into())))
+}
+
+fn build_error(e: BuildError) -> Failure {
+    let (kind, code) = match e.class() {
+        ErrorClass::User => (FailureKind::User, "compile_error"),
+        ErrorClass::Limitation => (FailureKind::Limitation, "compiler_limitation"),
+        ErrorClass::Bug => (FailureKind::Bug, "compiler_bug"),
+    };
+    Failure::new(kind, code, e.to_string()).with_diagnostics(e.diagnostics)
+}
+
+fn compiled(prepared: &Prepared, output: BuildOutput, compile_ms: f64) -> Compiled {
+    let mut bytes = BTreeMap::new();
+    let mut artifacts = Vec::new();
+    for (kind, data) in output.artifacts {
+        artifacts.push(ArtifactInfo {
+            kind,
+            content_hash: content_hash(&data),
+            size: data.len() as u64,
+            content_type: kind.content_type().to_string(),
+        });
+        bytes.insert(kind, Bytes::from(data));
+    }
+    let created_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    Compiled {
+        meta: CompilationMeta {
+            key: prepared.key.clone(),
+            components: prepared.components.clone(),
+            created_unix_ms,
+            compile_ms,
+            phases: output.phases,
+            diagnostics: output.diagnostics,
+            variants: output.variants,
+            report: output.report,
+            artifacts,
+        },
+        bytes,
+    }
+}

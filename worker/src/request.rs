@@ -1,0 +1,298 @@
+//! Compile requests: what clients send (the API's `POST /v1/compile` body and
+//! the compile job's payload), how a request becomes a build with a cache key
+//! ([`prepare`]), and the response a compilation is reported with.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::build::{BuildRequest, DiagnosticData, PhaseTime, VariantData, canonical_hint};
+use crate::cache::{CacheOutcome, Compiled};
+use crate::failure::{Failure, FailureKind};
+use crate::key::{CACHE_FORMAT, KeyComponents, TargetComponents, compiler_id, content_hash, normalise_source};
+use crate::{ArtifactKind, Language};
+
+/// What to compile and how.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompileRequest {
+    /// The program's source text.
+    pub source: String,
+    /// `sac` (default) or `l0`.
+    #[serde(default)]
+    pub language: Language,
+    /// The name diagnostics and reports give the source (default `program.sac`).
+    #[serde(default)]
+    pub file_name: Option<String>,
+    /// Files `#include "name"` may name: name → text.
+    #[serde(default)]
+    pub includes: BTreeMap<String, String>,
+    /// Entry functions to export (default: every function of the program).
+    #[serde(default)]
+    pub entry: Vec<String>,
+    /// Shape hints: function → parameter → SaC type (`"double[1000,1000]"`,
+    /// `"double[.,.]"`, `"int[*]"`). Each makes a specialised variant.
+    #[serde(default)]
+    pub shapes: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default)]
+    pub options: CompileOptions,
+    /// Artifacts to produce (default: `report`).
+    #[serde(default)]
+    pub emit: Vec<ArtifactKind>,
+    /// Compile even if the result is cached (the new result replaces it).
+    #[serde(default)]
+    pub bypass_cache: bool,
+    /// When the exact (shape-specialised) build is not cached but the generic
+    /// one (same request without `shapes`) is, return the generic one at once,
+    /// flagged in `generic_fallback`, and compile the specialised one as a job.
+    #[serde(default)]
+    pub progressive: bool,
+}
+
+/// How to compile.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompileOptions {
+    /// LLVM optimisation level, 0 to 3 (default 3).
+    #[serde(default)]
+    pub opt_level: Option<u8>,
+    /// Optimisation passes to switch off (`wlf`, `ive`, …; see the report's `passes`).
+    #[serde(default)]
+    pub disable: Vec<String>,
+    /// Target triple (default: the server's).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Target CPU (default: the server's own for its triple, else `generic`).
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// Target features, `+avx2,-fma`.
+    #[serde(default)]
+    pub features: Option<String>,
+    /// 1: sequential code; otherwise large with-loops are split over threads
+    /// at run time (default).
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// `-D NAME[=VALUE]` for the C preprocessor.
+    #[serde(default)]
+    pub defines: Vec<String>,
+    /// Specialisations per function (default 20).
+    #[serde(default)]
+    pub max_specialisations: Option<usize>,
+}
+
+/// Where to fetch one artifact.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactLink {
+    /// `/v1/artifacts/{key}/{kind}`.
+    pub url: String,
+    /// BLAKE3 of the bytes (the ETag).
+    pub content_hash: String,
+    pub size: u64,
+    pub content_type: String,
+}
+
+/// Served instead of the specialised build while it compiles (`progressive`).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct GenericFallback {
+    /// The key of the build that was asked for.
+    pub requested_key: String,
+    /// The job compiling it.
+    pub job: String,
+    /// `/v1/jobs/{job}`.
+    pub job_url: String,
+}
+
+/// A compilation.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompileResponse {
+    /// The cache key (see `components`).
+    pub key: String,
+    /// Where the result came from: `miss` (compiled now), `memory`, `database`.
+    pub cache: CacheOutcome,
+    /// Present when this is the generic build served for a specialised request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generic_fallback: Option<GenericFallback>,
+    /// The readable tuple the key hashes.
+    pub components: KeyComponents,
+    /// Warnings and notes.
+    pub diagnostics: Vec<DiagnosticData>,
+    /// Exported functions and specialised variants with their C symbols.
+    pub variants: Vec<VariantData>,
+    /// The optimisation report (schema `withloop.optimisation-report/1`).
+    #[schema(value_type = Object)]
+    pub report: serde_json::Value,
+    /// Artifact kind → where to fetch it.
+    pub artifacts: BTreeMap<String, ArtifactLink>,
+    /// How long the compilation took when it ran.
+    pub compile_ms: f64,
+    pub phases: Vec<PhaseTime>,
+    /// When it was compiled (milliseconds since the Unix epoch).
+    pub created_unix_ms: u64,
+}
+
+impl CompileResponse {
+    pub fn of(compiled: &Compiled, cache: CacheOutcome) -> CompileResponse {
+        let meta = &compiled.meta;
+        CompileResponse {
+            key: meta.key.clone(),
+            cache,
+            generic_fallback: None,
+            components: meta.components.clone(),
+            diagnostics: meta.diagnostics.clone(),
+            variants: meta.variants.clone(),
+            report: meta.report.clone(),
+            artifacts: meta
+                .artifacts
+                .iter()
+                .map(|a| {
+                    (
+                        a.kind.name().to_string(),
+                        ArtifactLink {
+                            url: format!("/v1/artifacts/{}/{}", meta.key, a.kind.name()),
+                            content_hash: a.content_hash.clone(),
+                            size: a.size,
+                            content_type: a.content_type.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            compile_ms: meta.compile_ms,
+            phases: meta.phases.clone(),
+            created_unix_ms: meta.created_unix_ms,
+        }
+    }
+}
+
+/// A request made ready: what to build and under which key.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub build: BuildRequest,
+    pub components: KeyComponents,
+    pub key: String,
+}
+
+impl Prepared {
+    /// The same request without shape hints (the generic build), if it had any.
+    pub fn generic(&self) -> Option<Prepared> {
+        if self.build.shapes.is_empty() {
+            return None;
+        }
+        let mut g = self.clone();
+        g.build.shapes.clear();
+        g.components.shapes.clear();
+        g.key = g.components.key();
+        Some(g)
+    }
+}
+
+/// Checks a request and computes its key.
+pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
+    let file_name = request.file_name.clone().unwrap_or_else(|| "program.sac".to_string());
+    if file_name.is_empty() || file_name.contains(['/', '\\', '\0']) || file_name.len() > 200 {
+        return Err(Failure::invalid("`file_name` must be a plain file name such as `relax.sac`"));
+    }
+    let options = &request.options;
+    let opt_level = options.opt_level.unwrap_or(3);
+    if opt_level > 3 {
+        return Err(Failure::invalid(format!("`options.opt_level` is {opt_level}; it must be 0, 1, 2 or 3")));
+    }
+    let known = compiler_core::opt::pass_names();
+    let mut disabled = BTreeSet::new();
+    for pass in &options.disable {
+        if !known.contains(&pass.as_str()) {
+            return Err(Failure::invalid(format!(
+                "`options.disable` names no pass `{pass}`; the passes are: {}",
+                known.join(", ")
+            )));
+        }
+        disabled.insert(pass.clone());
+    }
+    if options.threads == Some(0) {
+        return Err(Failure::invalid("`options.threads` must be at least 1 (1: sequential code)"));
+    }
+    let mut shapes = BTreeSet::new();
+    let mut bad_hints = Vec::new();
+    for (function, params) in &request.shapes {
+        for (param, ty) in params {
+            match canonical_hint(&format!("{function}.{param}={ty}")) {
+                Ok(h) => {
+                    shapes.insert(h);
+                }
+                Err(d) => bad_hints.push(*d),
+            }
+        }
+    }
+    if !bad_hints.is_empty() {
+        return Err(Failure::new(FailureKind::User, "compile_error", "a shape hint is not a SaC type")
+            .with_diagnostics(bad_hints));
+    }
+    let mut emit: BTreeSet<ArtifactKind> = request.emit.iter().copied().collect();
+    if emit.is_empty() {
+        emit.insert(ArtifactKind::Report);
+    }
+    let codegen = withloop_codegen::Options {
+        opt_level,
+        triple: options.target.clone(),
+        cpu: options.cpu.clone(),
+        features: options.features.clone(),
+        parallel: options.threads != Some(1),
+        threads: None,
+        parallel_min: None,
+    };
+    let spec = withloop_codegen::target_spec(&codegen);
+    if options.target.is_some() || options.cpu.is_some() || options.features.is_some() {
+        withloop_codegen::target_machine(&spec, &codegen)
+            .map_err(|e| Failure::invalid(format!("the target cannot be compiled for: {e}")))?;
+    }
+    let host = withloop_codegen::target_spec(&withloop_codegen::Options::default());
+    if emit.contains(&ArtifactKind::Shared) && spec.triple != host.triple {
+        return Err(Failure::invalid(format!(
+            "shared libraries are linked for the server's own target ({}) only; ask for `object` for `{}`",
+            host.triple, spec.triple
+        )));
+    }
+    let mut entries: Vec<String> = request.entry.clone();
+    entries.sort();
+    entries.dedup();
+    let source = normalise_source(&request.source);
+    let includes: BTreeMap<String, String> =
+        request.includes.iter().map(|(name, text)| (name.clone(), normalise_source(text))).collect();
+    let mut option_map = BTreeMap::new();
+    option_map.insert("opt_level".to_string(), opt_level.to_string());
+    option_map.insert("disable".to_string(), disabled.iter().cloned().collect::<Vec<_>>().join(","));
+    option_map.insert("threads".to_string(), options.threads.map_or("auto".to_string(), |t| t.to_string()));
+    option_map.insert("defines".to_string(), serde_json::to_string(&options.defines).unwrap_or_default());
+    option_map.insert(
+        "max_specialisations".to_string(),
+        options.max_specialisations.map_or("default".to_string(), |n| n.to_string()),
+    );
+    let components = KeyComponents {
+        format: CACHE_FORMAT,
+        compiler: compiler_id(),
+        language: request.language.name().to_string(),
+        file_name: file_name.clone(),
+        source: content_hash(source.as_bytes()),
+        includes: includes.iter().map(|(n, t)| (n.clone(), content_hash(t.as_bytes()))).collect(),
+        entries: entries.clone(),
+        shapes: shapes.iter().cloned().collect(),
+        options: option_map,
+        target: TargetComponents { triple: spec.triple, cpu: spec.cpu, features: spec.features },
+        emit: emit.iter().map(|k| k.name().to_string()).collect(),
+    };
+    let key = components.key();
+    let build = BuildRequest {
+        language: request.language,
+        file_name,
+        source,
+        includes,
+        defines: options.defines.clone(),
+        entries,
+        shapes: shapes.into_iter().collect(),
+        max_specialisations: options.max_specialisations,
+        disabled_passes: disabled,
+        codegen,
+        emit,
+    };
+    Ok(Prepared { build, components, key })
+}
