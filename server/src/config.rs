@@ -64,6 +64,15 @@ pub struct Config {
     #[arg(long, env = "WITHLOOP_RATE_LIMIT", default_value_t = 0)]
     pub rate_limit_per_minute: u32,
 
+    /// Jobs this server runs itself from the Postgres queue (with a database);
+    /// 0 leaves them to `withloop-worker` processes. Default: one per core.
+    #[arg(long, env = "WITHLOOP_WORKERS")]
+    pub workers: Option<usize>,
+
+    /// Seconds a job's lease lasts without a heartbeat.
+    #[arg(long, env = "WITHLOOP_LEASE_SECS", default_value_t = 15.0)]
+    pub lease_secs: f64,
+
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     pub print_openapi: bool,
@@ -85,6 +94,8 @@ impl Config {
             tokens: String::new(),
             admin_token: None,
             rate_limit_per_minute: 0,
+            workers: None,
+            lease_secs: 15.0,
             print_openapi: false,
         }
     }

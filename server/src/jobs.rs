@@ -1,8 +1,10 @@
-//! Asynchronous compile jobs (`POST /v1/compile?async=true`): an in-process
-//! registry with a progress history per job that `GET /v1/jobs/{id}` reports and
-//! `GET /v1/jobs/{id}/events` streams (server-sent events). Events: `queued`,
-//! then `running` once per compile phase (`frontend`, `optimise`,
-//! `codegen:object`, `link`, …), then `done` or `failed`.
+//! The embedded server's job queue: asynchronous compiles
+//! (`POST /v1/compile?async=true`) run as tasks of this process, each with a
+//! progress history that `GET /v1/jobs/{id}` reports and `GET
+//! /v1/jobs/{id}/events` streams. (With a database, jobs go through the
+//! Postgres queue instead: `withloop_worker::queue`.) Events: `queued`, then
+//! `running` once per compile phase (`frontend`, `optimise`, `codegen:object`,
+//! `link`, …), then `done`, `failed` or `cancelled`.
 //!
 //! Finished jobs are kept for [`Jobs::RETENTION`]; their results live on in the
 //! cache under the job's key.
@@ -11,67 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
-use utoipa::ToSchema;
-
-use crate::error::ErrorBody;
-
-/// Where a job is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    Queued,
-    Running,
-    Done,
-    Failed,
-}
-
-impl JobStatus {
-    pub fn name(self) -> &'static str {
-        match self {
-            JobStatus::Queued => "queued",
-            JobStatus::Running => "running",
-            JobStatus::Done => "done",
-            JobStatus::Failed => "failed",
-        }
-    }
-
-    pub fn finished(self) -> bool {
-        matches!(self, JobStatus::Done | JobStatus::Failed)
-    }
-}
-
-/// One step of a job's progress.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct JobEvent {
-    /// 0, 1, 2, … in order.
-    pub seq: u64,
-    pub status: JobStatus,
-    /// The compile phase starting (`frontend`, `optimise`, `codegen:object`,
-    /// `link`, …) for `running` events.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// Milliseconds since the job was created.
-    pub at_ms: f64,
-}
-
-/// A job as `GET /v1/jobs/{id}` shows it.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct JobView {
-    pub id: String,
-    pub status: JobStatus,
-    /// The cache key the job compiles.
-    pub key: String,
-    pub events: Vec<JobEvent>,
-    /// The compile response, once done.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub result: Option<serde_json::Value>,
-    /// Why it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorBody>,
-}
+use withloop_worker::failure::ErrorBody;
+use withloop_worker::jobs::{JobEvent, JobStatus, JobView};
 
 #[derive(Debug)]
 struct JobState {
@@ -131,12 +75,33 @@ impl Job {
         self.push(JobStatus::Failed, None);
     }
 
+    /// Cancels the job unless it finished; its status afterwards. (A compile
+    /// already running still finishes and is cached.)
+    pub fn cancel(&self) -> JobStatus {
+        let finished = self.view().status.finished();
+        if !finished {
+            if let Ok(mut state) = self.state.lock() {
+                state.error = Some(ErrorBody {
+                    code: "cancelled".into(),
+                    message: "the job was cancelled".into(),
+                    diagnostics: None,
+                    rendered: None,
+                });
+            }
+            self.push(JobStatus::Cancelled, None);
+        }
+        self.view().status
+    }
+
     pub fn view(&self) -> JobView {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         JobView {
             id: self.id.clone(),
+            kind: "compile".into(),
             status: state.events.last().map_or(JobStatus::Queued, |e| e.status),
-            key: self.key.clone(),
+            key: Some(self.key.clone()),
+            attempts: u32::from(state.events.iter().any(|e| e.status == JobStatus::Running)),
+            worker: None,
             events: state.events.clone(),
             result: state.result.clone(),
             error: state.error.clone(),
@@ -184,9 +149,15 @@ impl Jobs {
         self.map.lock().ok()?.get(id).cloned()
     }
 
-    /// Jobs not yet running.
-    pub fn queued(&self) -> usize {
+    /// Jobs finished (of those kept).
+    pub fn finished(&self) -> usize {
         let Ok(map) = self.map.lock() else { return 0 };
-        map.values().filter(|j| j.view().status == JobStatus::Queued).count()
+        map.values().filter(|j| j.view().status.finished()).count()
+    }
+
+    /// Ids of the jobs running now.
+    pub fn running(&self) -> Vec<String> {
+        let Ok(map) = self.map.lock() else { return Vec::new() };
+        map.values().filter(|j| j.view().status == JobStatus::Running).map(|j| j.id.clone()).collect()
     }
 }

@@ -44,10 +44,15 @@ async fn serve(config: Config) -> Result<(), String> {
     };
     // The first line on standard error names the address (tests and scripts read it).
     eprintln!("withloop-server listening on http://{address} ({mode}); API docs at http://{address}/docs");
-    axum::serve(listener, withloop_server::app(state))
+    let workers = state.spawn_workers();
+    let served = axum::serve(listener, withloop_server::app(state))
         .with_graceful_shutdown(shutdown())
         .await
-        .map_err(|e| format!("serving: {e}"))
+        .map_err(|e| format!("serving: {e}"));
+    if let Some(w) = workers {
+        w.stop().await;
+    }
+    served
 }
 
 async fn shutdown() {

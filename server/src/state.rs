@@ -7,6 +7,8 @@ use std::time::Instant;
 use withloop_worker::cache::{Cache, MemoryLimits};
 use withloop_worker::compiler::Compiler;
 use withloop_worker::metrics::Metrics;
+use withloop_worker::pool::{self, PoolOptions};
+use withloop_worker::queue::PgQueue;
 use withloop_worker::store::Store;
 
 use crate::auth::RateLimiter;
@@ -21,7 +23,10 @@ pub struct AppState {
     pub compiler: Compiler,
     pub cache: Cache,
     pub metrics: Arc<Metrics>,
+    /// The embedded server's in-process jobs.
     pub jobs: Arc<Jobs>,
+    /// The Postgres job queue (with a database; then async jobs go there).
+    pub queue: Option<PgQueue>,
     /// Token → team.
     pub tokens: Arc<HashMap<String, String>>,
     pub limiter: Arc<RateLimiter>,
@@ -36,6 +41,8 @@ impl AppState {
             max_bytes: config.memory_cache_mb.saturating_mul(1 << 20),
             time_to_live: std::time::Duration::from_secs(config.memory_cache_ttl_secs.max(1)),
         };
+        let lease = std::time::Duration::from_secs_f64(config.lease_secs.max(0.2));
+        let queue = store.as_ref().map(|s| PgQueue::new(s.pool().clone(), lease));
         let cache = Cache::new(limits, store);
         let metrics = Arc::new(Metrics::default());
         Ok(AppState {
@@ -43,6 +50,7 @@ impl AppState {
             cache,
             metrics,
             jobs: Arc::new(Jobs::default()),
+            queue,
             tokens: Arc::new(tokens),
             limiter: Arc::new(RateLimiter::new(config.rate_limit_per_minute)),
             started: Instant::now(),
@@ -64,8 +72,43 @@ impl AppState {
         AppState::new(config, store)
     }
 
+    /// Starts this server's own workers on the Postgres queue (`--workers`,
+    /// default one per core); `None` when embedded or with `--workers 0`.
+    pub fn spawn_workers(&self) -> Option<Workers> {
+        let queue = self.queue.clone()?;
+        let n = self.config.workers.unwrap_or_else(|| self.config.max_compiles());
+        if n == 0 {
+            return None;
+        }
+        let mut options = PoolOptions::new(pool::worker_id());
+        options.concurrency = n;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let compiler = self.compiler.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = pool::serve(queue, compiler, options, stopped).await {
+                tracing::error!(error = %e, "the server's workers stopped");
+            }
+        });
+        Some(Workers { stop, task })
+    }
+
     /// Whether this server runs without a database.
     pub fn embedded(&self) -> bool {
         self.cache.store().is_none()
+    }
+}
+
+/// The workers a server runs on the Postgres queue.
+#[derive(Debug)]
+pub struct Workers {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Workers {
+    /// Stops taking jobs, finishes the running ones and deregisters.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
     }
 }

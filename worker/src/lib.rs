@@ -7,14 +7,20 @@
 //! * [`cache`] (moka) and [`store`] (Postgres) — the two cache tiers.
 //! * [`compiler`] — compiling through the cache: single flight per key,
 //!   compile threads bounded by a semaphore.
+//! * [`jobs`], [`queue`] and [`pool`] — jobs, the Postgres job queue and the
+//!   worker loop serving it (the `withloop-worker` binary, and the pool a
+//!   server with a database embeds).
 //! * [`failure`] — the error form the API and jobs share; [`metrics`].
 
 pub mod build;
 pub mod cache;
 pub mod compiler;
 pub mod failure;
+pub mod jobs;
 pub mod key;
 pub mod metrics;
+pub mod pool;
+pub mod queue;
 pub mod request;
 pub mod store;
 

@@ -11,8 +11,8 @@ use utoipa::{IntoParams, ToSchema};
 use withloop_worker::request::{CompileRequest, CompileResponse, GenericFallback, Prepared, prepare};
 
 use crate::error::{ApiError, ApiJson, ErrorEnvelope};
-use crate::jobs::Job;
 use crate::state::AppState;
+use withloop_worker::jobs::JobSpec;
 
 /// `?async=true`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
@@ -59,17 +59,14 @@ pub async fn compile(
         query.map_err(|e| ApiError::invalid(format!("the query string is not valid: {}", e.body_text())))?;
     let prepared = prepare(&request)?;
     if query.run_async {
-        let job = start_job(&state, prepared, request.bypass_cache);
-        let accepted = JobAccepted {
-            job: job.id.clone(),
-            key: job.key.clone(),
-            job_url: format!("/v1/jobs/{}", job.id),
-            events_url: format!("/v1/jobs/{}/events", job.id),
-        };
+        let key = prepared.key.clone();
+        let job = submit(&state, &request, prepared, request.bypass_cache).await?;
+        let accepted =
+            JobAccepted { key, job_url: format!("/v1/jobs/{job}"), events_url: format!("/v1/jobs/{job}/events"), job };
         return Ok((StatusCode::ACCEPTED, Json(accepted)).into_response());
     }
     if request.progressive && !request.bypass_cache {
-        if let Some(response) = progressive(&state, &prepared).await {
+        if let Some(response) = progressive(&state, &request, &prepared).await? {
             return Ok(Json(response).into_response());
         }
     }
@@ -77,8 +74,20 @@ pub async fn compile(
     Ok(Json(CompileResponse::of(&compiled, outcome)).into_response())
 }
 
-/// Starts a job compiling `prepared` in the background.
-fn start_job(state: &AppState, prepared: Prepared, bypass: bool) -> Arc<Job> {
+/// Starts a job compiling `prepared`: on the Postgres queue when the server
+/// has a database, else as a task of this process. Returns the job id.
+async fn submit(
+    state: &AppState,
+    request: &CompileRequest,
+    prepared: Prepared,
+    bypass: bool,
+) -> Result<String, ApiError> {
+    if let Some(queue) = &state.queue {
+        let spec = JobSpec::Compile { request: request.clone(), bypass_cache: bypass };
+        return queue.enqueue(&spec, Some(&prepared.key)).await.map_err(|e| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
+        });
+    }
     let job = state.jobs.create(&prepared.key);
     let (state, running) = (state.clone(), job.clone());
     tokio::spawn(async move {
@@ -92,23 +101,26 @@ fn start_job(state: &AppState, prepared: Prepared, bypass: bool) -> Arc<Job> {
             Err(e) => running.fail(e.body),
         }
     });
-    job
+    Ok(job.id.clone())
 }
 
 /// The progressive lookup: the exact build if cached; else the generic build
 /// if cached, with the exact one compiling as a job; else `None`.
-async fn progressive(state: &AppState, prepared: &Prepared) -> Option<CompileResponse> {
-    let generic = prepared.generic()?;
+async fn progressive(
+    state: &AppState,
+    request: &CompileRequest,
+    prepared: &Prepared,
+) -> Result<Option<CompileResponse>, ApiError> {
+    let Some(generic) = prepared.generic() else { return Ok(None) };
     if let Ok(Some((compiled, outcome))) = state.cache.lookup(&prepared.key, &state.metrics).await {
-        return Some(CompileResponse::of(&compiled, outcome));
+        return Ok(Some(CompileResponse::of(&compiled, outcome)));
     }
-    let (compiled, outcome) = state.cache.lookup(&generic.key, &state.metrics).await.ok()??;
-    let job = start_job(state, prepared.clone(), false);
+    let Ok(Some((compiled, outcome))) = state.cache.lookup(&generic.key, &state.metrics).await else {
+        return Ok(None);
+    };
+    let job = submit(state, request, prepared.clone(), false).await?;
     let mut response = CompileResponse::of(&compiled, outcome);
-    response.generic_fallback = Some(GenericFallback {
-        requested_key: prepared.key.clone(),
-        job_url: format!("/v1/jobs/{}", job.id),
-        job: job.id.clone(),
-    });
-    Some(response)
+    response.generic_fallback =
+        Some(GenericFallback { requested_key: prepared.key.clone(), job_url: format!("/v1/jobs/{job}"), job });
+    Ok(Some(response))
 }

@@ -40,12 +40,14 @@ use crate::state::AppState;
         compilations::get,
         compilations::purge,
         jobs::get,
+        jobs::cancel,
         jobs::events,
+        jobs::workers,
         health::healthz,
         health::readyz,
         health::metrics,
     ),
-    components(schemas(ErrorEnvelope, ErrorBody, crate::jobs::JobEvent)),
+    components(schemas(ErrorEnvelope, ErrorBody, withloop_worker::jobs::JobEvent)),
     tags(
         (name = "compile", description = "Compile programs"),
         (name = "artifacts", description = "Fetch compiled artifacts"),
@@ -67,7 +69,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/compile", post(compile::compile))
         .route("/v1/compilations/{key}", get(compilations::get).delete(compilations::purge))
         .route("/v1/artifacts/{key}/{kind}", get(artifacts::artifact))
-        .route("/v1/jobs/{id}", get(jobs::get))
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::cancel))
+        .route("/v1/workers", get(jobs::workers))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authorise));
     let request_id = HeaderName::from_static("x-request-id");

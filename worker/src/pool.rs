@@ -1,0 +1,177 @@
+//! A worker serving the Postgres queue: the loop of every `withloop-worker`
+//! process and of the pool a server with a database embeds.
+//!
+//! It registers itself, then repeatedly reaps expired leases and takes the
+//! next job it can run (up to `concurrency` at once), waking on `NOTIFY
+//! withloop_jobs` or, as a fallback, every `poll` interval. A heartbeat task
+//! renews the worker's row and the leases of its jobs every third of a lease.
+//! Compile jobs go through the same cache as everything else, so a job that
+//! runs again after its worker died is a cache hit when the first run got as
+//! far as storing its result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use crate::compiler::{Compiler, Progress};
+use crate::failure::FailureKind;
+use crate::jobs::{JobSpec, JobStatus, WorkerView};
+use crate::queue::{CANCEL_CHANNEL, JOBS_CHANNEL, Leased, PgQueue};
+use crate::request::{CompileResponse, prepare};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Unique among the queue's workers (`host-pid-…`).
+    pub id: String,
+    pub capabilities: Vec<String>,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// Polling interval when no notification arrives.
+    pub poll: Duration,
+    /// Fault injection for tests: wait this long after leasing a job before
+    /// running it (so a test can kill the worker while it holds the job).
+    pub hold: Duration,
+}
+
+impl PoolOptions {
+    /// Defaults: `cpu`, one job per core, polling every second.
+    pub fn new(id: String) -> PoolOptions {
+        PoolOptions {
+            id,
+            capabilities: vec!["cpu".to_string()],
+            concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            poll: Duration::from_secs(1),
+            hold: Duration::ZERO,
+        }
+    }
+}
+
+/// A worker id: host, process and a random suffix.
+pub fn worker_id() -> String {
+    let host = hostname();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &suffix[..8])
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Serves the queue until `shutdown` turns true; then finishes the jobs it
+/// holds and deregisters.
+pub async fn serve(
+    queue: PgQueue,
+    compiler: Compiler,
+    options: PoolOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), sqlx::Error> {
+    let me = WorkerView {
+        id: options.id.clone(),
+        host: hostname(),
+        pid: std::process::id(),
+        capabilities: options.capabilities.clone(),
+        concurrency: options.concurrency as u32,
+        last_heartbeat_ms: 0.0,
+        jobs_done: 0,
+        running: Vec::new(),
+    };
+    queue.register(&me).await?;
+    let mut listener = PgListener::connect_with(queue.pool()).await?;
+    listener.listen_all([JOBS_CHANNEL, CANCEL_CHANNEL]).await?;
+    let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone()));
+    let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+    tracing::info!(worker = %options.id, concurrency = options.concurrency, "serving the job queue");
+    while !*shutdown.borrow() {
+        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        if let Err(e) = queue.reap().await {
+            tracing::warn!(error = %e, "reaping expired leases failed");
+        }
+        match queue.dequeue(&options.id, &options.capabilities).await {
+            Ok(Some(job)) => {
+                let (queue, compiler, worker, hold) =
+                    (queue.clone(), compiler.clone(), options.id.clone(), options.hold);
+                tokio::spawn(async move {
+                    if !hold.is_zero() {
+                        tokio::time::sleep(hold).await;
+                    }
+                    execute(&queue, &compiler, &worker, job).await;
+                    drop(permit);
+                });
+                continue;
+            }
+            Ok(None) => drop(permit),
+            Err(e) => {
+                drop(permit);
+                tracing::warn!(error = %e, "taking a job failed");
+            }
+        }
+        tokio::select! {
+            _ = listener.recv() => {}
+            () = tokio::time::sleep(options.poll) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+    // Let the running jobs finish (their leases stay renewed meanwhile).
+    let _ = slots.acquire_many(options.concurrency.max(1) as u32).await;
+    heartbeat.abort();
+    queue.deregister(&options.id).await?;
+    Ok(())
+}
+
+async fn heartbeats(queue: PgQueue, worker: String) {
+    let every = (queue.lease / 3).max(Duration::from_millis(100));
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = queue.worker_heartbeat(&worker).await {
+            tracing::warn!(error = %e, "heartbeat failed");
+        }
+    }
+}
+
+/// Runs one leased job and records its outcome.
+async fn execute(queue: &PgQueue, compiler: &Compiler, worker: &str, job: Leased) {
+    let outcome = match job.spec {
+        JobSpec::Compile { request, bypass_cache } => match prepare(&request) {
+            Err(f) => Err(f),
+            Ok(prepared) => {
+                // Progress events are written in order by one task.
+                let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+                let writer = {
+                    let (queue, id, worker) = (queue.clone(), job.id.clone(), worker.to_string());
+                    tokio::spawn(async move {
+                        while let Some(phase) = rx.recv().await {
+                            let _ = queue.progress(&id, &worker, &phase).await;
+                        }
+                    })
+                };
+                let progress: Progress = Arc::new(move |phase| {
+                    let _ = tx.send(phase);
+                });
+                let result = compiler.compile_cached(prepared, bypass_cache, Some(progress)).await;
+                let _ = writer.await;
+                result.map(|(compiled, outcome)| {
+                    serde_json::to_value(CompileResponse::of(&compiled, outcome)).unwrap_or_default()
+                })
+            }
+        },
+    };
+    let recorded = match outcome {
+        Ok(result) => queue.finish(&job.id, worker, JobStatus::Done, Some(&result), None).await,
+        Err(f) if f.kind == FailureKind::Transient => queue.retry(&job.id, worker, &f.body).await.map(|s| s.is_some()),
+        Err(f) => queue.finish(&job.id, worker, JobStatus::Failed, None, Some(&f.body)).await,
+    };
+    match recorded {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(job = %job.id, "the job's lease was lost (cancelled or taken over); outcome dropped")
+        }
+        Err(e) => tracing::warn!(job = %job.id, error = %e, "recording the job's outcome failed"),
+    }
+}
