@@ -63,6 +63,9 @@ impl Job {
 
     pub fn succeed(&self, result: serde_json::Value) {
         if let Ok(mut state) = self.state.lock() {
+            if state.events.last().is_some_and(|e| e.status.finished()) {
+                return;
+            }
             state.result = Some(result);
         }
         self.push(JobStatus::Done, None);
@@ -70,6 +73,9 @@ impl Job {
 
     pub fn fail(&self, error: ErrorBody) {
         if let Ok(mut state) = self.state.lock() {
+            if state.events.last().is_some_and(|e| e.status.finished()) {
+                return;
+            }
             state.error = Some(error);
         }
         self.push(JobStatus::Failed, None);

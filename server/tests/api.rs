@@ -471,3 +471,63 @@ fn the_committed_openapi_document_matches_the_code() {
          `cargo run -p withloop-server -- --print-openapi > openapi/openapi.json` (or WITHLOOP_BLESS=1 cargo test)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_database_async_compiles_go_through_the_postgres_queue() {
+    let db = TestDb::new().await;
+    let state = with_database(&db).await;
+    let router = app(state.clone());
+    // No worker yet: the job waits in the queue.
+    let accepted = post(&router, "/v1/compile?async=true", request(&["object", "report"])).await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text());
+    let accepted = accepted.json();
+    let job_url = accepted["job_url"].as_str().unwrap().to_string();
+    let queued = get(&router, &job_url).await.json();
+    assert_eq!(queued["status"], "queued");
+    assert_eq!(queued["kind"], "compile");
+    let workers = state.spawn_workers().expect("a server with a database runs workers");
+    let mut view = Value::Null;
+    for _ in 0..600 {
+        view = get(&router, &job_url).await.json();
+        if view["status"] == "done" || view["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(view["result"]["key"], accepted["key"]);
+    assert_eq!(view["attempts"], 1);
+    let live = get(&router, "/v1/workers").await.json();
+    assert_eq!(live.as_array().unwrap().len(), 1, "{live}");
+    assert_eq!(live[0]["capabilities"], json!(["cpu"]));
+    let events = get(&router, accepted["events_url"].as_str().unwrap()).await.text();
+    let names: Vec<&str> = events.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(names.first(), Some(&"queued"));
+    assert_eq!(names.last(), Some(&"done"));
+    assert!(events.contains("\"phase\":\"codegen:object\""), "{events}");
+    // The compilation is in the cache the synchronous API reads.
+    let again = post(&router, "/v1/compile", request(&["object", "report"])).await.json();
+    assert_eq!(again["key"], accepted["key"]);
+    assert_eq!(again["cache"], "memory");
+    // Cancelling a finished job changes nothing; an unknown one is 404.
+    let r = send(&router, Method::DELETE, &job_url, None, &[]).await;
+    assert_eq!(r.json()["status"], "done");
+    assert_eq!(send(&router, Method::DELETE, "/v1/jobs/nope", None, &[]).await.status, StatusCode::NOT_FOUND);
+    workers.stop().await;
+    assert!(get(&router, "/v1/workers").await.json().as_array().unwrap().is_empty(), "deregistered on stop");
+}
+
+#[tokio::test]
+async fn embedded_jobs_can_be_cancelled_and_the_embedded_pool_is_listed() {
+    let router = app(embedded());
+    let workers = get(&router, "/v1/workers").await.json();
+    assert_eq!(workers[0]["id"], "embedded");
+    let accepted = post(&router, "/v1/compile?async=true", request(&["shared"])).await.json();
+    let job_url = accepted["job_url"].as_str().unwrap();
+    let r = send(&router, Method::DELETE, job_url, None, &[]).await.json();
+    // Either it was still running (cancelled) or it had finished (done).
+    assert!(r["status"] == "cancelled" || r["status"] == "done", "{r}");
+    if r["status"] == "cancelled" {
+        assert_eq!(r["error"]["code"], "cancelled");
+    }
+}

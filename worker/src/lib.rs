@@ -23,5 +23,6 @@ pub mod pool;
 pub mod queue;
 pub mod request;
 pub mod store;
+pub mod testing;
 
 pub use build::{ArtifactKind, BuildError, BuildOutput, BuildRequest, Language, Phase, build};

@@ -1,0 +1,208 @@
+//! The Postgres job queue with real `withloop-worker` processes: every job
+//! exactly once across workers, a killed worker's job finished by another,
+//! retries into the dead letter, cancellation, compile errors not retried.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use withloop_worker::jobs::{JobSpec, JobStatus};
+use withloop_worker::queue::PgQueue;
+use withloop_worker::request::CompileRequest;
+use withloop_worker::store::Store;
+use withloop_worker::testing::TestDb;
+
+/// A `withloop-worker` process, killed when dropped.
+struct Worker {
+    child: Child,
+    id: String,
+}
+
+impl Worker {
+    fn start(db: &TestDb, args: &[&str]) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_withloop-worker"))
+            .args(args)
+            .env("DATABASE_URL", &db.url)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start withloop-worker");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let id = first
+            .strip_prefix("withloop-worker ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the worker did not introduce itself: {first:?}"))
+            .to_string();
+        std::thread::spawn(move || for _ in lines {});
+        Worker { child, id }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn compile_job(source: &str) -> JobSpec {
+    let request: CompileRequest =
+        serde_json::from_value(json!({ "source": source, "emit": ["report"] })).expect("a compile request");
+    JobSpec::Compile { request, bypass_cache: false }
+}
+
+async fn queue(db: &TestDb, lease: Duration) -> PgQueue {
+    let store = Store::connect(&db.url, 1 << 30).await.expect("connect and migrate");
+    PgQueue::new(store.pool().clone(), lease)
+}
+
+/// Waits until `done` says so, or panics after `limit`.
+async fn wait_for<F, Fut>(limit: Duration, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !done().await {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn count(queue: &PgQueue, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(queue.pool()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_run_two_hundred_jobs_each_exactly_once() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(15)).await;
+    let mut ids = Vec::new();
+    for n in 0..200 {
+        ids.push(queue.enqueue(&compile_job(&format!("int main() {{ return {n}; }}")), None).await.unwrap());
+    }
+    let a = Worker::start(&db, &["--concurrency", "2"]);
+    let b = Worker::start(&db, &["--concurrency", "2"]);
+    wait_for(Duration::from_secs(240), "200 jobs", || async {
+        count(&queue, "SELECT count(*) FROM jobs WHERE status IN ('done', 'failed', 'dead')").await == 200
+    })
+    .await;
+    assert_eq!(count(&queue, "SELECT count(*) FROM jobs WHERE status = 'done'").await, 200);
+    assert_eq!(count(&queue, "SELECT count(*) FROM jobs WHERE attempts <> 1").await, 0, "no job ran twice");
+    // Every job's result is its own program's compilation.
+    for (n, id) in ids.iter().enumerate().step_by(37) {
+        let view = queue.view(id).await.unwrap().unwrap();
+        assert_eq!(view.status, JobStatus::Done);
+        let result = view.result.unwrap();
+        assert_eq!(result["components"]["language"], "sac");
+        assert!(result["report"]["variants"].as_array().is_some(), "job {n}");
+    }
+    let distinct: i64 = count(&queue, "SELECT count(DISTINCT result->>'key') FROM jobs").await;
+    assert_eq!(distinct, 200, "200 different programs, 200 different compilations");
+    let per_worker: Vec<(String, i64)> = sqlx::query_as("SELECT leased_by, count(*) FROM jobs GROUP BY leased_by")
+        .fetch_all(queue.pool())
+        .await
+        .unwrap();
+    let total: i64 = per_worker.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, 200);
+    assert!(per_worker.iter().any(|(w, _)| *w == a.id) && per_worker.iter().any(|(w, _)| *w == b.id), "{per_worker:?}");
+    let done: i64 = count(&queue, "SELECT sum(jobs_done)::bigint FROM workers").await;
+    assert_eq!(done, 200);
+    let workers = queue.workers().await.unwrap();
+    assert_eq!(workers.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_job_goes_back_to_the_queue_and_another_finishes_it() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(1)).await;
+    // This worker holds every job it takes for a minute before running it.
+    let mut stalled = Worker::start(&db, &["--lease-secs", "1", "--hold-ms", "60000", "--poll-ms", "50"]);
+    let id = queue.enqueue(&compile_job("int main() { return 7; }"), None).await.unwrap();
+    wait_for(Duration::from_secs(30), "the first worker to take the job", || async {
+        queue.view(&id).await.unwrap().unwrap().worker.as_deref() == Some(stalled.id.as_str())
+    })
+    .await;
+    stalled.kill(); // SIGKILL while it holds the job
+    let rescuer = Worker::start(&db, &["--lease-secs", "1", "--poll-ms", "50"]);
+    wait_for(Duration::from_secs(60), "the second worker to finish the job", || async {
+        queue.view(&id).await.unwrap().unwrap().status.finished()
+    })
+    .await;
+    let view = queue.view(&id).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Done);
+    assert_eq!(view.attempts, 2);
+    assert_eq!(view.worker.as_deref(), Some(rescuer.id.as_str()));
+    let expired = format!("lease of {} expired", stalled.id);
+    assert!(
+        view.events.iter().any(|e| e.status == JobStatus::Queued && e.phase.as_deref() == Some(expired.as_str())),
+        "{:?}",
+        view.events
+    );
+    assert_eq!(view.events.iter().filter(|e| e.status == JobStatus::Done).count(), 1, "done once");
+}
+
+#[tokio::test]
+async fn jobs_whose_workers_keep_dying_end_in_the_dead_letter() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_millis(200)).await;
+    let id = queue.enqueue(&compile_job("int main() { return 1; }"), None).await.unwrap();
+    let cpu = vec!["cpu".to_string()];
+    for attempt in 1..=3 {
+        let leased = queue.dequeue("ghost", &cpu).await.unwrap().expect("the job is available again");
+        assert_eq!(leased.attempts, attempt);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(queue.reap().await.unwrap(), 1);
+    }
+    let view = queue.view(&id).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Dead);
+    assert!(view.error.unwrap().message.contains("ghost stopped renewing its lease"));
+    assert!(queue.dequeue("ghost", &cpu).await.unwrap().is_none(), "dead jobs are not taken");
+    // A worker that lost its lease cannot record an outcome.
+    assert!(!queue.finish(&id, "ghost", JobStatus::Done, Some(&json!({})), None).await.unwrap());
+}
+
+#[tokio::test]
+async fn infrastructure_failures_retry_with_backoff_and_capabilities_route_jobs() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let id = queue.enqueue(&compile_job("int main() { return 1; }"), None).await.unwrap();
+    assert!(queue.dequeue("gpu-only", &["gpu".to_string()]).await.unwrap().is_none(), "a cpu job needs a cpu worker");
+    let cpu = vec!["cpu".to_string()];
+    queue.dequeue("w", &cpu).await.unwrap().unwrap();
+    let error = withloop_worker::failure::Failure::transient("the disk is full").body;
+    assert_eq!(queue.retry(&id, "w", &error).await.unwrap(), Some(JobStatus::Queued));
+    assert!(queue.dequeue("w", &cpu).await.unwrap().is_none(), "not before its backoff");
+    sqlx::query("UPDATE jobs SET run_after = now()").execute(queue.pool()).await.unwrap();
+    assert_eq!(queue.dequeue("w", &cpu).await.unwrap().unwrap().attempts, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compile_errors_fail_at_once_and_cancelled_jobs_are_not_run() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let cancelled = queue.enqueue(&compile_job("int main() { return 2; }"), None).await.unwrap();
+    assert_eq!(queue.cancel(&cancelled).await.unwrap(), Some(JobStatus::Cancelled));
+    let bad = queue.enqueue(&compile_job("int main() { return x; }"), None).await.unwrap();
+    let _worker = Worker::start(&db, &["--poll-ms", "50"]);
+    wait_for(Duration::from_secs(60), "the bad job to fail", || async {
+        queue.view(&bad).await.unwrap().unwrap().status.finished()
+    })
+    .await;
+    let view = queue.view(&bad).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Failed);
+    assert_eq!(view.attempts, 1, "the program's errors are not retried");
+    let error = view.error.unwrap();
+    assert_eq!(error.code, "compile_error");
+    assert_eq!(error.diagnostics.unwrap()[0].code, "E0200");
+    let view = queue.view(&cancelled).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Cancelled);
+    assert_eq!(view.attempts, 0);
+}
