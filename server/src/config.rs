@@ -73,6 +73,11 @@ pub struct Config {
     #[arg(long, env = "WITHLOOP_LEASE_SECS", default_value_t = 15.0)]
     pub lease_secs: f64,
 
+    /// The binary that runs programs in sandboxed child processes (default:
+    /// this one).
+    #[arg(long, env = "WITHLOOP_RUNNER")]
+    pub runner: Option<std::path::PathBuf>,
+
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     pub print_openapi: bool,
@@ -96,6 +101,7 @@ impl Config {
             rate_limit_per_minute: 0,
             workers: None,
             lease_secs: 15.0,
+            runner: None,
             print_openapi: false,
         }
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use withloop_worker::failure::ErrorBody;
 use withloop_worker::jobs::{JobEvent, JobStatus, JobView};
 
@@ -30,6 +30,10 @@ struct JobState {
 pub struct Job {
     pub id: String,
     pub key: String,
+    /// `compile` or `run`.
+    pub kind: &'static str,
+    /// Turns true when the job is cancelled (a run's child is then killed).
+    cancel_signal: watch::Sender<bool>,
     created: Instant,
     state: Mutex<JobState>,
     sender: broadcast::Sender<JobEvent>,
@@ -95,15 +99,21 @@ impl Job {
                 });
             }
             self.push(JobStatus::Cancelled, None);
+            let _ = self.cancel_signal.send(true);
         }
         self.view().status
+    }
+
+    /// Hears the job's cancellation.
+    pub fn cancellation(&self) -> watch::Receiver<bool> {
+        self.cancel_signal.subscribe()
     }
 
     pub fn view(&self) -> JobView {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         JobView {
             id: self.id.clone(),
-            kind: "compile".into(),
+            kind: self.kind.into(),
             status: state.events.last().map_or(JobStatus::Queued, |e| e.status),
             key: Some(self.key.clone()),
             attempts: u32::from(state.events.iter().any(|e| e.status == JobStatus::Running)),
@@ -131,12 +141,15 @@ impl Jobs {
     /// How long finished jobs stay visible.
     pub const RETENTION: Duration = Duration::from_secs(3600);
 
-    /// A new queued job compiling `key`.
-    pub fn create(&self, key: &str) -> Arc<Job> {
+    /// A new queued job of `kind` (`compile`, `run`) on compilation `key`.
+    pub fn create(&self, key: &str, kind: &'static str) -> Arc<Job> {
         let (sender, _) = broadcast::channel(64);
+        let (cancel_signal, _) = watch::channel(false);
         let job = Arc::new(Job {
             id: uuid::Uuid::new_v4().to_string(),
             key: key.to_string(),
+            kind,
+            cancel_signal,
             created: Instant::now(),
             state: Mutex::new(JobState { events: Vec::new(), result: None, error: None, finished_at: None }),
             sender,

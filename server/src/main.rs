@@ -5,6 +5,10 @@ use tracing_subscriber::EnvFilter;
 use withloop_server::{AppState, Config};
 
 fn main() -> std::process::ExitCode {
+    // A sandboxed run of a program (see `withloop_worker::run`).
+    if std::env::args().nth(1).as_deref() == Some("--exec-run") {
+        return withloop_worker::run::child_main();
+    }
     let config = Config::parse();
     if config.print_openapi {
         use std::io::Write;

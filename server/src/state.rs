@@ -82,6 +82,7 @@ impl AppState {
         }
         let mut options = PoolOptions::new(pool::worker_id());
         options.concurrency = n;
+        options.runner = self.config.runner.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let compiler = self.compiler.clone();
         let task = tokio::spawn(async move {

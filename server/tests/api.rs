@@ -531,3 +531,112 @@ async fn embedded_jobs_can_be_cancelled_and_the_embedded_pool_is_listed() {
         assert_eq!(r["error"]["code"], "cancelled");
     }
 }
+
+/// An embedded server whose sandboxed runs use the real server binary.
+fn runner_state(max_body_kb: usize) -> AppState {
+    let config =
+        Config { runner: Some(env!("CARGO_BIN_EXE_withloop-server").into()), max_body_kb, ..Config::embedded() };
+    AppState::new(config, None).unwrap()
+}
+
+fn run_body(source: &str, entry: &str, args: Value) -> Value {
+    json!({ "compile": { "source": source }, "entry": entry, "args": args })
+}
+
+const SCALE: &str = "use Array: all;\nuse StdIO: all;\n\
+double[.] scale(double[.] a, double s)\n{\n    printf(\"scaling %d\\n\", shape(a)[0]);\n    return { iv -> a[iv] * s };\n}\n";
+
+#[tokio::test]
+async fn runs_return_results_output_and_the_variant_that_ran() {
+    let router = app(runner_state(2048));
+    let body = run_body(SCALE, "scale", json!([{ "shape": [3], "data": [1, 2, 3] }, 2.5]));
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["results"][0], json!({ "type": "double", "shape": [3], "data": [2.5, 5.0, 7.5] }));
+    assert_eq!(v["stdout"], "scaling 3\n");
+    assert_eq!(v["variant"]["signature"], "(double[.], double) -> double[.]");
+    assert_eq!(v["variant"]["specialised"], false);
+    // With a shape hint the specialised variant runs; by key, the same program.
+    let mut hinted = run_body(SCALE, "scale", json!([{ "shape": [3], "data": [1, 2, 3] }, 2.0]));
+    hinted["compile"]["shapes"] = json!({ "scale": { "a": "double[3]" } });
+    let v = post(&router, "/v1/run", hinted).await.json();
+    assert_eq!(v["variant"]["signature"], "(double[3], double) -> double[3]", "{v}");
+    assert_eq!(v["variant"]["specialised"], true);
+    let by_key = json!({ "key": v["key"], "entry": "scale", "args": [{ "shape": [2], "data": [1, 1] }, 3.0] });
+    let r = post(&router, "/v1/run", by_key).await.json();
+    assert_eq!(r["results"][0]["data"], json!([3.0, 3.0]), "{r}");
+    assert_eq!(r["variant"]["specialised"], false, "double[2] runs the generic instance");
+    // Bad arguments are the caller's error, located by index.
+    let r = post(&router, "/v1/run", run_body(SCALE, "scale", json!([{ "shape": [2], "data": [1] }, 1.0]))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text().contains("args[0]"), "{}", r.text());
+    let r = post(&router, "/v1/run", run_body(SCALE, "nope", json!([]))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = post(&router, "/v1/run", json!({ "key": "0".repeat(64) })).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn runaway_programs_hit_their_limits_and_the_server_keeps_serving() {
+    let router = app(runner_state(2048));
+    let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
+    let mut body = run_body(spin, "main", json!([]));
+    body["limits"] = json!({ "wall_ms": 1500 });
+    let started = std::time::Instant::now();
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json()["error"]["code"], "time_limit");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let mut body = run_body(spin, "main", json!([]));
+    body["limits"] = json!({ "cpu_ms": 1000, "wall_ms": 20000 });
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.json()["error"]["code"], "time_limit", "the CPU limit");
+
+    let hog = "use Array: all;\nint main() { a = genarray([125000, 100000], 1.0); return toi(sum(a)); }";
+    let r = post(&router, "/v1/run", run_body(hog, "main", json!([]))).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json()["error"]["code"], "memory_limit", "{}", r.text());
+
+    let chatty =
+        "use StdIO: all;\nint main() { for (i = 0; i < 100000; i++) { printf(\"line %d\\n\", i); } return 0; }";
+    let mut body = run_body(chatty, "main", json!([]));
+    body["limits"] = json!({ "output_kb": 1 });
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.json()["error"]["code"], "output_limit", "{}", r.text());
+
+    let oob = "int main() { a = [1, 2, 3]; return a[[5]]; }";
+    let r = post(&router, "/v1/run", run_body(oob, "main", json!([]))).await.json();
+    assert_eq!(r["error"]["code"], "runtime_error");
+    assert_eq!(r["error"]["diagnostics"][0]["code"], "R0001");
+    assert_eq!(r["error"]["diagnostics"][0]["at"]["column"], 36);
+
+    let ok = post(&router, "/v1/run", run_body("int main() { return 42; }", "main", json!([]))).await.json();
+    assert_eq!(ok["results"], json!([42]));
+}
+
+#[tokio::test]
+async fn a_million_doubles_round_trip_through_npy_bit_exactly() {
+    use base64::Engine as _;
+    let router = app(runner_state(64 * 1024));
+    let n = 1_000_000;
+    let data: Vec<f64> = (0..n).map(|i| ((i as f64) * 0.618).sin() * 1e-300 + (i as f64)).collect();
+    let value = compiler_core::interp::value::Value::from_parts(
+        vec![n],
+        compiler_core::interp::value::Elems::Double(data.clone()),
+    );
+    let npy = withloop_worker::npy::encode(&value).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&npy);
+    let source = "double[.] same(double[.] a) { return a; }";
+    let mut body = run_body(source, "same", json!([{ "npy": b64 }]));
+    body["results"] = json!("npy");
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", &r.text()[..r.text().len().min(500)]);
+    let back = r.json()["results"][0]["npy"].as_str().unwrap().to_string();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(back).unwrap();
+    let value = withloop_worker::npy::decode(&bytes).unwrap();
+    let compiler_core::interp::value::Value::Array(a) = value else { panic!("an array") };
+    let compiler_core::interp::value::Elems::Double(out) = &a.elems else { panic!("doubles") };
+    assert_eq!(out.len(), n);
+    assert!(out.iter().zip(&data).all(|(x, y)| x.to_bits() == y.to_bits()), "bit-exact");
+}

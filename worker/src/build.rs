@@ -194,7 +194,8 @@ impl DiagnosticData {
         self.severity == "error"
     }
 
-    fn of(sources: &SourceMap, d: &Diagnostic) -> DiagnosticData {
+    /// `d` as data, located and rendered with `sources`.
+    pub fn of(sources: &SourceMap, d: &Diagnostic) -> DiagnosticData {
         let range = |l: &Label| {
             let f = sources.get(l.span.file);
             let (line, column) = f.line_col(l.span.start);
@@ -367,22 +368,40 @@ pub fn canonical_hint(text: &str) -> Result<String, Box<DiagnosticData>> {
     }
 }
 
-/// Compiles `request`; `progress` hears each phase as it starts.
-pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<BuildOutput, BuildError> {
+/// A program through the front end and the optimiser.
+#[derive(Debug)]
+pub struct Optimised {
+    pub frontend: driver::Frontend,
+    pub module: ir::Module,
+    pub outcome: opt::Outcome,
+    /// Warnings and notes.
+    pub diagnostics: Vec<DiagnosticData>,
+    pub phases: Vec<PhaseTime>,
+}
+
+/// Phase timing.
+struct Laps {
+    phases: Vec<PhaseTime>,
+    clock: Instant,
+}
+
+impl Laps {
+    fn lap(&mut self, name: &str) {
+        let now = Instant::now();
+        self.phases.push(PhaseTime { phase: name.to_string(), ms: (now - self.clock).as_secs_f64() * 1e3 });
+        self.clock = now;
+    }
+}
+
+/// Front end, lowering, entry selection and the optimisation pipeline.
+pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<Optimised, BuildError> {
     if request.language == Language::L0 {
         return Err(BuildError::single(
             codes::UNSUPPORTED,
             "the L0 front end is not available yet; send SaC (`\"language\": \"sac\"`)".to_string(),
         ));
     }
-    let mut phases = Vec::new();
-    let mut clock = Instant::now();
-    let mut lap = |phases: &mut Vec<PhaseTime>, name: &str| {
-        let now = Instant::now();
-        phases.push(PhaseTime { phase: name.to_string(), ms: (now - clock).as_secs_f64() * 1e3 });
-        clock = now;
-    };
-
+    let mut laps = Laps { phases: Vec::new(), clock: Instant::now() };
     progress(Phase::Frontend);
     let options = FrontendOptions {
         defines: request.defines.clone(),
@@ -399,7 +418,7 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
     }
     let mut module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
     select_entries(&mut module, &request.entries, &request.file_name)?;
-    lap(&mut phases, "frontend");
+    laps.lap("frontend");
 
     progress(Phase::Optimise);
     let pipeline = opt::PipelineOptions { disabled: request.disabled_passes.clone(), ..Default::default() };
@@ -413,11 +432,18 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
             ),
         )
     })?;
+    laps.lap("optimise");
+    Ok(Optimised { frontend: fe, module, outcome, diagnostics, phases: laps.phases })
+}
+
+/// Compiles `request`; `progress` hears each phase as it starts.
+pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<BuildOutput, BuildError> {
+    let Optimised { frontend: fe, module, outcome, diagnostics, phases } = optimise(request, progress)?;
+    let mut laps = Laps { phases, clock: Instant::now() };
     let report = opt::report::build(&request.file_name, &outcome, &fe.program, &fe.typed, &fe.sources, false, true);
     let report_json: serde_json::Value = serde_json::from_str(&report.to_json())
         .map_err(|e| BuildError::single(codes::INTERNAL_ERROR, format!("the report is not JSON: {e}")))?;
     let variants = variants(&report);
-    lap(&mut phases, "optimise");
 
     let mut artifacts = Vec::new();
     let mut object: Option<Vec<u8>> = None;
@@ -430,7 +456,7 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
                 if object.is_none() {
                     progress(Phase::Codegen(ArtifactKind::Object));
                     object = Some(native(&module, &fe.sources, &request.codegen, Output::Object)?);
-                    lap(&mut phases, "codegen:object");
+                    laps.lap("codegen:object");
                 }
                 let obj = object.as_deref().unwrap_or_default();
                 if kind == ArtifactKind::Object {
@@ -439,7 +465,7 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
                     progress(Phase::Link);
                     let so = withloop_codegen::link::link_bytes(obj, LinkKind::SharedLibrary)
                         .map_err(|e| BuildError::single(codes::INTERNAL_ERROR, e.to_string()))?;
-                    lap(&mut phases, "link");
+                    laps.lap("link");
                     so
                 }
             }
@@ -447,13 +473,13 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
                 progress(Phase::Codegen(kind));
                 let output = if kind == ArtifactKind::Asm { Output::Assembly } else { Output::LlvmIr };
                 let bytes = native(&module, &fe.sources, &request.codegen, output)?;
-                lap(&mut phases, &Phase::Codegen(kind).name());
+                laps.lap(&Phase::Codegen(kind).name());
                 bytes
             }
         };
         artifacts.push((kind, bytes));
     }
-    Ok(BuildOutput { diagnostics, variants, report: report_json, artifacts, phases })
+    Ok(BuildOutput { diagnostics, variants, report: report_json, artifacts, phases: laps.phases })
 }
 
 fn native(

@@ -41,6 +41,9 @@ pub struct CompilationMeta {
     pub variants: Vec<VariantData>,
     pub report: serde_json::Value,
     pub artifacts: Vec<ArtifactInfo>,
+    /// The request that made it (normalised), so it can be run by key.
+    #[serde(default)]
+    pub request: Option<crate::request::CompileRequest>,
 }
 
 /// A cached compilation.

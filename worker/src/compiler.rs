@@ -208,6 +208,7 @@ fn compiled(prepared: &Prepared, output: BuildOutput, compile_ms: f64) -> Compil
             variants: output.variants,
             report: output.report,
             artifacts,
+            request: Some(prepared.request.clone()),
         },
         bytes,
     }

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 
 use crate::failure::ErrorBody;
 use crate::request::CompileRequest;
+use crate::run::RunRequest;
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -73,7 +74,7 @@ pub struct JobEvent {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct JobView {
     pub id: String,
-    /// `compile`.
+    /// `compile` or `run`.
     pub kind: String,
     pub status: JobStatus,
     /// The cache key a compile job produces.
@@ -85,7 +86,7 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
     pub events: Vec<JobEvent>,
-    /// The result once done (for compile jobs, the compile response).
+    /// The result once done (the compile response, or the run response).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
@@ -100,18 +101,25 @@ pub struct JobView {
 pub enum JobSpec {
     /// Compile through the cache (a re-run of a finished compile is a cache hit).
     Compile { request: CompileRequest, bypass_cache: bool },
+    /// Run an entry of a compiled program in a sandboxed child process
+    /// (`request.compile` is filled in; `key` is its compilation).
+    Run { request: RunRequest, key: String },
 }
 
 impl JobSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             JobSpec::Compile { .. } => "compile",
+            JobSpec::Run { .. } => "run",
         }
     }
 
     /// The capability a worker needs to take the job.
-    pub fn capability(&self) -> &'static str {
-        "cpu"
+    pub fn capability(&self) -> &str {
+        match self {
+            JobSpec::Compile { .. } => "cpu",
+            JobSpec::Run { request, .. } => &request.target,
+        }
     }
 }
 

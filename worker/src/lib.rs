@@ -19,9 +19,11 @@ pub mod failure;
 pub mod jobs;
 pub mod key;
 pub mod metrics;
+pub mod npy;
 pub mod pool;
 pub mod queue;
 pub mod request;
+pub mod run;
 pub mod store;
 pub mod testing;
 

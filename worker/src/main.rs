@@ -50,6 +50,10 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
+    // A sandboxed run of a program (see `withloop_worker::run`).
+    if std::env::args().nth(1).as_deref() == Some("--exec-run") {
+        return withloop_worker::run::child_main();
+    }
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))

@@ -9,7 +9,9 @@
 //! runs again after its worker died is a cache hit when the first run got as
 //! far as storing its result.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
@@ -20,6 +22,10 @@ use crate::failure::FailureKind;
 use crate::jobs::{JobSpec, JobStatus, WorkerView};
 use crate::queue::{CANCEL_CHANNEL, JOBS_CHANNEL, Leased, PgQueue};
 use crate::request::{CompileResponse, prepare};
+use crate::run::{run_sandboxed, runner};
+
+/// Cancellation signals of the run jobs this worker holds, by job id.
+type Cancels = Arc<Mutex<HashMap<String, watch::Sender<bool>>>>;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -34,6 +40,8 @@ pub struct PoolOptions {
     /// Fault injection for tests: wait this long after leasing a job before
     /// running it (so a test can kill the worker while it holds the job).
     pub hold: Duration,
+    /// The binary sandboxed runs use (default: see [`crate::run::runner`]).
+    pub runner: Option<PathBuf>,
 }
 
 impl PoolOptions {
@@ -45,6 +53,7 @@ impl PoolOptions {
             concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
             poll: Duration::from_secs(1),
             hold: Duration::ZERO,
+            runner: None,
         }
     }
 }
@@ -84,9 +93,23 @@ pub async fn serve(
     };
     queue.register(&me).await?;
     let mut listener = PgListener::connect_with(queue.pool()).await?;
-    listener.listen_all([JOBS_CHANNEL, CANCEL_CHANNEL]).await?;
+    listener.listen(JOBS_CHANNEL).await?;
+    let mut cancel_listener = PgListener::connect_with(queue.pool()).await?;
+    cancel_listener.listen(CANCEL_CHANNEL).await?;
     let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone()));
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+    let cancels: Cancels = Arc::default();
+    // Cancellations are heard even while every slot is busy.
+    let canceller = {
+        let cancels = cancels.clone();
+        tokio::spawn(async move {
+            while let Ok(n) = cancel_listener.recv().await {
+                if let Some(signal) = cancels.lock().unwrap_or_else(|p| p.into_inner()).get(n.payload()) {
+                    let _ = signal.send(true);
+                }
+            }
+        })
+    };
     tracing::info!(worker = %options.id, concurrency = options.concurrency, "serving the job queue");
     while !*shutdown.borrow() {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
@@ -95,13 +118,19 @@ pub async fn serve(
         }
         match queue.dequeue(&options.id, &options.capabilities).await {
             Ok(Some(job)) => {
-                let (queue, compiler, worker, hold) =
-                    (queue.clone(), compiler.clone(), options.id.clone(), options.hold);
+                let (queue, compiler, worker, hold, runner, cancels) = (
+                    queue.clone(),
+                    compiler.clone(),
+                    options.id.clone(),
+                    options.hold,
+                    options.runner.clone(),
+                    cancels.clone(),
+                );
                 tokio::spawn(async move {
                     if !hold.is_zero() {
                         tokio::time::sleep(hold).await;
                     }
-                    execute(&queue, &compiler, &worker, job).await;
+                    execute(&queue, &compiler, &worker, runner, &cancels, job).await;
                     drop(permit);
                 });
                 continue;
@@ -121,6 +150,7 @@ pub async fn serve(
     // Let the running jobs finish (their leases stay renewed meanwhile).
     let _ = slots.acquire_many(options.concurrency.max(1) as u32).await;
     heartbeat.abort();
+    canceller.abort();
     queue.deregister(&options.id).await?;
     Ok(())
 }
@@ -136,8 +166,26 @@ async fn heartbeats(queue: PgQueue, worker: String) {
 }
 
 /// Runs one leased job and records its outcome.
-async fn execute(queue: &PgQueue, compiler: &Compiler, worker: &str, job: Leased) {
+async fn execute(
+    queue: &PgQueue,
+    compiler: &Compiler,
+    worker: &str,
+    runner_path: Option<PathBuf>,
+    cancels: &Cancels,
+    job: Leased,
+) {
     let outcome = match job.spec {
+        JobSpec::Run { request, key } => {
+            let (signal, cancelled) = watch::channel(false);
+            cancels.lock().unwrap_or_else(|p| p.into_inner()).insert(job.id.clone(), signal);
+            let _ = queue.progress(&job.id, worker, "run").await;
+            let result = match runner(runner_path.as_deref()) {
+                Ok(path) => run_sandboxed(&path, &key, &request, cancelled).await,
+                Err(f) => Err(f),
+            };
+            cancels.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.id);
+            result.map(|r| serde_json::to_value(r).unwrap_or_default())
+        }
         JobSpec::Compile { request, bypass_cache } => match prepare(&request) {
             Err(f) => Err(f),
             Ok(prepared) => {

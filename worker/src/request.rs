@@ -167,6 +167,9 @@ impl CompileResponse {
 /// A request made ready: what to build and under which key.
 #[derive(Clone, Debug)]
 pub struct Prepared {
+    /// The request as it was keyed (sources normalised, cache flags off): what
+    /// a run by key compiles again.
+    pub request: CompileRequest,
     pub build: BuildRequest,
     pub components: KeyComponents,
     pub key: String,
@@ -294,5 +297,10 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         codegen,
         emit,
     };
-    Ok(Prepared { build, components, key })
+    let mut keyed = request.clone();
+    keyed.source = build.source.clone();
+    keyed.includes = build.includes.clone();
+    keyed.bypass_cache = false;
+    keyed.progressive = false;
+    Ok(Prepared { request: keyed, build, components, key })
 }

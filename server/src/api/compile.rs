@@ -88,7 +88,7 @@ async fn submit(
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
         });
     }
-    let job = state.jobs.create(&prepared.key);
+    let job = state.jobs.create(&prepared.key, "compile");
     let (state, running) = (state.clone(), job.clone());
     tokio::spawn(async move {
         let progress_job = running.clone();

@@ -7,6 +7,7 @@ pub mod compilations;
 pub mod compile;
 pub mod health;
 pub mod jobs;
+pub mod run;
 
 use std::time::Instant;
 
@@ -36,6 +37,7 @@ use crate::state::AppState;
     ),
     paths(
         compile::compile,
+        run::run,
         artifacts::artifact,
         compilations::get,
         compilations::purge,
@@ -50,6 +52,7 @@ use crate::state::AppState;
     components(schemas(ErrorEnvelope, ErrorBody, withloop_worker::jobs::JobEvent)),
     tags(
         (name = "compile", description = "Compile programs"),
+        (name = "run", description = "Run programs in sandboxed processes"),
         (name = "artifacts", description = "Fetch compiled artifacts"),
         (name = "compilations", description = "Inspect and purge cached compilations"),
         (name = "jobs", description = "Follow asynchronous compiles"),
@@ -67,6 +70,7 @@ pub fn openapi_json() -> String {
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/compile", post(compile::compile))
+        .route("/v1/run", post(run::run))
         .route("/v1/compilations/{key}", get(compilations::get).delete(compilations::purge))
         .route("/v1/artifacts/{key}/{kind}", get(artifacts::artifact))
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::cancel))

@@ -1,0 +1,109 @@
+//! `POST /v1/run`: run an entry of a program in a sandboxed child process.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use withloop_worker::jobs::JobSpec;
+use withloop_worker::request::{CompileRequest, prepare};
+use withloop_worker::run::{RunRequest, RunResponse, run_sandboxed, runner};
+
+use crate::api::compile::{CompileQuery, JobAccepted};
+use crate::error::{ApiError, ApiJson, ErrorEnvelope};
+use crate::state::AppState;
+
+/// The compile request a run names: given, or the one behind `key`.
+async fn program(state: &AppState, request: &RunRequest) -> Result<CompileRequest, ApiError> {
+    match (&request.key, &request.compile) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("give either `key` or `compile`, not both")),
+        (None, None) => {
+            Err(ApiError::invalid("give the program: `compile` (a compile request) or `key` (a compilation)"))
+        }
+        (None, Some(c)) => Ok(c.clone()),
+        (Some(key), None) => {
+            let unknown =
+                || ApiError::not_found(format!("no compilation has the key {key} (it may have been evicted)"));
+            if let Some(c) = state.cache.in_memory(key).await {
+                return c.meta.request.clone().ok_or_else(unknown);
+            }
+            let store = state.cache.store().ok_or_else(unknown)?;
+            let meta = store.metadata(key).await.map_err(|e| {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
+            })?;
+            meta.and_then(|m| m.request).ok_or_else(unknown)
+        }
+    }
+}
+
+/// Run a program's entry function on arguments, in a separate process with
+/// limits (wall time, CPU time, memory, output). The program is compiled
+/// through the cache first (compile errors are 422 before anything runs).
+/// Errors of the run itself: `runtime_error` (with the located diagnostic),
+/// `time_limit`, `memory_limit`, `output_limit` (422), `crashed` (500).
+#[utoipa::path(
+    post,
+    path = "/v1/run",
+    tag = "run",
+    params(CompileQuery),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The results", body = RunResponse),
+        (status = 202, description = "Accepted as a job (`?async=true`)", body = JobAccepted),
+        (status = 400, description = "The request is malformed", body = ErrorEnvelope),
+        (status = 404, description = "No compilation has the key", body = ErrorEnvelope),
+        (status = 422, description = "Compile error, run-time error or a limit reached", body = ErrorEnvelope),
+        (status = 500, description = "The run crashed (a withloop bug)", body = ErrorEnvelope),
+    )
+)]
+pub async fn run(
+    State(state): State<AppState>,
+    query: Result<Query<CompileQuery>, axum::extract::rejection::QueryRejection>,
+    ApiJson(mut request): ApiJson<RunRequest>,
+) -> Result<Response, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::invalid(format!("the query string is not valid: {}", e.body_text())))?;
+    if request.target != "cpu" {
+        return Err(ApiError::invalid(format!(
+            "there is no `{}` target; runs go to `cpu` workers (GPU workers are not available yet)",
+            request.target
+        )));
+    }
+    let compile = program(&state, &request).await?;
+    let prepared = prepare(&compile)?;
+    let (compiled, _) = state.compiler.compile_cached(prepared, false, None).await?;
+    let key = compiled.meta.key.clone();
+    request.compile = Some(compiled.meta.request.clone().unwrap_or(compile));
+    request.key = None;
+    if query.run_async {
+        let job = submit(&state, request, key.clone()).await?;
+        let accepted =
+            JobAccepted { key, job_url: format!("/v1/jobs/{job}"), events_url: format!("/v1/jobs/{job}/events"), job };
+        return Ok((StatusCode::ACCEPTED, Json(accepted)).into_response());
+    }
+    let path = runner(state.config.runner.as_deref())?;
+    // A synchronous run is not cancellable: the client closing the connection ends it.
+    let (_keep, never) = tokio::sync::watch::channel(false);
+    let response = run_sandboxed(&path, &key, &request, never).await?;
+    Ok(Json(response).into_response())
+}
+
+/// Queues a run job: on Postgres with a database, else as a task here.
+async fn submit(state: &AppState, request: RunRequest, key: String) -> Result<String, ApiError> {
+    if let Some(queue) = &state.queue {
+        let spec = JobSpec::Run { request, key: key.clone() };
+        return queue.enqueue(&spec, Some(&key)).await.map_err(|e| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
+        });
+    }
+    let path = runner(state.config.runner.as_deref())?;
+    let job = state.jobs.create(&key, "run");
+    let running = job.clone();
+    tokio::spawn(async move {
+        running.phase("run".into());
+        match run_sandboxed(&path, &key, &request, running.cancellation()).await {
+            Ok(response) => running.succeed(serde_json::to_value(response).unwrap_or_default()),
+            Err(e) => running.fail(e.body),
+        }
+    });
+    Ok(job.id.clone())
+}
