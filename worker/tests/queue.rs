@@ -206,3 +206,64 @@ async fn compile_errors_fail_at_once_and_cancelled_jobs_are_not_run() {
     assert_eq!(view.status, JobStatus::Cancelled);
     assert_eq!(view.attempts, 0);
 }
+
+/// Sandboxed runs the process `parent` has going now.
+fn sandboxed_children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The command name is in parentheses and may contain spaces.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let ppid: Option<u32> = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let zombie = after.starts_with('Z');
+        if ppid == Some(parent) && !zombie && String::from_utf8_lossy(&cmdline).contains("--exec-run") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn run_job(source: &str, limits: serde_json::Value) -> JobSpec {
+    let request = serde_json::from_value(json!({ "compile": { "source": source }, "limits": limits })).unwrap();
+    JobSpec::Run { request, key: "test".into() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_jobs_are_sandboxed_time_limited_and_cancelled_by_killing_the_program() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let worker = Worker::start(&db, &["--poll-ms", "50", "--concurrency", "2"]);
+    let pid = worker.child.id();
+    let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
+
+    // An infinite loop under a 1.5 s limit fails the job; the worker lives on.
+    let limited = queue.enqueue(&run_job(spin, json!({ "wall_ms": 1500 })), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the limited run to fail", || async {
+        queue.view(&limited).await.unwrap().unwrap().status.finished()
+    })
+    .await;
+    let view = queue.view(&limited).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Failed);
+    assert_eq!(view.error.unwrap().code, "time_limit");
+
+    // A running program is killed within a second of its job's cancellation.
+    let endless = queue.enqueue(&run_job(spin, json!({ "wall_ms": 120000, "cpu_ms": 120000 })), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the program to start", || async { !sandboxed_children(pid).is_empty() }).await;
+    assert_eq!(queue.cancel(&endless).await.unwrap(), Some(JobStatus::Cancelled));
+    let cancelled_at = Instant::now();
+    wait_for(Duration::from_secs(1), "the program to be killed", || async { sandboxed_children(pid).is_empty() }).await;
+    assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
+    assert_eq!(queue.view(&endless).await.unwrap().unwrap().status, JobStatus::Cancelled);
+
+    // And it still serves: a run with a result.
+    let answer = queue.enqueue(&run_job("int main() { return 6 * 7; }", json!({})), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the answer", || async {
+        queue.view(&answer).await.unwrap().unwrap().status.finished()
+    })
+    .await;
+    let view = queue.view(&answer).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Done, "{:?}", view.error);
+    assert_eq!(view.result.unwrap()["results"], json!([42]));
+}
