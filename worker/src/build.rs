@@ -342,6 +342,8 @@ impl std::fmt::Display for BuildError {
 pub enum Phase {
     Frontend,
     Optimise,
+    /// An optimisation pass starting its first run.
+    Pass(&'static str),
     /// Code generation for one artifact kind.
     Codegen(ArtifactKind),
     Link,
@@ -352,6 +354,7 @@ impl Phase {
         match self {
             Phase::Frontend => "frontend".into(),
             Phase::Optimise => "optimise".into(),
+            Phase::Pass(name) => format!("pass:{name}"),
             Phase::Codegen(k) => format!("codegen:{}", k.name()),
             Phase::Link => "link".into(),
         }
@@ -422,7 +425,14 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
 
     progress(Phase::Optimise);
     let pipeline = opt::PipelineOptions { disabled: request.disabled_passes.clone(), ..Default::default() };
-    let outcome = opt::optimise(&mut module, &fe.sources, &pipeline).map_err(|broken| {
+    let mut started: Vec<&'static str> = Vec::new();
+    let mut on_pass = |name: &'static str| {
+        if !started.contains(&name) {
+            started.push(name);
+            progress(Phase::Pass(name));
+        }
+    };
+    let outcome = opt::optimise_observed(&mut module, &fe.sources, &pipeline, &mut on_pass).map_err(|broken| {
         BuildError::single(
             codes::INTERNAL_ERROR,
             format!(

@@ -234,6 +234,17 @@ pub struct BrokenIr {
 
 /// Runs the pipeline over `module`.
 pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOptions) -> Result<Outcome, Box<BrokenIr>> {
+    optimise_observed(module, sources, options, &mut |_| {})
+}
+
+/// [`optimise`], telling `on_pass` the name of every pass as it starts (for
+/// progress reports; a pass runs once per round of its stage).
+pub fn optimise_observed(
+    module: &mut Module,
+    sources: &SourceMap,
+    options: &PipelineOptions,
+    on_pass: &mut dyn FnMut(&'static str),
+) -> Result<Outcome, Box<BrokenIr>> {
     let mut stats: Vec<PassStats> = pass_names()
         .into_iter()
         .map(|name| PassStats {
@@ -273,6 +284,7 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
                 }
                 let mut cx =
                     PassCx { sources, pass: pass.name, changed: false, counters: BTreeMap::new(), remarks: Vec::new() };
+                on_pass(pass.name);
                 let start = Instant::now();
                 (pass.run)(module, &mut cx);
                 let elapsed = start.elapsed();
