@@ -7,12 +7,16 @@
 //! served.
 //!
 //! Eviction: after every write, compilations beyond the size cap are deleted,
-//! least recently used first (`last_used_at`, updated on every hit): what stays
+//! least recently used first (`last_used_at`, written back in the background
+//! at most every five seconds per key and process, so a hit costs one round
+//! trip): what stays
 //! is the most recently used compilations whose sizes add up to at most the
 //! cap. A compilation larger than the cap on its own is not kept (and does not
 //! push everything else out).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::ArtifactKind;
 use bytes::Bytes;
@@ -36,7 +40,14 @@ pub struct Store {
     pool: PgPool,
     /// Size cap of all stored compilations, in bytes.
     max_bytes: u64,
+    /// Hits not yet written to `last_used_at`/`hits`, by key, with when the key
+    /// was last written: a hit costs no extra round trip, and each key is
+    /// written at most every [`TOUCH_EVERY`].
+    touches: Arc<Mutex<HashMap<String, (u64, Instant)>>>,
 }
+
+/// How often a key's use is written back (the eviction order is exact to this).
+const TOUCH_EVERY: Duration = Duration::from_secs(5);
 
 impl Store {
     /// Connects and applies the migrations.
@@ -47,7 +58,7 @@ impl Store {
             .connect(url)
             .await?;
         sqlx::migrate!("../migrations").run(&pool).await?;
-        Ok(Store { pool, max_bytes })
+        Ok(Store { pool, max_bytes, touches: Arc::default() })
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -62,22 +73,24 @@ impl Store {
     /// The stored compilation `key`, verified; `Ok(Err(_))` when it is stored
     /// but fails verification.
     pub async fn load(&self, key: &str) -> Result<Option<Result<Compiled, Invalid>>, sqlx::Error> {
-        let row = sqlx::query("SELECT metadata FROM compilations WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let Json(meta): Json<CompilationMeta> = match row.try_get("metadata") {
+        // One round trip: the metadata with every artifact (one row each).
+        let rows = sqlx::query(
+            "SELECT c.metadata, a.kind, a.content_hash, a.bytes
+             FROM compilations c LEFT JOIN artifacts a ON a.key = c.key WHERE c.key = $1",
+        )
+        .bind(key)
+        .fetch_all(&self.pool)
+        .await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let Json(meta): Json<CompilationMeta> = match first.try_get("metadata") {
             Ok(m) => m,
             Err(e) => return Ok(Some(Err(Invalid::Corrupt(format!("unreadable metadata: {e}"))))),
         };
-        let rows = sqlx::query("SELECT kind, content_hash, bytes FROM artifacts WHERE key = $1")
-            .bind(key)
-            .fetch_all(&self.pool)
-            .await?;
         let mut stored: BTreeMap<String, (String, Vec<u8>)> = BTreeMap::new();
-        for r in rows {
-            stored.insert(r.try_get("kind")?, (r.try_get("content_hash")?, r.try_get("bytes")?));
+        for r in &rows {
+            if let Some(kind) = r.try_get::<Option<String>, _>("kind")? {
+                stored.insert(kind, (r.try_get("content_hash")?, r.try_get("bytes")?));
+            }
         }
         let mut bytes = BTreeMap::new();
         for info in &meta.artifacts {
@@ -94,11 +107,39 @@ impl Store {
             }
             bytes.insert(info.kind, Bytes::from(data));
         }
-        let touch = sqlx::query("UPDATE compilations SET last_used_at = now(), hits = hits + 1 WHERE key = $1")
-            .bind(key)
-            .execute(&self.pool);
-        touch.await?;
+        self.touch(key);
         Ok(Some(Ok(Compiled { meta, bytes })))
+    }
+
+    /// Records a hit of `key`; writes it back (in the background) when the
+    /// key's last write is older than [`TOUCH_EVERY`].
+    fn touch(&self, key: &str) {
+        let due = {
+            let mut touches = self.touches.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let entry = touches.entry(key.to_string()).or_insert((0, now - TOUCH_EVERY));
+            entry.0 += 1;
+            if now.duration_since(entry.1) >= TOUCH_EVERY {
+                let hits = entry.0;
+                *entry = (0, now);
+                Some(hits)
+            } else {
+                None
+            }
+        };
+        if let Some(hits) = due {
+            let (pool, key) = (self.pool.clone(), key.to_string());
+            tokio::spawn(async move {
+                let done = sqlx::query("UPDATE compilations SET last_used_at = now(), hits = hits + $2 WHERE key = $1")
+                    .bind(&key)
+                    .bind(hits as i64)
+                    .execute(&pool)
+                    .await;
+                if let Err(e) = done {
+                    tracing::warn!(%key, error = %e, "recording a cache hit failed");
+                }
+            });
+        }
     }
 
     /// Stores `compiled` (replacing any row with its key), then evicts.
