@@ -602,6 +602,13 @@ async fn runaway_programs_hit_their_limits_and_the_server_keeps_serving() {
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(r.json()["error"]["code"], "memory_limit", "{}", r.text());
 
+    // Under the address-space limit itself (800 MB in 512 MiB), not the element cap.
+    let big = "use Array: all;\nint fill(int n) { a = genarray([n], 1.0); return toi(sum(a)); }";
+    let mut body = run_body(big, "fill", json!([100_000_000]));
+    body["limits"] = json!({ "memory_mb": 512 });
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.json()["error"]["code"], "memory_limit", "{}", r.text());
+
     let chatty =
         "use StdIO: all;\nint main() { for (i = 0; i < 100000; i++) { printf(\"line %d\\n\", i); } return 0; }";
     let mut body = run_body(chatty, "main", json!([]));
@@ -643,4 +650,37 @@ async fn a_million_doubles_round_trip_through_npy_bit_exactly() {
     let compiler_core::interp::value::Elems::Double(out) = &a.elems else { panic!("doubles") };
     assert_eq!(out.len(), n);
     assert!(out.iter().zip(&data).all(|(x, y)| x.to_bits() == y.to_bits()), "bit-exact");
+}
+
+#[tokio::test]
+async fn multipart_runs_take_npy_files_as_arguments() {
+    let router = app(runner_state(2048));
+    let a = compiler_core::interp::value::Value::from_parts(
+        vec![3],
+        compiler_core::interp::value::Elems::Double(vec![1.0, 2.0, 3.0]),
+    );
+    let npy = withloop_worker::npy::encode(&a).unwrap();
+    let request = json!({ "compile": { "source": SCALE }, "entry": "scale", "args": [{ "npy_part": "a" }, 2.0] });
+    let form = |parts: &[(&str, &str, &[u8])]| {
+        let mut body = Vec::new();
+        for (name, ty, data) in parts {
+            body.extend_from_slice(
+                format!("--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{name}\"\r\nContent-Type: {ty}\r\n\r\n")
+                    .as_bytes(),
+            );
+            body.extend_from_slice(data);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"--XyZ--\r\n");
+        body
+    };
+    let json_bytes = request.to_string().into_bytes();
+    let body = form(&[("request", "application/json", &json_bytes), ("a", "application/octet-stream", &npy)]);
+    let r = send_raw(&router, "/v1/run", "multipart/form-data; boundary=XyZ", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["results"][0]["data"], json!([2.0, 4.0, 6.0]));
+    let body = form(&[("request", "application/json", &json_bytes)]);
+    let r = send_raw(&router, "/v1/run", "multipart/form-data; boundary=XyZ", body).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text().contains("part `a`"), "{}", r.text());
 }

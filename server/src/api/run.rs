@@ -1,9 +1,12 @@
 //! `POST /v1/run`: run an entry of a program in a sandboxed child process.
 
+use std::collections::HashMap;
+
 use axum::Json;
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, Multipart, Query, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
 use withloop_worker::jobs::JobSpec;
 use withloop_worker::request::{CompileRequest, prepare};
 use withloop_worker::run::{RunRequest, RunResponse, run_sandboxed, runner};
@@ -45,7 +48,14 @@ async fn program(state: &AppState, request: &RunRequest) -> Result<CompileReques
     path = "/v1/run",
     tag = "run",
     params(CompileQuery),
-    request_body = RunRequest,
+    request_body(
+        content(
+            (RunRequest = "application/json"),
+            (RunRequest = "multipart/form-data"),
+        ),
+        description = "JSON, or multipart: a part `request` (JSON) and `.npy` parts that arguments \
+                       name as `{\"npy_part\": \"<part>\"}`"
+    ),
     responses(
         (status = 200, description = "The results", body = RunResponse),
         (status = 202, description = "Accepted as a job (`?async=true`)", body = JobAccepted),
@@ -58,10 +68,22 @@ async fn program(state: &AppState, request: &RunRequest) -> Result<CompileReques
 pub async fn run(
     State(state): State<AppState>,
     query: Result<Query<CompileQuery>, axum::extract::rejection::QueryRejection>,
-    ApiJson(mut request): ApiJson<RunRequest>,
+    body: Request,
 ) -> Result<Response, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::invalid(format!("the query string is not valid: {}", e.body_text())))?;
+    let multipart = body
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("multipart/form-data"));
+    let mut request = if multipart {
+        let form = Multipart::from_request(body, &state).await.map_err(|e| ApiError::invalid(e.body_text()))?;
+        from_form(form).await?
+    } else {
+        let ApiJson(request) = ApiJson::<RunRequest>::from_request(body, &state).await?;
+        request
+    };
     if request.target != "cpu" {
         return Err(ApiError::invalid(format!(
             "there is no `{}` target; runs go to `cpu` workers (GPU workers are not available yet)",
@@ -85,6 +107,34 @@ pub async fn run(
     let (_keep, never) = tokio::sync::watch::channel(false);
     let response = run_sandboxed(&path, &key, &request, never).await?;
     Ok(Json(response).into_response())
+}
+
+/// A multipart run: the part `request` is the JSON request; every other part
+/// is a `.npy` file that arguments name as `{"npy_part": "<part name>"}`.
+async fn from_form(mut form: Multipart) -> Result<RunRequest, ApiError> {
+    let mut json = None;
+    let mut files: HashMap<String, Vec<u8>> = HashMap::new();
+    while let Some(field) = form.next_field().await.map_err(|e| ApiError::invalid(e.body_text()))? {
+        let name = field.name().unwrap_or_default().to_string();
+        let data = field.bytes().await.map_err(|e| ApiError::invalid(e.body_text()))?;
+        if name == "request" {
+            json = Some(data);
+        } else {
+            files.insert(name, data.to_vec());
+        }
+    }
+    let json =
+        json.ok_or_else(|| ApiError::invalid("a multipart run needs a part named `request` (the JSON request)"))?;
+    let mut request: RunRequest = serde_json::from_slice(&json)
+        .map_err(|e| ApiError::invalid(format!("the `request` part is not valid: {e}")))?;
+    for (i, arg) in request.args.iter_mut().enumerate() {
+        let Some(part) = arg.get("npy_part").and_then(|p| p.as_str()).map(str::to_string) else { continue };
+        let bytes = files.remove(&part).ok_or_else(|| {
+            ApiError::invalid(format!("args[{i}] names the part `{part}`, which the request does not have"))
+        })?;
+        *arg = serde_json::json!({ "npy": base64::engine::general_purpose::STANDARD.encode(bytes) });
+    }
+    Ok(request)
 }
 
 /// Queues a run job: on Postgres with a database, else as a task here.

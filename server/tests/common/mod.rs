@@ -68,6 +68,21 @@ pub async fn send(app: &Router, method: Method, uri: &str, body: Option<Value>, 
     Reply { status, headers, body }
 }
 
+/// Sends raw bytes with a content type.
+pub async fn send_raw(app: &Router, uri: &str, content_type: &str, body: Vec<u8>) -> Reply {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(Body::from(body))
+        .expect("request");
+    let response = app.clone().oneshot(req).await.expect("the router answers");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.expect("body").to_bytes().to_vec();
+    Reply { status, headers, body }
+}
+
 pub async fn post(app: &Router, uri: &str, body: Value) -> Reply {
     send(app, Method::POST, uri, Some(body), &[]).await
 }
