@@ -1,8 +1,8 @@
 //! A worker serving the Postgres queue: the loop of every `withloop-worker`
 //! process and of the pool a server with a database embeds.
 //!
-//! It registers itself, then repeatedly reaps expired leases and takes the
-//! next job it can run (up to `concurrency` at once), waking on `NOTIFY
+//! It registers itself, then repeatedly takes the next job it can run (up to
+//! `concurrency` at once; expired leases are reaped twice per lease period), waking on `NOTIFY
 //! withloop_jobs` or, as a fallback, every `poll` interval. A heartbeat task
 //! renews the worker's row and the leases of its jobs every third of a lease.
 //! Compile jobs go through the same cache as everything else, so a job that
@@ -111,10 +111,15 @@ pub async fn serve(
         })
     };
     tracing::info!(worker = %options.id, concurrency = options.concurrency, "serving the job queue");
+    let mut last_reap = std::time::Instant::now() - queue.lease;
     while !*shutdown.borrow() {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
-        if let Err(e) = queue.reap().await {
-            tracing::warn!(error = %e, "reaping expired leases failed");
+        // Expired leases are looked for twice a lease, not before every job.
+        if last_reap.elapsed() >= queue.lease / 2 {
+            last_reap = std::time::Instant::now();
+            if let Err(e) = queue.reap().await {
+                tracing::warn!(error = %e, "reaping expired leases failed");
+            }
         }
         match queue.dequeue(&options.id, &options.capabilities).await {
             Ok(Some(job)) => {

@@ -177,10 +177,16 @@ impl PgQueue {
         result: Option<&Value>,
         error: Option<&ErrorBody>,
     ) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query(&format!(
-            "UPDATE jobs SET status = $3, result = $4, error = $5, finished_at = now(), lease_expires_at = NULL,
-                 events = events || {}
-             WHERE id = $1 AND leased_by = $2 AND status = 'running'",
+        // One statement: the job, and the worker's count when the job was its own.
+        let finished: i64 = sqlx::query_scalar(&format!(
+            "WITH finished AS (
+                 UPDATE jobs SET status = $3, result = $4, error = $5, finished_at = now(), lease_expires_at = NULL,
+                     events = events || {}
+                 WHERE id = $1 AND leased_by = $2 AND status = 'running'
+                 RETURNING id),
+             counted AS (
+                 UPDATE workers SET jobs_done = jobs_done + 1 WHERE id = $2 AND EXISTS (SELECT 1 FROM finished))
+             SELECT count(*) FROM finished",
             event_sql("$3::text", "NULL")
         ))
         .bind(id)
@@ -188,15 +194,9 @@ impl PgQueue {
         .bind(status.name())
         .bind(result.map(Json))
         .bind(error.map(Json))
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await?;
-        if done.rows_affected() == 1 {
-            sqlx::query("UPDATE workers SET jobs_done = jobs_done + 1 WHERE id = $1")
-                .bind(worker)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(done.rows_affected() == 1)
+        Ok(finished == 1)
     }
 
     /// An infrastructure failure of a held job: back to the queue after a
