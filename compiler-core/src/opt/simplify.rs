@@ -456,7 +456,11 @@ impl Simplify {
         if !prim.has_effect() && !matches!(prim, Prim::Error | Prim::Hide(_)) {
             let vals: Option<Vec<Value>> = args.iter().map(|a| self.konst(*a).cloned()).collect();
             if let Some(vals) = vals {
-                if let Some(Ok(v)) = crate::interp::fold_prim(prim, vals) {
+                // Bounded: a result too large to keep is never built.
+                let folded = crate::interp::value::with_element_limit(MAX_FOLDED_ELEMENTS, || {
+                    crate::interp::fold_prim(prim, vals)
+                });
+                if let Some(Ok(v)) = folded {
                     let elem_ok = match (f.ty(d).elem, v.base()) {
                         (Elem::Base(b), Some(vb)) => b == vb,
                         (Elem::String, None) => true,

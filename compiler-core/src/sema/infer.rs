@@ -1032,7 +1032,11 @@ impl<'a> Engine<'a> {
         if !matches!(prim, Prim::Hide(_)) && args.iter().all(|a| a.as_ref().is_some_and(|i| i.value.is_some())) {
             let vals: Vec<Value> =
                 args.iter().map(|a| a.as_ref().and_then(|i| i.value.clone()).expect("checked")).collect();
-            if let Some(Ok(v)) = crate::interp::fold_prim(prim, vals) {
+            // Bounded: a value too large to keep as known is never built.
+            let folded = crate::interp::value::with_element_limit(super::ty::MAX_KNOWN_ELEMENTS, || {
+                crate::interp::fold_prim(prim, vals)
+            });
+            if let Some(Ok(v)) = folded {
                 return Some(Info::of_value(v));
             }
         }
