@@ -561,6 +561,13 @@ async fn runs_return_results_output_and_the_variant_that_ran() {
     assert_eq!(v["stdout"], "scaling 3\n");
     assert_eq!(v["variant"]["signature"], "(double[.], double) -> double[.]");
     assert_eq!(v["variant"]["specialised"], false);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if root {
+        assert_eq!(v["network_isolated"], true, "as root the run gets a network namespace of its own");
+    }
     // With a shape hint the specialised variant runs; by key, the same program.
     let mut hinted = run_body(SCALE, "scale", json!([{ "shape": [3], "data": [1, 2, 3] }, 2.0]));
     hinted["compile"]["shapes"] = json!({ "scale": { "a": "double[3]" } });
