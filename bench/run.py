@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""withloop's benchmark suite: compiled SaC against hand-written C and NumPy.
+"""withloop's benchmark suite: compiled SaC against hand-written C, NumPy, JAX and Numba.
 
-    python3 bench/run.py [--quick] [--reps N] [--out bench/results]
+    python3 bench/run.py [--quick] [--reps N] [--out bench/results] [--no-peers]
+
+JAX (jit on CPU, float64) and Numba are installed with pip when missing
+(bench/peers.py); `--no-peers` leaves them out.
 
 Builds bench/kernels.sac into a shared library with `withloop compile --emit so`
 (AKS variants from shape hints, plus the generic AKD/AUD instances), builds
@@ -42,6 +45,13 @@ class WlArray(ctypes.Structure):
     ]
 
 
+def timed_build(cmd):
+    """Runs a build command; its wall time in seconds."""
+    t0 = time.perf_counter()
+    run(cmd)
+    return time.perf_counter() - t0
+
+
 def run(cmd, **kw):
     print("+", " ".join(str(c) for c in cmd), file=sys.stderr)
     subprocess.run(cmd, check=True, **kw)
@@ -76,12 +86,14 @@ def build(work, sz):
     cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", work / "libwlbench.so"]
     for h in hints:
         cmd += ["--shape", h]
-    run(cmd)
+    compile_times = dict(so=timed_build(cmd))
+    obj_cmd = cmd[:3] + ["--emit", "obj", "-o", work / "wlbench.o"] + cmd[7:]
+    compile_times["obj"] = timed_build(obj_cmd)
     header_cmd = cmd[:3] + ["--emit", "header", "-o", work / "wlbench.h"] + cmd[7:]
     run(header_cmd)
     cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c"]
-    run(cc)
-    return [" ".join(map(str, cmd)), " ".join(map(str, cc))]
+    compile_times["gcc"] = timed_build(cc)
+    return [" ".join(map(str, cmd)), " ".join(map(str, cc))], compile_times
 
 
 def describe(a):
@@ -183,6 +195,35 @@ def p(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+PEERS = None  # bench/peers.py, when used
+JAX_COMPILE = {}  # kernel -> seconds
+
+
+def peers_for(name, check, args):
+    """The JAX and Numba versions of kernel `name` on `args` (NumPy arrays or
+    Python scalars), after checking their outputs with `check`."""
+    if PEERS is None:
+        return {}
+    jargs = tuple(PEERS.jnp.asarray(x) if isinstance(x, np.ndarray) else x for x in args)
+    static = {"relax": (1,), "mandel": (0, 1, 2)}.get(name, ())
+    dynamic = [x for i, x in enumerate(jargs) if i not in static]
+    src = PEERS.JAX_SOURCE[name]
+    if static:
+        fixed = {i: jargs[i] for i in static}
+
+        def partial(*dyn):
+            it = iter(dyn)
+            return src(*[fixed[i] if i in fixed else next(it) for i in range(len(jargs))])
+
+        JAX_COMPILE[name] = PEERS.jax_compile_seconds(partial, *dynamic)
+    else:
+        JAX_COMPILE[name] = PEERS.jax_compile_seconds(src, *jargs)
+    jfn, nfn = PEERS.JAX[name], PEERS.NUMBA[name]
+    assert check(PEERS.ready(jfn(*jargs))), f"JAX {name} disagrees"
+    assert check(nfn(*args)), f"Numba {name} disagrees"
+    return {"JAX": lambda: PEERS.ready(jfn(*jargs)), "Numba": lambda: nfn(*args)}
+
+
 def bench_neg(wl, c, sz, rng):
     """Negation (seed 000's case study): AKS vs AKD vs AUD."""
     h, w = sz["neg"]
@@ -195,6 +236,7 @@ def bench_neg(wl, c, sz, rng):
         "SaC AKS": lambda: wl.release(wl.call(f"wl_neg__d_{h}_{w}", a)),
         "SaC AKD": lambda: wl.release(wl.call("wl_neg__d_X_X", a)),
         "SaC AUD": lambda: wl.release(wl.call("wl_neg__d_S", a)),
+        **peers_for("neg", lambda out: np.array_equal(np.asarray(out), -a), (a,)),
     })
 
 
@@ -212,6 +254,7 @@ def bench_relax(wl, c, sz, rng):
         "NumPy": lambda: numpy_relax(a, iters),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_relax__d_{h}_{w}__i", a, iters)),
         "SaC AKD": lambda: wl.release(wl.call("wl_relax__d_X_X__i", a, iters)),
+        **peers_for("relax", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
     })
 
 
@@ -230,6 +273,7 @@ def bench_matmul(wl, c, sz, rng):
         "NumPy": lambda: a @ b,
         "SaC AKS": lambda: wl.release(wl.call(f"wl_matmul__d_{n}_{n}__d_{n}_{n}", a, b)),
         "SaC AKD": lambda: wl.release(wl.call("wl_matmul__d_X_X__d_X_X", a, b)),
+        **peers_for("matmul", lambda out: np.allclose(np.asarray(out), a @ b), (a, b)),
     })
 
 
@@ -247,6 +291,7 @@ def bench_dot(wl, c, sz, rng):
         "NumPy": lambda: np.dot(a, b),
         "SaC AKS": lambda: wl.call(f"wl_dot__d_{n}__d_{n}", a, b, out="double"),
         "SaC AKD": lambda: wl.call("wl_dot__d_X__d_X", a, b, out="double"),
+        **peers_for("dot", lambda out: abs(float(out) - want) < 1e-6 * abs(want), (a, b)),
     })
 
 
@@ -262,6 +307,9 @@ def bench_mandel(wl, c, sz, rng):
         "C -O3": lambda: c.c_mandel(p(r), h, w, limit),
         "NumPy": lambda: numpy_mandel(h, w, limit),
         "SaC AKS": lambda: wl.release(wl.call("wl_mandel", h, w, limit)),
+        # XLA may contract `zr * zr - zi * zi + cr` into fused multiply-adds, so a
+        # few boundary pixels can escape one step apart: allow 0.1% of them.
+        **peers_for("mandel", lambda out: np.mean(np.asarray(out) != r) < 1e-3, (h, w, limit)),
     })
 
 
@@ -270,11 +318,18 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not figures)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=BENCH / "results")
+    ap.add_argument("--no-peers", action="store_true", help="leave out JAX and Numba")
     args = ap.parse_args()
+    global PEERS
+    if not args.no_peers:
+        sys.path.insert(0, str(BENCH))
+        import peers
+
+        PEERS = peers
     sz = sizes(args.quick)
     work = ROOT / "target" / "bench"
     work.mkdir(parents=True, exist_ok=True)
-    commands = build(work, sz)
+    commands, compile_times = build(work, sz)
     wl = Wl(work / "libwlbench.so")
     c = ctypes.CDLL(str(work / "libcbench.so"))
     rng = np.random.default_rng(2026)
@@ -302,14 +357,18 @@ def main():
         pass
     machine = dict(cpu=cpu, cores=os.cpu_count(), python=platform.python_version(), numpy=np.__version__,
                    gcc=subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip())
+    if PEERS is not None:
+        machine.update(PEERS.VERSIONS)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
-                  command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows)
+                  command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
+                  compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
     args.out.mkdir(parents=True, exist_ok=True)
     base = args.out / (f"{stamp}{'-quick' if args.quick else ''}")
     base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "NumPy"]
+    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "NumPy"] + (["JAX", "Numba"] if PEERS is not None else [])
     lines = [f"# withloop benchmarks, {stamp}", "",
-             f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}.",
+             f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}"
+             + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if PEERS is not None else "."),
              f"Command: `{result['command']}` (median of >= {args.reps} runs; ratio = time / C -O3 time, lower is better).",
              "", "| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
              + " | SaC AKS 2 threads: speed-up |",
@@ -324,6 +383,17 @@ def main():
         lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
                      + f" | {speedup:.2f}× |")
     lines += ["", "Min/median/max of every figure: the JSON file beside this one.", ""]
+    ours = compile_times
+    lines += ["## Compile times", "",
+              f"- withloop, all of bench/kernels.sac (5 functions, their AKS variants and generic instances, "
+              f"-O3): {ours['obj'] * 1e3:.0f} ms to an object file, {ours['so'] * 1e3:.0f} ms to a linked shared "
+              f"library (the `withloop` process included); gcc -O3 of the C kernels: {ours['gcc'] * 1e3:.0f} ms."]
+    if JAX_COMPILE:
+        total = sum(JAX_COMPILE.values())
+        each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items())
+        lines += [f"- JAX jit (trace + lower + compile, in-process, one shape each): {each}; total {total * 1e3:.0f} ms. "
+                  f"withloop object / JAX total: {ours['obj'] / total:.2f}× (target ≤ 0.5×)."]
+    lines += [""]
     base.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -1,0 +1,164 @@
+"""The JIT peers of bench/run.py: JAX (jit, CPU, float64) and Numba (njit).
+
+Each kernel is written the way a user of that tool would write it: JAX as
+array operations (with `lax.fori_loop` for iteration), Numba as loops. Both are
+compiled before timing (bench/run.py's warm-up call), and their compile times
+are measured separately (`jax_compile_seconds`).
+"""
+
+import importlib
+import subprocess
+import sys
+import time
+
+
+def ensure(module, requirement):
+    """Imports `module`, installing `requirement` with pip first if needed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        print(f"+ pip install {requirement}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", requirement], check=True)
+        return importlib.import_module(module)
+
+
+jax = ensure("jax", "jax[cpu]")
+numba = ensure("numba", "numba")
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+from numba import njit  # noqa: E402
+import numpy as np  # noqa: E402
+
+VERSIONS = dict(jax=jax.__version__, numba=numba.__version__)
+
+
+def jax_compile_seconds(fn, *args):
+    """Time to trace, lower and compile `fn` for `args` (what the first call pays)."""
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*args).compile()
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------- JAX
+
+
+def jax_neg(a):
+    return -a
+
+
+def jax_relax(a, iters):
+    def step(_, a):
+        inner = 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:])
+        return a.at[1:-1, 1:-1].set(inner)
+
+    return lax.fori_loop(0, iters, step, a)
+
+
+def jax_matmul(a, b):
+    return a @ b
+
+
+def jax_dot(a, b):
+    return jnp.dot(a, b)
+
+
+def jax_mandel(h, w, limit):
+    j, i = jnp.meshgrid(jnp.arange(w), jnp.arange(h))
+    cr = -2.0 + 3.0 * j / w
+    ci = -1.5 + 3.0 * i / h
+
+    def step(_, state):
+        zr, zi, k = state
+        live = zr * zr + zi * zi <= 4.0
+        t = zr * zr - zi * zi + cr
+        zi = jnp.where(live, 2.0 * zr * zi + ci, zi)
+        zr = jnp.where(live, t, zr)
+        return zr, zi, k + live.astype(jnp.int32)
+
+    zeros = jnp.zeros((h, w))
+    return lax.fori_loop(0, limit, step, (zeros, zeros, jnp.zeros((h, w), jnp.int32)))[2]
+
+
+JAX = dict(
+    neg=jax.jit(jax_neg),
+    relax=jax.jit(jax_relax, static_argnums=1),
+    matmul=jax.jit(jax_matmul),
+    dot=jax.jit(jax_dot),
+    mandel=jax.jit(jax_mandel, static_argnums=(0, 1, 2)),
+)
+JAX_SOURCE = dict(neg=jax_neg, relax=jax_relax, matmul=jax_matmul, dot=jax_dot, mandel=jax_mandel)
+
+
+def ready(x):
+    return jax.block_until_ready(x)
+
+
+# ---------------------------------------------------------------- Numba
+
+
+@njit(cache=False)
+def numba_neg(a):
+    out = np.empty_like(a)
+    flat_in = a.reshape(-1)
+    flat_out = out.reshape(-1)
+    for i in range(flat_in.size):
+        flat_out[i] = -flat_in[i]
+    return out
+
+
+@njit(cache=False)
+def numba_relax(a, iters):
+    h, w = a.shape
+    for _ in range(iters):
+        b = a.copy()
+        for i in range(1, h - 1):
+            for j in range(1, w - 1):
+                b[i, j] = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+        a = b
+    return a
+
+
+@njit(cache=False)
+def numba_matmul(a, b):
+    n, m = a.shape
+    p = b.shape[1]
+    out = np.zeros((n, p))
+    for i in range(n):
+        for j in range(p):
+            s = 0.0
+            for k in range(m):
+                s += a[i, k] * b[k, j]
+            out[i, j] = s
+    return out
+
+
+@njit(cache=False)
+def numba_dot(a, b):
+    s = 0.0
+    for i in range(a.size):
+        s += a[i] * b[i]
+    return s
+
+
+@njit(cache=False)
+def numba_mandel(h, w, limit):
+    out = np.empty((h, w), dtype=np.int32)
+    for i in range(h):
+        for j in range(w):
+            cr = -2.0 + 3.0 * j / w
+            ci = -1.5 + 3.0 * i / h
+            zr = 0.0
+            zi = 0.0
+            k = 0
+            while k < limit and zr * zr + zi * zi <= 4.0:
+                t = zr * zr - zi * zi + cr
+                zi = 2.0 * zr * zi + ci
+                zr = t
+                k += 1
+            out[i, j] = k
+    return out
+
+
+NUMBA = dict(neg=numba_neg, relax=numba_relax, matmul=numba_matmul, dot=numba_dot, mandel=numba_mandel)
