@@ -205,6 +205,20 @@ async fn compile_errors_fail_at_once_and_cancelled_jobs_are_not_run() {
     let view = queue.view(&cancelled).await.unwrap().unwrap();
     assert_eq!(view.status, JobStatus::Cancelled);
     assert_eq!(view.attempts, 0);
+
+    // Compile jobs are idempotent: running one again is a cache hit.
+    let mut results = Vec::new();
+    for _ in 0..2 {
+        let id = queue.enqueue(&compile_job("int main() { return 3; }"), None).await.unwrap();
+        wait_for(Duration::from_secs(60), "the compile job", || async {
+            queue.view(&id).await.unwrap().unwrap().status.finished()
+        })
+        .await;
+        results.push(queue.view(&id).await.unwrap().unwrap().result.expect("a result"));
+    }
+    assert_eq!(results[0]["cache"], "miss");
+    assert_eq!(results[1]["cache"], "memory", "the same worker still holds it in memory");
+    assert_eq!(results[0]["key"], results[1]["key"]);
 }
 
 /// Sandboxed runs the process `parent` has going now.
