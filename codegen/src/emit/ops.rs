@@ -1116,22 +1116,29 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let loc = fx.loc;
         let user_site = !loc.is_null();
-        // Depth: a recursion error instead of a stack overflow.
+        // Depth: a recursion error instead of a stack overflow. A dispatch
+        // wrapper's call of the instance it chose is part of the one call the
+        // program made (as in the interpreter), so it does not count.
+        let counted = fx.irf.kind != compiler_core::ir::FunctionKind::Wrapper;
         let depth_p = self.ctx_field(fx, rt::CTX_DEPTH)?;
-        let max_p = self.ctx_field(fx, rt::CTX_MAX_DEPTH)?;
-        let depth = self.b.build_load(self.i32(), depth_p, "depth")?.into_int_value();
-        let max = self.b.build_load(self.i32(), max_p, "max")?.into_int_value();
-        let deeper = self.b.build_int_add(depth, self.i32().const_int(1, false), "deeper")?;
-        let too_deep = self.b.build_int_compare(IntPredicate::SGT, deeper, max, "toodeep")?;
-        let bad = self.ctx.append_basic_block(fx.func, "toodeep");
-        let ok = self.ctx.append_basic_block(fx.func, "call");
-        self.b.build_conditional_branch(too_deep, bad, ok)?;
-        self.b.position_at_end(bad);
-        let name = self.cstring(callee.source_name.as_ref());
-        self.call(self.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
-        self.b.build_unconditional_branch(fx.fail_bb)?;
-        self.b.position_at_end(ok);
-        self.b.build_store(depth_p, deeper)?;
+        let mut depth = None;
+        if counted {
+            let max_p = self.ctx_field(fx, rt::CTX_MAX_DEPTH)?;
+            let current = self.b.build_load(self.i32(), depth_p, "depth")?.into_int_value();
+            let max = self.b.build_load(self.i32(), max_p, "max")?.into_int_value();
+            let deeper = self.b.build_int_add(current, self.i32().const_int(1, false), "deeper")?;
+            let too_deep = self.b.build_int_compare(IntPredicate::SGT, deeper, max, "toodeep")?;
+            let bad = self.ctx.append_basic_block(fx.func, "toodeep");
+            let ok = self.ctx.append_basic_block(fx.func, "call");
+            self.b.build_conditional_branch(too_deep, bad, ok)?;
+            self.b.position_at_end(bad);
+            let name = self.cstring(callee.source_name.as_ref());
+            self.call(self.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
+            self.b.build_unconditional_branch(fx.fail_bb)?;
+            self.b.position_at_end(ok);
+            self.b.build_store(depth_p, deeper)?;
+            depth = Some(current);
+        }
         let site_p = self.ctx_field(fx, rt::CTX_SITE)?;
         let old_site = if user_site {
             let old = self.b.build_load(self.ptr(), site_p, "site")?;
@@ -1144,7 +1151,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if let Some(old) = old_site {
             self.b.build_store(site_p, old)?;
         }
-        self.b.build_store(depth_p, depth)?;
+        if let Some(depth) = depth {
+            self.b.build_store(depth_p, depth)?;
+        }
         for t in temps {
             self.dec(t)?;
         }

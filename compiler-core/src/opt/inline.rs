@@ -2,8 +2,10 @@
 //!
 //! Replaces a call by a copy of the callee's body when the callee is declared
 //! `inline` (the whole library is), is a dispatch wrapper, or is small (at most
-//! [`SMALL`] statements), and is not recursive. Afterwards, functions no entry
-//! or exported variant reaches any more are removed.
+//! [`SMALL`] statements), and is not recursive. A dispatch wrapper keeps its
+//! calls to exported variants: those are compiled as functions of their own
+//! anyway. Afterwards, functions no entry or exported
+//! variant reaches any more are removed.
 //!
 //! ```text
 //! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
@@ -55,13 +57,23 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
         })
         .collect();
+    // Exported variants are compiled as functions of their own anyway; a
+    // wrapper calls them rather than carrying a second copy of each (which
+    // would double the code LLVM compiles).
+    let mut exported = vec![false; m.functions.len()];
+    for f in &m.variants {
+        if let Some(e) = exported.get_mut(f.0 as usize) {
+            *e = true;
+        }
+    }
     for i in 0..m.functions.len() {
         let mut size = util::size(&m.functions[i].body);
         let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
         let mut inlined = 0u64;
         let mut body = std::mem::take(&mut m.functions[i].body);
         let mut too_big: Vec<(String, Option<crate::span::Span>)> = Vec::new();
-        let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, sources: cx.sources };
+        let keep: &[bool] = if m.functions[i].kind == FunctionKind::Wrapper { &exported } else { &[] };
+        let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, keep, sources: cx.sources };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
         util::substitute(&mut body, &subst);
         m.functions[i].body = body;
@@ -104,6 +116,8 @@ struct Inliner<'a> {
     module: &'a mut Module,
     caller: usize,
     inlinable: &'a [bool],
+    /// Callees this caller calls rather than inlines.
+    keep: &'a [bool],
     sources: &'a crate::span::SourceMap,
 }
 
@@ -125,7 +139,10 @@ impl Inliner<'_> {
                 continue;
             };
             let g = func.0 as usize;
-            if g == self.caller || !self.inlinable.get(g).copied().unwrap_or(false) {
+            if g == self.caller
+                || !self.inlinable.get(g).copied().unwrap_or(false)
+                || self.keep.get(g).copied().unwrap_or(false)
+            {
                 out.push(s);
                 continue;
             }
