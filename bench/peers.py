@@ -81,14 +81,50 @@ def jax_mandel(h, w, limit):
     return lax.fori_loop(0, limit, step, (zeros, zeros, jnp.zeros((h, w), jnp.int32)))[2]
 
 
+def jax_blackscholes(s, x, t, r, v):
+    def cnd(d):
+        l = jnp.abs(d)
+        k = 1.0 / (1.0 + 0.2316419 * l)
+        poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978 + k * 1.330274429))))
+        w = 1.0 - 0.3989422804014327 * jnp.exp(-0.5 * l * l) * poly
+        return jnp.where(d < 0.0, 1.0 - w, w)
+
+    st = v * jnp.sqrt(t)
+    d1 = (jnp.log(s / x) + (r + 0.5 * v * v) * t) / st
+    d2 = d1 - st
+    return s * cnd(d1) - x * jnp.exp(-r * t) * cnd(d2)
+
+
+def jax_floyd(d):
+    n = d.shape[0]
+
+    def step(k, d):
+        return jnp.minimum(d, d[:, k][:, None] + d[k, :][None, :])
+
+    return lax.fori_loop(0, n, step, d)
+
+
+def jax_relax_apl(a, iters):
+    def step(_, a):
+        b = 0.25 * (jnp.roll(a, 1, 0) + jnp.roll(a, -1, 0) + jnp.roll(a, 1, 1) + jnp.roll(a, -1, 1))
+        middle = jnp.concatenate([a[1:-1, :1], b[1:-1, 1:-1], a[1:-1, -1:]], axis=1)
+        return jnp.concatenate([a[:1], middle, a[-1:]], axis=0)
+
+    return lax.fori_loop(0, iters, step, a)
+
+
 JAX = dict(
     neg=jax.jit(jax_neg),
     relax=jax.jit(jax_relax, static_argnums=1),
     matmul=jax.jit(jax_matmul),
     dot=jax.jit(jax_dot),
     mandel=jax.jit(jax_mandel, static_argnums=(0, 1, 2)),
+    blackscholes=jax.jit(jax_blackscholes),
+    floyd=jax.jit(jax_floyd),
+    relax_apl=jax.jit(jax_relax_apl, static_argnums=1),
 )
-JAX_SOURCE = dict(neg=jax_neg, relax=jax_relax, matmul=jax_matmul, dot=jax_dot, mandel=jax_mandel)
+JAX_SOURCE = dict(neg=jax_neg, relax=jax_relax, matmul=jax_matmul, dot=jax_dot, mandel=jax_mandel,
+                  blackscholes=jax_blackscholes, floyd=jax_floyd, relax_apl=jax_relax_apl)
 
 
 def ready(x):
@@ -161,4 +197,39 @@ def numba_mandel(h, w, limit):
     return out
 
 
-NUMBA = dict(neg=numba_neg, relax=numba_relax, matmul=numba_matmul, dot=numba_dot, mandel=numba_mandel)
+@njit(cache=False)
+def numba_cnd(d):
+    l = abs(d)
+    k = 1.0 / (1.0 + 0.2316419 * l)
+    poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978 + k * 1.330274429))))
+    w = 1.0 - 0.3989422804014327 * np.exp(-0.5 * l * l) * poly
+    return 1.0 - w if d < 0.0 else w
+
+
+@njit(cache=False)
+def numba_blackscholes(s, x, t, r, v):
+    out = np.empty_like(s)
+    for i in range(s.size):
+        st = v * np.sqrt(t[i])
+        d1 = (np.log(s[i] / x[i]) + (r + 0.5 * v * v) * t[i]) / st
+        d2 = d1 - st
+        out[i] = s[i] * numba_cnd(d1) - x[i] * np.exp(-r * t[i]) * numba_cnd(d2)
+    return out
+
+
+@njit(cache=False)
+def numba_floyd(d0):
+    d = d0.copy()
+    n = d.shape[0]
+    for k in range(n):
+        for i in range(n):
+            dik = d[i, k]
+            for j in range(n):
+                via = dik + d[k, j]
+                if via < d[i, j]:
+                    d[i, j] = via
+    return d
+
+
+NUMBA = dict(neg=numba_neg, relax=numba_relax, matmul=numba_matmul, dot=numba_dot, mandel=numba_mandel,
+             blackscholes=numba_blackscholes, floyd=numba_floyd, relax_apl=numba_relax)

@@ -1,3 +1,4 @@
+#include <math.h>
 /* Hand-written C versions of bench/kernels.sac, compiled with gcc -O3 -march=native. */
 #include <stdlib.h>
 #include <string.h>
@@ -63,4 +64,34 @@ void c_mandel(int *out, int h, int w, int limit) {
   for (int i = 0; i < h; i++)
     for (int j = 0; j < w; j++)
       out[i * w + j] = escape(-2.0 + 3.0 * (double)j / (double)w, -1.5 + 3.0 * (double)i / (double)h, limit);
+}
+
+static double cnd(double x) {
+  double l = fabs(x);
+  double k = 1.0 / (1.0 + 0.2316419 * l);
+  double poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978 + k * 1.330274429))));
+  double w = 1.0 - 0.3989422804014327 * exp(-0.5 * l * l) * poly;
+  return x < 0.0 ? 1.0 - w : w;
+}
+
+void c_blackscholes(const double *s, const double *x, const double *t, double r, double v, double *out, long n) {
+  for (long i = 0; i < n; i++) {
+    double st = v * sqrt(t[i]);
+    double d1 = (log(s[i] / x[i]) + (r + 0.5 * v * v) * t[i]) / st;
+    double d2 = d1 - st;
+    out[i] = s[i] * cnd(d1) - x[i] * exp(-r * t[i]) * cnd(d2);
+  }
+}
+
+/* Floyd–Warshall in place on a copy (d: n x n, row-major). */
+void c_floyd(const double *d0, double *d, long n) {
+  for (long i = 0; i < n * n; i++) d[i] = d0[i];
+  for (long k = 0; k < n; k++)
+    for (long i = 0; i < n; i++) {
+      double dik = d[i * n + k];
+      for (long j = 0; j < n; j++) {
+        double via = dik + d[k * n + j];
+        if (via < d[i * n + j]) d[i * n + j] = via;
+      }
+    }
 }
