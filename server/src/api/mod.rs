@@ -147,26 +147,8 @@ async fn openapi() -> Response {
     Json(ApiDoc::openapi()).into_response()
 }
 
-/// Interactive API documentation (Swagger UI, loaded by the browser from a
-/// CDN, reading `/openapi.json`).
+/// Interactive API documentation: a self-contained page (no external
+/// scripts) that renders `/openapi.json` and can send each operation.
 async fn docs() -> Html<&'static str> {
-    Html(DOCS_PAGE)
+    Html(include_str!("docs.html"))
 }
-
-const DOCS_PAGE: &str = r##"<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <title>withloop API</title>
-  <link rel="stylesheet" href="https://unpkg.com/swagger-ui-dist@5/swagger-ui.css">
-</head>
-<body>
-  <div id="api"></div>
-  <script src="https://unpkg.com/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
-  <script>
-    window.onload = () => { SwaggerUIBundle({ url: "/openapi.json", dom_id: "#api" }); };
-  </script>
-  <noscript>The API is described by <a href="/openapi.json">/openapi.json</a>.</noscript>
-</body>
-</html>
-"##;
