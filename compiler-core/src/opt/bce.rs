@@ -17,14 +17,17 @@
 //! ```
 //!
 //! Shapes may be symbolic: `shape(a) - 1` against `shape(a)` compares. Proofs
-//! also use constant indices outside with-loops. Invariant checks are moved out
-//! of loops by `licm`. Limits: offsets must be affine with factor 1 in one index
-//! component each; conditions inside the body (`i > 0 ? a[i-1] : 0`) are not
-//! used.
+//! also use constant indices outside with-loops, and the counters of `for`
+//! loops: a loop-carried int that starts at `lo`, never decreases (`k = k + c`,
+//! `c >= 0`) and is tested by `k < hi` (or `k <= hi - 1`) before every iteration
+//! lies in `[lo, hi)` in the body, like a with-loop index (Floyd–Warshall's
+//! `d[[i, k]]`). Invariant checks are moved out of loops by `licm`. Limits:
+//! offsets must be affine with factor 1 in one index component each; conditions
+//! inside the body (`i > 0 ? a[i-1] : 0`) are not used.
 
 use std::collections::HashMap;
 
-use super::index::{self, Affine, Atom, Reader};
+use super::index::{self, Affine, Atom, Def, Reader};
 use super::{Pass, PassCx};
 use crate::ir::*;
 use crate::sema::hir::Prim;
@@ -150,6 +153,13 @@ fn walk(
                     }
                 }
             }
+            Op::Loop { init, params, cond, body, test_first: true } => {
+                walk(cond, reader, shapes, ranges, checks, prims);
+                ranges.push(counters(reader, init, params, cond, body));
+                walk(body, reader, shapes, ranges, checks, prims);
+                ranges.pop();
+                continue;
+            }
             Op::With(w) => {
                 for p in &w.parts {
                     let bounds = match (reader.vector(p.lower), reader.vector(p.upper)) {
@@ -177,6 +187,45 @@ fn walk(
         }
         s.op.walk_blocks(&mut |inner| walk(inner, reader, shapes, ranges, checks, prims));
     }
+}
+
+/// The counters of a loop tested before every iteration, with their ranges
+/// in the body (see the module docs), as one range entry.
+fn counters(
+    reader: &Reader,
+    init: &[ValueId],
+    params: &[ValueId],
+    cond: &Block,
+    body: &Block,
+) -> (HashMap<Atom, usize>, Vec<(Affine, Affine)>) {
+    let mut atoms = HashMap::new();
+    let mut bounds = Vec::new();
+    // `cond` yields `p < hi` (or `p <= x`, i.e. `p < x + 1`) for one counter `p`.
+    let Some(&test) = cond.yields.first() else { return (atoms, bounds) };
+    let Some(Def::Prim(Prim::Bin(op), args)) = reader.defs.def(test) else { return (atoms, bounds) };
+    let extra = match op {
+        crate::interp::ops::BinOp::Lt => 0,
+        crate::interp::ops::BinOp::Le => 1,
+        _ => return (atoms, bounds),
+    };
+    if args.len() != 2 || !reader.is_int_scalar(args[0]) || !reader.is_int_scalar(args[1]) {
+        return (atoms, bounds);
+    }
+    let (tested, limit) = (reader.scalar(args[0]), reader.scalar(args[1]).plus(extra));
+    for (k, &p) in params.iter().enumerate() {
+        let atom = Atom { value: p, component: None };
+        if !reader.is_int_scalar(p) || tested != Affine::atom(atom) {
+            continue;
+        }
+        let (Some(&start), Some(&next)) = (init.get(k), body.yields.get(k)) else { continue };
+        let step = reader.scalar(next).minus(&Affine::atom(atom));
+        if step.is_none_or(|c| c < 0) || !reader.is_int_scalar(start) {
+            continue;
+        }
+        atoms.insert(atom, bounds.len());
+        bounds.push((reader.scalar(start), limit.clone()));
+    }
+    (atoms, bounds)
 }
 
 fn rewrite(b: &mut Block, checks: &[(ValueId, ValueId)], prims: &[ValueId], removed: &mut u64, unchecked: &mut u64) {

@@ -315,7 +315,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn is_int_scalar(&self, v: ValueId) -> bool {
+    pub fn is_int_scalar(&self, v: ValueId) -> bool {
         let t = self.ty(v);
         t.shape.is_scalar() && t.elem == crate::sema::hir::Elem::Base(crate::syntax::ast::BaseType::Int)
     }
