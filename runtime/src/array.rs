@@ -124,7 +124,7 @@ pub unsafe extern "C" fn wl_alloc(ctx: *mut WlCtx, elem: i32, rank: i64, shape: 
         return std::ptr::null_mut();
     };
     // SAFETY: the layout is non-zero sized.
-    let p = unsafe { alloc(lay) };
+    let p = crate::blocks::take(lay).unwrap_or_else(|| unsafe { alloc(lay) });
     if p.is_null() {
         unsafe { set_error(ctx, std::ptr::null(), "R0010", &format!("out of memory for an array of {size} elements")) };
         return std::ptr::null_mut();
@@ -179,8 +179,8 @@ pub unsafe extern "C" fn wl_dec(a: *mut WlArray) {
     if arr.rc.fetch_sub(1, Ordering::AcqRel) == 1 {
         let bytes = arr.size as usize * arr.esize as usize;
         if let Some((lay, _)) = layout(arr.rank as usize, bytes) {
-            // SAFETY: allocated by wl_alloc with this layout.
-            unsafe { dealloc(a as *mut u8, lay) };
+            // SAFETY: allocated by wl_alloc with this layout; kept or freed.
+            unsafe { crate::blocks::give(a as *mut u8, lay) };
         }
     }
 }

@@ -21,6 +21,7 @@
 
 mod abi;
 mod array;
+mod blocks;
 mod cells;
 mod error;
 mod io;
