@@ -115,17 +115,26 @@ pub struct TargetSpec {
 
 /// The target of `options`: the host unless a triple is given.
 pub fn target_spec(options: &Options) -> TargetSpec {
-    let host = TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned();
-    let triple = options.triple.clone().unwrap_or_else(|| host.clone());
-    let native = triple == host;
-    let cpu = options
-        .cpu
+    let host = host_spec();
+    let triple = options.triple.clone().unwrap_or_else(|| host.triple.clone());
+    let native = triple == host.triple;
+    let cpu = options.cpu.clone().unwrap_or_else(|| if native { host.cpu.clone() } else { "generic".to_string() });
+    let features = options
+        .features
         .clone()
-        .unwrap_or_else(|| if native { TargetMachine::get_host_cpu_name().to_string() } else { "generic".to_string() });
-    let features = options.features.clone().unwrap_or_else(|| {
-        if native && options.cpu.is_none() { TargetMachine::get_host_cpu_features().to_string() } else { String::new() }
-    });
+        .unwrap_or_else(|| if native && options.cpu.is_none() { host.features.clone() } else { String::new() });
     TargetSpec { triple, cpu, features }
+}
+
+/// This machine's triple, CPU and CPU features, asked of LLVM once per process
+/// (the compile service keys every request by them).
+pub fn host_spec() -> &'static TargetSpec {
+    static HOST: std::sync::OnceLock<TargetSpec> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| TargetSpec {
+        triple: TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned(),
+        cpu: TargetMachine::get_host_cpu_name().to_string(),
+        features: TargetMachine::get_host_cpu_features().to_string(),
+    })
 }
 
 /// The LLVM target machine for `spec`.

@@ -31,23 +31,24 @@ pub fn runtime_library() -> Result<PathBuf, CodegenError> {
         };
     }
     let exe = std::env::current_exe().map_err(|e| CodegenError::Llvm(format!("locating the runtime: {e}")))?;
-    let mut dir = exe.parent().map(Path::to_path_buf);
-    for _ in 0..2 {
-        let Some(d) = dir else { break };
+    if let Some(found) = near_executable(&exe, |d| {
         let candidate = d.join(RUNTIME_FILE);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        if let Some(found) = newest_in(&d.join("deps")) {
-            return Ok(found);
-        }
-        dir = d.parent().map(Path::to_path_buf);
+        if candidate.is_file() { Some(candidate) } else { newest_in(&d.join("deps")) }
+    }) {
+        return Ok(found);
     }
     Err(CodegenError::Llvm(format!(
         "the runtime library `{RUNTIME_FILE}` is not beside `{}`; build it with `cargo build -p withloop-rt` \
          or point WITHLOOP_RT_LIB at it",
         exe.display()
     )))
+}
+
+/// The first thing `find` finds in the directory of `exe` or the one above it
+/// (where cargo puts binaries, and test binaries in `deps/`).
+pub fn near_executable(exe: &Path, find: impl Fn(&Path) -> Option<PathBuf>) -> Option<PathBuf> {
+    let beside = exe.parent()?;
+    find(beside).or_else(|| beside.parent().and_then(&find))
 }
 
 /// The most recently built `libwithloop_rt-<hash>.a` in cargo's `deps`.

@@ -47,6 +47,16 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// The cache database failed (503).
+    pub fn cache_database(e: sqlx::Error) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
+    }
+
+    /// The job queue failed (503).
+    pub fn job_queue(e: sqlx::Error) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }

@@ -1,7 +1,6 @@
 //! `withloop-server`: serves the compile API.
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use withloop_server::{AppState, Config};
 
 fn main() -> std::process::ExitCode {
@@ -15,24 +14,7 @@ fn main() -> std::process::ExitCode {
         let written = std::io::stdout().write_all(withloop_server::api::openapi_json().as_bytes());
         return if written.is_ok() { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE };
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(config)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    withloop_worker::process::run_main(serve(config))
 }
 
 async fn serve(config: Config) -> Result<(), String> {
@@ -50,32 +32,11 @@ async fn serve(config: Config) -> Result<(), String> {
     eprintln!("withloop-server listening on http://{address} ({mode}); API docs at http://{address}/docs");
     let workers = state.spawn_workers();
     let served = axum::serve(listener, withloop_server::app(state))
-        .with_graceful_shutdown(shutdown())
+        .with_graceful_shutdown(withloop_worker::process::shutdown_signal())
         .await
         .map_err(|e| format!("serving: {e}"));
     if let Some(w) = workers {
         w.stop().await;
     }
     served
-}
-
-async fn shutdown() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
 }

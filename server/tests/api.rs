@@ -272,14 +272,7 @@ async fn async_compiles_are_jobs_with_progress_events() {
     assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text());
     let accepted = accepted.json();
     let job_url = accepted["job_url"].as_str().unwrap().to_string();
-    let mut view = Value::Null;
-    for _ in 0..600 {
-        view = get(&router, &job_url).await.json();
-        if view["status"] == "done" || view["status"] == "failed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let view = finished_job(&router, &job_url).await;
     assert_eq!(view["status"], "done", "{view}");
     assert_eq!(view["result"]["key"], accepted["key"]);
     let phases: Vec<&str> = view["events"].as_array().unwrap().iter().filter_map(|e| e["phase"].as_str()).collect();
@@ -303,14 +296,7 @@ async fn a_failing_async_compile_fails_its_job() {
     let accepted =
         post(&router, "/v1/compile?async=true", json!({ "source": "int main() { return x; }" })).await.json();
     let job_url = accepted["job_url"].as_str().unwrap().to_string();
-    let mut view = Value::Null;
-    for _ in 0..600 {
-        view = get(&router, &job_url).await.json();
-        if view["status"] == "failed" || view["status"] == "done" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let view = finished_job(&router, &job_url).await;
     assert_eq!(view["status"], "failed");
     assert_eq!(view["error"]["code"], "compile_error");
     assert_eq!(view["error"]["diagnostics"][0]["code"], "E0200");
@@ -330,12 +316,7 @@ async fn progressive_lookup_serves_the_generic_build_while_the_specialised_one_c
     let requested = pending["requested_key"].as_str().unwrap().to_string();
     assert_ne!(requested, generic["key"].as_str().unwrap());
     let job_url = pending["job_url"].as_str().unwrap();
-    for _ in 0..600 {
-        if get(&router, job_url).await.json()["status"] == "done" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert_eq!(finished_job(&router, job_url).await["status"], "done");
     let exact = post(&router, "/v1/compile", hinted).await.json();
     assert_eq!(exact["key"], requested.as_str());
     assert_eq!(exact["cache"], "memory");
@@ -490,14 +471,7 @@ async fn with_a_database_async_compiles_go_through_the_postgres_queue() {
     assert_eq!(queued["status"], "queued");
     assert_eq!(queued["kind"], "compile");
     let workers = state.spawn_workers().expect("a server with a database runs workers");
-    let mut view = Value::Null;
-    for _ in 0..600 {
-        view = get(&router, &job_url).await.json();
-        if view["status"] == "done" || view["status"] == "failed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let view = finished_job(&router, &job_url).await;
     assert_eq!(view["status"], "done", "{view}");
     assert_eq!(view["result"]["key"], accepted["key"]);
     assert_eq!(view["attempts"], 1);

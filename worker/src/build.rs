@@ -451,7 +451,8 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
     let Optimised { frontend: fe, module, outcome, diagnostics, phases } = optimise(request, progress)?;
     let mut laps = Laps { phases, clock: Instant::now() };
     let report = opt::report::build(&request.file_name, &outcome, &fe.program, &fe.typed, &fe.sources, false, true);
-    let report_json: serde_json::Value = serde_json::from_str(&report.to_json())
+    let report_text = report.to_json();
+    let report_json: serde_json::Value = serde_json::from_str(&report_text)
         .map_err(|e| BuildError::single(codes::INTERNAL_ERROR, format!("the report is not JSON: {e}")))?;
     let variants = variants(&report);
 
@@ -459,7 +460,7 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
     let mut object: Option<Vec<u8>> = None;
     for &kind in &request.emit {
         let bytes = match kind {
-            ArtifactKind::Report => report.to_json().into_bytes(),
+            ArtifactKind::Report => report_text.clone().into_bytes(),
             ArtifactKind::Ir => ir::print::module_text(&module).into_bytes(),
             ArtifactKind::Header => withloop_codegen::abi::header(&module, &request.file_name).into_bytes(),
             ArtifactKind::Object | ArtifactKind::Shared => {
@@ -537,20 +538,24 @@ fn variants(report: &opt::report::Report) -> Vec<VariantData> {
         .variants
         .iter()
         .filter(|v| !v.library && v.c_symbol.is_some())
-        .map(|v| {
-            let results = match v.results.len() {
-                0 => "void".to_string(),
-                1 => v.results[0].clone(),
-                _ => format!("({})", v.results.join(", ")),
-            };
-            VariantData {
-                function: v.function.clone(),
-                signature: format!("({}) -> {results}", v.params.join(", ")),
-                symbol: v.symbol.clone(),
-                c_symbol: v.c_symbol.clone(),
-                reason: v.reason.to_string(),
-                specialised: v.params.iter().all(|p| !p.contains('.') && !p.contains('*') && !p.contains('+')),
-            }
+        .map(|v| VariantData {
+            function: v.function.clone(),
+            signature: signature(&v.params, &v.results),
+            symbol: v.symbol.clone(),
+            c_symbol: v.c_symbol.clone(),
+            reason: v.reason.to_string(),
+            specialised: v.params.iter().all(|p| !p.contains('.') && !p.contains('*') && !p.contains('+')),
         })
         .collect()
+}
+
+/// `(double[.,.], double) -> double[.,.]`: an instance's signature as the API
+/// shows it (no results: `void`; several: parenthesised).
+pub fn signature(params: &[String], results: &[String]) -> String {
+    let results = match results {
+        [] => "void".to_string(),
+        [one] => one.clone(),
+        many => format!("({})", many.join(", ")),
+    };
+    format!("({}) -> {results}", params.join(", "))
 }

@@ -21,6 +21,7 @@ pub mod key;
 pub mod metrics;
 pub mod npy;
 pub mod pool;
+pub mod process;
 pub mod queue;
 pub mod request;
 pub mod run;

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use withloop_worker::cache::{Cache, MemoryLimits};
 use withloop_worker::compiler::Compiler;
 use withloop_worker::metrics::Metrics;
@@ -55,24 +54,7 @@ fn main() -> std::process::ExitCode {
         return withloop_worker::run::child_main();
     }
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    withloop_worker::process::run_main(run(args))
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -97,7 +79,7 @@ async fn run(args: Args) -> Result<(), String> {
         Compiler::new(Cache::new(limits, Some(store)), std::sync::Arc::new(Metrics::default()), options.concurrency);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal().await;
+        withloop_worker::process::shutdown_signal().await;
         let _ = stop.send(true);
     });
     // The first line on standard error names the worker (tests read it).
@@ -108,22 +90,4 @@ async fn run(args: Args) -> Result<(), String> {
         options.capabilities.join(",")
     );
     pool::serve(queue, compiler, options, stopped).await.map_err(|e| format!("the job queue failed: {e}"))
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
 }

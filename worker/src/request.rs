@@ -248,7 +248,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         withloop_codegen::target_machine(&spec, &codegen)
             .map_err(|e| Failure::invalid(format!("the target cannot be compiled for: {e}")))?;
     }
-    let host = withloop_codegen::target_spec(&withloop_codegen::Options::default());
+    let host = withloop_codegen::host_spec();
     if emit.contains(&ArtifactKind::Shared) && spec.triple != host.triple {
         return Err(Failure::invalid(format!(
             "shared libraries are linked for the server's own target ({}) only; ask for `object` for `{}`",

@@ -163,14 +163,9 @@ pub fn runner(configured: Option<&Path>) -> Result<PathBuf, Failure> {
     if name.starts_with("withloop-server") || name.starts_with("withloop-worker") {
         return Ok(exe);
     }
-    let mut dir = exe.parent().map(Path::to_path_buf);
-    for _ in 0..2 {
-        let Some(d) = dir else { break };
-        let candidate = d.join("withloop-worker");
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        dir = d.parent().map(Path::to_path_buf);
+    let find = |d: &Path| Some(d.join("withloop-worker")).filter(|c| c.is_file());
+    if let Some(found) = withloop_codegen::link::near_executable(&exe, find) {
+        return Ok(found);
     }
     Err(Failure::transient(format!("no `withloop-worker` binary beside `{}` to run programs with", exe.display())))
 }
@@ -448,14 +443,9 @@ fn ran_variant(fe: &compiler_core::driver::Frontend, entry: &str, args: &[Value]
         Some((_, inst)) => {
             let params: Vec<String> = inst.params.iter().map(|t| t.to_string()).collect();
             let results: Vec<String> = inst.results.iter().map(|t| t.to_string()).collect();
-            let results = match results.len() {
-                0 => "void".to_string(),
-                1 => results[0].clone(),
-                _ => format!("({})", results.join(", ")),
-            };
             RanVariant {
                 function: entry.to_string(),
-                signature: format!("({}) -> {results}", params.join(", ")),
+                signature: crate::build::signature(&params, &results),
                 specialised: inst.params.iter().all(|t| score(t) == 2),
             }
         }
@@ -465,35 +455,8 @@ fn ran_variant(fe: &compiler_core::driver::Frontend, entry: &str, args: &[Value]
     }
 }
 
-fn base_named(name: &str) -> Option<BaseType> {
-    Some(match name {
-        "bool" => BaseType::Bool,
-        "char" => BaseType::Char,
-        "byte" => BaseType::Byte,
-        "short" => BaseType::Short,
-        "int" => BaseType::Int,
-        "long" => BaseType::Long,
-        "float" => BaseType::Float,
-        "double" => BaseType::Double,
-        _ => return None,
-    })
-}
-
-fn base_name(b: BaseType) -> &'static str {
-    match b {
-        BaseType::Bool => "bool",
-        BaseType::Char => "char",
-        BaseType::Byte => "byte",
-        BaseType::Short => "short",
-        BaseType::Int => "int",
-        BaseType::Float => "float",
-        BaseType::Double => "double",
-        _ => "long",
-    }
-}
-
 fn scalar_of(v: &Json, base: BaseType) -> Result<Scalar, String> {
-    let bad = || format!("`{v}` is not a {}", base_name(base));
+    let bad = || format!("`{v}` is not a {}", base.name());
     Ok(match base {
         BaseType::Bool => Scalar::Bool(v.as_bool().ok_or_else(bad)?),
         BaseType::Char => Scalar::Char(v.as_u64().filter(|c| *c < 256).ok_or_else(bad)? as u8),
@@ -535,7 +498,7 @@ fn arg_value(arg: &Json, declared: Option<BaseType>) -> Result<Value, String> {
                 return Err(format!("the shape {shape:?} has {size} elements but `data` has {}", data.len()));
             }
             let base = match o.get("type").and_then(Json::as_str) {
-                Some(t) => base_named(t).ok_or_else(|| format!("unknown element type `{t}`"))?,
+                Some(t) => BaseType::from_name(t).ok_or_else(|| format!("unknown element type `{t}`"))?,
                 None => declared.or_else(|| data.first().map(guess)).unwrap_or(BaseType::Double),
             };
             let scalars: Vec<Scalar> = data.iter().map(|d| scalar_of(d, base)).collect::<Result<_, _>>()?;
@@ -573,7 +536,7 @@ fn result_json(v: &Value, format: ResultFormat) -> Json {
                 }
             }
             let data: Vec<Json> = (0..a.elems.len()).filter_map(|i| a.elems.get(i)).map(scalar_json).collect();
-            json!({ "type": base_name(a.elems.base()), "shape": a.shape, "data": data })
+            json!({ "type": a.elems.base().name(), "shape": a.shape, "data": data })
         }
     }
 }

@@ -210,8 +210,14 @@ impl Store {
         }
     }
 
-    /// One artifact's verified bytes; `Ok(Some(Err(_)))` when stored but corrupt.
-    pub async fn artifact(&self, key: &str, kind: ArtifactKind) -> Result<Option<Result<Bytes, Invalid>>, sqlx::Error> {
+    /// One artifact's bytes, verified against `expected` (the hash the
+    /// compilation's metadata records); `Ok(Some(Err(_)))` when stored but corrupt.
+    pub async fn artifact(
+        &self,
+        key: &str,
+        kind: ArtifactKind,
+        expected: &str,
+    ) -> Result<Option<Result<Bytes, Invalid>>, sqlx::Error> {
         let row = sqlx::query("SELECT content_hash, bytes FROM artifacts WHERE key = $1 AND kind = $2")
             .bind(key)
             .bind(kind.name())
@@ -221,9 +227,9 @@ impl Store {
         let hash: String = row.try_get("content_hash")?;
         let data: Vec<u8> = row.try_get("bytes")?;
         let actual = content_hash(&data);
-        if actual != hash {
+        if actual != expected || hash != expected {
             return Ok(Some(Err(Invalid::Corrupt(format!(
-                "artifact `{}` of {key} hashes to {actual}, expected {hash}",
+                "artifact `{}` of {key} hashes to {actual}, expected {expected}",
                 kind.name()
             )))));
         }

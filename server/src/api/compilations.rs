@@ -34,9 +34,7 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>) -> Resu
         return Ok(Json(CompileResponse::of(&c, CacheOutcome::Memory)));
     }
     if let Some(store) = state.cache.store() {
-        let meta = store.metadata(&key).await.map_err(|e| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
-        })?;
+        let meta = store.metadata(&key).await.map_err(ApiError::cache_database)?;
         if let Some(meta) = meta {
             let compiled = withloop_worker::cache::Compiled { meta, bytes: Default::default() };
             return Ok(Json(CompileResponse::of(&compiled, CacheOutcome::Database)));
@@ -67,9 +65,7 @@ pub async fn purge(
     if !admin && !open {
         return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "purging a compilation needs the admin token"));
     }
-    let purged = state.cache.purge(&key).await.map_err(|e| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
-    })?;
+    let purged = state.cache.purge(&key).await.map_err(ApiError::cache_database)?;
     if purged {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {

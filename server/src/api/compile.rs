@@ -84,9 +84,7 @@ async fn submit(
 ) -> Result<String, ApiError> {
     if let Some(queue) = &state.queue {
         let spec = JobSpec::Compile { request: request.clone(), bypass_cache: bypass };
-        return queue.enqueue(&spec, Some(&prepared.key)).await.map_err(|e| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
-        });
+        return queue.enqueue(&spec, Some(&prepared.key)).await.map_err(ApiError::job_queue);
     }
     let job = state.jobs.create(&prepared.key, "compile");
     let (state, running) = (state.clone(), job.clone());

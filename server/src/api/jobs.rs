@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use futures_util::StreamExt;
@@ -26,17 +25,13 @@ fn unknown(id: &str) -> ApiError {
     ApiError::not_found(format!("there is no job `{id}` (finished jobs of an embedded server are kept for an hour)"))
 }
 
-fn database(e: sqlx::Error) -> ApiError {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
-}
-
 fn memory_job(state: &AppState, id: &str) -> Result<Arc<Job>, ApiError> {
     state.jobs.get(id).ok_or_else(|| unknown(id))
 }
 
 async fn view(state: &AppState, id: &str) -> Result<JobView, ApiError> {
     match &state.queue {
-        Some(queue) => queue.view(id).await.map_err(database)?.ok_or_else(|| unknown(id)),
+        Some(queue) => queue.view(id).await.map_err(ApiError::job_queue)?.ok_or_else(|| unknown(id)),
         None => Ok(memory_job(state, id)?.view()),
     }
 }
@@ -71,7 +66,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Resul
 pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<JobView>, ApiError> {
     match &state.queue {
         Some(queue) => {
-            queue.cancel(&id).await.map_err(database)?.ok_or_else(|| unknown(&id))?;
+            queue.cancel(&id).await.map_err(ApiError::job_queue)?.ok_or_else(|| unknown(&id))?;
         }
         None => {
             memory_job(&state, &id)?.cancel();
@@ -99,7 +94,7 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let events: BoxStream<'static, JobEvent> = match &state.queue {
         Some(queue) => {
-            queue.view(&id).await.map_err(database)?.ok_or_else(|| unknown(&id))?;
+            queue.view(&id).await.map_err(ApiError::job_queue)?.ok_or_else(|| unknown(&id))?;
             polled(queue.clone(), id).boxed()
         }
         None => {
@@ -184,7 +179,7 @@ impl Follow {
 )]
 pub async fn workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerView>>, ApiError> {
     match &state.queue {
-        Some(queue) => Ok(Json(queue.workers().await.map_err(database)?)),
+        Some(queue) => Ok(Json(queue.workers().await.map_err(ApiError::job_queue)?)),
         None => Ok(Json(vec![WorkerView {
             id: "embedded".into(),
             host: "this server".into(),

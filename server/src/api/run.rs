@@ -30,9 +30,7 @@ async fn program(state: &AppState, request: &RunRequest) -> Result<CompileReques
                 return c.meta.request.clone().ok_or_else(unknown);
             }
             let store = state.cache.store().ok_or_else(unknown)?;
-            let meta = store.metadata(key).await.map_err(|e| {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the cache database failed: {e}"))
-            })?;
+            let meta = store.metadata(key).await.map_err(ApiError::cache_database)?;
             meta.and_then(|m| m.request).ok_or_else(unknown)
         }
     }
@@ -141,9 +139,7 @@ async fn from_form(mut form: Multipart) -> Result<RunRequest, ApiError> {
 async fn submit(state: &AppState, request: RunRequest, key: String) -> Result<String, ApiError> {
     if let Some(queue) = &state.queue {
         let spec = JobSpec::Run { request, key: key.clone() };
-        return queue.enqueue(&spec, Some(&key)).await.map_err(|e| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
-        });
+        return queue.enqueue(&spec, Some(&key)).await.map_err(ApiError::job_queue);
     }
     let path = runner(state.config.runner.as_deref())?;
     let job = state.jobs.create(&key, "run");

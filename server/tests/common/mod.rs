@@ -61,11 +61,7 @@ pub async fn send(app: &Router, method: Method, uri: &str, body: Option<Value>, 
         None => req.body(Body::empty()),
     }
     .expect("request");
-    let response = app.clone().oneshot(req).await.expect("the router answers");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await.expect("body").to_bytes().to_vec();
-    Reply { status, headers, body }
+    reply(app, req).await
 }
 
 /// Sends raw bytes with a content type.
@@ -76,11 +72,27 @@ pub async fn send_raw(app: &Router, uri: &str, content_type: &str, body: Vec<u8>
         .header("content-type", content_type)
         .body(Body::from(body))
         .expect("request");
+    reply(app, req).await
+}
+
+async fn reply(app: &Router, req: Request<Body>) -> Reply {
     let response = app.clone().oneshot(req).await.expect("the router answers");
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.expect("body").to_bytes().to_vec();
     Reply { status, headers, body }
+}
+
+/// Polls a job (`/v1/jobs/{id}`) until it has finished; its last view.
+pub async fn finished_job(app: &Router, job_url: &str) -> Value {
+    for _ in 0..1200 {
+        let view = get(app, job_url).await.json();
+        if matches!(view["status"].as_str(), Some("done" | "failed" | "dead" | "cancelled")) {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the job at {job_url} did not finish within 30 s");
 }
 
 pub async fn post(app: &Router, uri: &str, body: Value) -> Reply {
