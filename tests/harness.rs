@@ -1,4 +1,4 @@
-//! The language test harness: every `tests/**/*.sac` file with a `// ==` block is
+//! The language test harness: every `tests/**/*.sac` and `*.l0` file with a `// ==` block is
 //! a test. The block (in `//` comments at the top of the file) says what to run and
 //! what must happen:
 //!
@@ -53,7 +53,7 @@ fn main() {
             // Paths relative to tests/ (the working directory of `cargo test`), so
             // diagnostics and listings do not depend on where the checkout is.
             let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-            let name = relative.to_string_lossy().trim_end_matches(".sac").to_string();
+            let name = relative.to_string_lossy().trim_end_matches(".sac").trim_end_matches(".l0").to_string();
             let path = if std::env::current_dir().is_ok_and(|d| d == root) { relative } else { path };
             Some(Trial::test(name, move || run_test(&path, &text)))
         })
@@ -69,7 +69,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
             if p.file_name().is_some_and(|n| n != "target") {
                 collect(&p, out);
             }
-        } else if p.extension().is_some_and(|x| x == "sac") {
+        } else if p.extension().is_some_and(|x| x == "sac" || x == "l0") {
             out.push(p);
         }
     }

@@ -163,7 +163,12 @@ pub fn run(inv: &Invocation) -> Report {
 fn run_here(inv: &Invocation) -> Report {
     let mut report = Report::default();
     let Some(text) = read(inv, &mut report) else { return report };
-    let mut fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
+    let mut options = inv.frontend.clone();
+    // L0 compiles the functions it exports: the one to run.
+    if let (Some(e), true) = (&inv.entry, options.entries.is_empty()) {
+        options.entries = vec![e.clone()];
+    }
+    let mut fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &options);
     add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
     if fe.has_errors() {
         let errors = fe.diagnostics.iter().filter(|d| d.is_error()).count();
@@ -184,7 +189,12 @@ fn run_here(inv: &Invocation) -> Report {
     }
     let entry = inv.entry.clone().unwrap_or_else(|| "main".to_string());
     let mut stdout = Vec::new();
-    let result = match &inv.engine {
+    // L0's reference semantics is its lowered IR, interpreted.
+    let engine = match (&inv.engine, fe.language) {
+        (Engine::Reference, driver::Language::L0) => Engine::Ir,
+        (e, _) => e.clone(),
+    };
+    let result = match &engine {
         Engine::Reference => {
             let typed = if inv.untyped { None } else { Some(&fe.typed) };
             let run =
@@ -195,7 +205,7 @@ fn run_here(inv: &Invocation) -> Report {
             run.result
         }
         Engine::Ir | Engine::Optimised(_) | Engine::Native(..) => {
-            let mut module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+            let mut module = lower(&fe);
             if let Err(problems) = ir::verify::verify(&module) {
                 report
                     .stderr
@@ -203,7 +213,7 @@ fn run_here(inv: &Invocation) -> Report {
                 report.exit_code = EXIT_RUNTIME_ERROR;
                 return report;
             }
-            if let Engine::Optimised(options) | Engine::Native(options, _) = &inv.engine {
+            if let Engine::Optimised(options) | Engine::Native(options, _) = &engine {
                 if let Err(broken) = opt::optimise(&mut module, &fe.sources, options) {
                     report.stderr.push_str(&format!(
                         "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
@@ -214,7 +224,7 @@ fn run_here(inv: &Invocation) -> Report {
                     return report;
                 }
             }
-            if let Engine::Native(_, codegen) = &inv.engine {
+            if let Engine::Native(_, codegen) = &engine {
                 let mut sink = |b: &[u8]| stdout.extend_from_slice(b);
                 match withloop_codegen::jit::run(&module, &fe.sources, &entry, args, codegen, None, &mut sink) {
                     Ok(values) => Ok(values),
@@ -249,6 +259,9 @@ fn run_here(inv: &Invocation) -> Report {
                 .filter(|(_, ids)| ids.iter().any(|id| !fe.program.function(*id).is_library()))
                 .map(|(n, _)| n.to_string())
                 .collect();
+            if let Some(m) = &fe.l0 {
+                names.extend(m.entries.iter().map(|(n, _)| n.to_string()));
+            }
             if !names.is_empty() {
                 names.sort();
                 msg.push_str(&format!("  = note: its functions are: {}\n", names.join(", ")));
@@ -342,8 +355,16 @@ pub fn lowered(inv: &Invocation) -> Result<(driver::Frontend, ir::Module), Repor
         report.exit_code = EXIT_COMPILE_ERROR;
         return Err(report);
     }
-    let module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    let module = lower(&fe);
     Ok((fe, module))
+}
+
+/// The program as IR: L0's front end lowers as it checks; SaC lowers here.
+fn lower(fe: &driver::Frontend) -> ir::Module {
+    match &fe.l0 {
+        Some(m) => m.clone(),
+        None => ir::lower::lower(&fe.program, &fe.typed, &fe.sources),
+    }
 }
 
 /// [`lowered`], then optimised with `options`.
@@ -395,7 +416,7 @@ pub fn compile(
     }
     let file = inv.file.to_string_lossy();
     let build = || {
-        opt::report::build(
+        let mut report = opt::report::build(
             &file,
             &outcome,
             &fe.program,
@@ -403,7 +424,11 @@ pub fn compile(
             &fe.sources,
             inv.list_library_instances,
             !options.no_timing,
-        )
+        );
+        if fe.l0.is_some() {
+            opt::report::add_module_entries(&mut report, &module, &fe.sources);
+        }
+        report
     };
     use withloop_codegen::Output;
     let native_bytes =

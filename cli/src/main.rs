@@ -211,6 +211,7 @@ impl SourceArgs {
                 no_prelude: self.noprelude,
                 shape_hints: self.shapes,
                 max_specialisations: self.maxspec,
+                ..Default::default()
             },
             ..Default::default()
         }

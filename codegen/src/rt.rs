@@ -205,6 +205,12 @@ macro_rules! paste_addr {
     (math_f32) => {
         withloop_rt::wl_math_f32 as *const () as usize
     };
+    (stack_frame) => {
+        withloop_rt::wl_stack_frame as *const () as usize
+    };
+    (take_cells) => {
+        withloop_rt::wl_take_cells as *const () as usize
+    };
 }
 
 runtime! {
@@ -242,6 +248,8 @@ runtime! {
     abi_array_out = "wl_abi_array_out"(P, P, P) -> I32;
     unwrap = "wl_unwrap"(P);
     ctx_clear = "wl_ctx_clear"(P);
+    stack_frame = "wl_stack_frame"(P, P, I32, I64, P, I64, P, I64, P) -> P;
+    take_cells = "wl_take_cells"(P, P, I64) -> P;
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);
 }

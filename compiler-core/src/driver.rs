@@ -15,9 +15,30 @@ use crate::syntax::cpp::{PpOptions, SourceLoader, preprocess};
 use crate::syntax::lexer::lex;
 use crate::syntax::parser::{parse_expression, parse_module};
 
+/// The source language.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Language {
+    #[default]
+    Sac,
+    /// seed 004's L0 (see [`crate::l0`]).
+    L0,
+}
+
+impl Language {
+    /// By file extension: `.l0` is L0, anything else SaC.
+    pub fn of_file(name: &str) -> Language {
+        if name.ends_with(".l0") { Language::L0 } else { Language::Sac }
+    }
+}
+
 /// Options for the front end, mirroring sac2c's driver flags.
 #[derive(Clone, Debug, Default)]
 pub struct FrontendOptions {
+    /// The source language; `None`: by the file name's extension.
+    pub language: Option<Language>,
+    /// L0: the functions compiled code exports (default `main`, or every
+    /// function of a program without `main`). SaC exports its entry functions.
+    pub entries: Vec<String>,
     /// `-D NAME[=VALUE]`
     pub defines: Vec<String>,
     /// `-I DIR`
@@ -40,6 +61,9 @@ pub struct Frontend {
     pub program: Program,
     /// The typed, specialised program (empty when resolution failed).
     pub typed: Typed,
+    /// L0 only: the lowered program (SaC is lowered from `program` and `typed`).
+    pub l0: Option<crate::ir::Module>,
+    pub language: Language,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -51,6 +75,28 @@ impl Frontend {
 
 /// Preprocesses, parses and resolves one source file.
 pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &FrontendOptions) -> Frontend {
+    let language = options.language.unwrap_or_else(|| Language::of_file(name));
+    if language == Language::L0 {
+        let mut sources = SourceMap::new();
+        let main_file = sources.add(name, text, FileKind::User);
+        let mut l0 = crate::l0::compile(&sources, main_file, &options.entries);
+        if !options.shape_hints.is_empty() {
+            l0.diagnostics.push(
+                Diagnostic::error(codes::UNSUPPORTED, "shape hints apply to SaC programs; L0's types fix every rank")
+                    .with_hint("leave out `--shape` for L0 sources"),
+            );
+        }
+        return Frontend {
+            sources,
+            main_file,
+            module: ast::SourceModule::default(),
+            program: Program::default(),
+            typed: Typed::default(),
+            l0: l0.module,
+            language,
+            diagnostics: l0.diagnostics,
+        };
+    }
     let mut sources = SourceMap::new();
     library::add_library_sources(&mut sources);
     let main_file = sources.add(name, text, FileKind::User);
@@ -84,7 +130,7 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
                 .with_note("this is a bug in withloop; please report it"),
         );
     }
-    Frontend { sources, main_file, module, program, typed, diagnostics: diagnostics.into_sorted() }
+    Frontend { sources, main_file, module, program, typed, l0: None, language, diagnostics: diagnostics.into_sorted() }
 }
 
 /// Parses a shape hint `FUNCTION.PARAM=TYPE`, e.g. `main.a=double[100,100]`,

@@ -14,6 +14,7 @@ pub mod diagnostics;
 pub mod driver;
 pub mod interp;
 pub mod ir;
+pub mod l0;
 pub mod library;
 pub mod opt;
 pub mod sema;

@@ -146,6 +146,117 @@ pub unsafe extern "C" fn wl_write_cell(
     0
 }
 
+/// The message of R0012 (as the interpreter words it).
+const UNKNOWN_RESULT_SHAPE: &str = "the shape of this with-loop's result is unknown: no element was computed, and the shape of the elements is only known when they are";
+
+/// `n` cells stacked over a frame, as the interpreter builds a scan's or a
+/// generic filter's result: an array of shape `frame ++ cell` whose cell `k`
+/// (row-major) is `cells[k]`. `cell_rank < 0` means the cells' shape is the
+/// first cell's; with no cells that shape is unknown (R0012). Cells whose
+/// shape or type is not the expected one take the interpreter's own path
+/// (`stack`, then `reshape` to the result's shape), so odd programs get its
+/// results and errors. Consumes the cells' references, also on error; returns
+/// null after recording an error.
+///
+/// # Safety
+/// Valid context; `cells` holds `n` valid arrays, `frame` `frame_len` extents
+/// and `cell` `cell_rank` (when not negative).
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wl_stack_frame(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    elem: i32,
+    n: i64,
+    cells: *const *mut WlArray,
+    frame_len: i64,
+    frame: *const i64,
+    cell_rank: i64,
+    cell: *const i64,
+) -> *mut WlArray {
+    let cells: &[*mut WlArray] =
+        if n <= 0 || cells.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(cells, n as usize) } };
+    let out = unsafe { stack_frame(ctx, loc, elem, cells, slice(frame, frame_len), cell_rank, cell) };
+    for c in cells {
+        unsafe { crate::array::wl_dec(*c) };
+    }
+    out
+}
+
+unsafe fn stack_frame(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    elem: i32,
+    cells: &[*mut WlArray],
+    frame: &[i64],
+    cell_rank: i64,
+    cell: *const i64,
+) -> *mut WlArray {
+    let cell_shape: Vec<i64> = match cells.first() {
+        _ if cell_rank >= 0 => unsafe { slice(cell, cell_rank) }.to_vec(),
+        Some(first) => unsafe { (**first).shape() }.to_vec(),
+        None => {
+            unsafe { set_error(ctx, loc, "R0012", UNKNOWN_RESULT_SHAPE) };
+            return std::ptr::null_mut();
+        }
+    };
+    let mut shape = frame.to_vec();
+    shape.extend_from_slice(&cell_shape);
+    let regular = cells.iter().all(|c| unsafe { (**c).shape() == cell_shape.as_slice() && (**c).elem == elem });
+    let cell_count: i64 = frame.iter().product();
+    if regular && cell_count == cells.len() as i64 {
+        let out = unsafe { wl_alloc(ctx, elem, shape.len() as i64, shape.as_ptr()) };
+        if out.is_null() {
+            return out;
+        }
+        let mut at = 0;
+        for c in cells {
+            let bytes = unsafe { (**c).bytes() };
+            // SAFETY: `out` holds `cells.len()` cells of this many bytes.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data.add(at), bytes.len()) };
+            at += bytes.len();
+        }
+        return out;
+    }
+    let values: Vec<_> = cells.iter().map(|c| array_to_value(unsafe { &**c })).collect();
+    let stacked =
+        compiler_core::interp::prims::stack(values).and_then(|s| compiler_core::interp::prims::reshape(&shape, &s));
+    match stacked {
+        Ok(v) => unsafe { crate::values::value_to_array(ctx, &v) },
+        Err(e) => {
+            unsafe { set_error(ctx, loc, e.code.id, &e.message) };
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The first `n` cells (along axis 0) of `a`, whose first extent is at least
+/// `n`: `a` itself when `n` is its first extent, else a copy (a filter's
+/// result is allocated for every index of its frame and cut to the values it
+/// kept; an array's block cannot shrink in place, its size determines how it
+/// is freed). Consumes `a`'s reference; null after recording an error.
+///
+/// # Safety
+/// Valid context; `a` a valid array of rank ≥ 1 whose reference the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_take_cells(ctx: *mut WlCtx, a: *mut WlArray, n: i64) -> *mut WlArray {
+    let arr = unsafe { &*a };
+    let Some(&m) = arr.shape().first() else { return a };
+    if n == m {
+        return a;
+    }
+    let mut shape = arr.shape().to_vec();
+    shape[0] = n.clamp(0, m);
+    let out = unsafe { wl_alloc(ctx, arr.elem, arr.rank, shape.as_ptr()) };
+    if !out.is_null() {
+        let bytes = unsafe { (*out).size as usize * (*out).esize as usize };
+        // SAFETY: both hold at least `bytes` bytes (`out` is a prefix of `a`).
+        unsafe { std::ptr::copy_nonoverlapping(arr.data, (*out).data, bytes) };
+    }
+    unsafe { crate::array::wl_dec(a) };
+    out
+}
+
 /// Whether two arrays are identical: same shape, same type, same elements bit
 /// for bit (a fold's fixpoint test).
 ///

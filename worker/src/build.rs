@@ -398,12 +398,6 @@ impl Laps {
 
 /// Front end, lowering, entry selection and the optimisation pipeline.
 pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<Optimised, BuildError> {
-    if request.language == Language::L0 {
-        return Err(BuildError::single(
-            codes::UNSUPPORTED,
-            "the L0 front end is not available yet; send SaC (`\"language\": \"sac\"`)".to_string(),
-        ));
-    }
     let mut laps = Laps { phases: Vec::new(), clock: Instant::now() };
     progress(Phase::Frontend);
     let options = FrontendOptions {
@@ -412,6 +406,11 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
         no_prelude: false,
         shape_hints: request.shapes.clone(),
         max_specialisations: request.max_specialisations,
+        language: Some(match request.language {
+            Language::Sac => driver::Language::Sac,
+            Language::L0 => driver::Language::L0,
+        }),
+        entries: request.entries.clone(),
     };
     let loader = MemoryLoader { files: request.includes.iter().map(|(k, v)| (k.clone(), v.clone())).collect() };
     let fe = driver::frontend(&request.file_name, &request.source, &loader, &options);
@@ -419,7 +418,10 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
     if fe.has_errors() {
         return Err(BuildError { diagnostics });
     }
-    let mut module = ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    let mut module = match &fe.l0 {
+        Some(m) => m.clone(),
+        None => ir::lower::lower(&fe.program, &fe.typed, &fe.sources),
+    };
     select_entries(&mut module, &request.entries, &request.file_name)?;
     laps.lap("frontend");
 
@@ -450,7 +452,10 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
 pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<BuildOutput, BuildError> {
     let Optimised { frontend: fe, module, outcome, diagnostics, phases } = optimise(request, progress)?;
     let mut laps = Laps { phases, clock: Instant::now() };
-    let report = opt::report::build(&request.file_name, &outcome, &fe.program, &fe.typed, &fe.sources, false, true);
+    let mut report = opt::report::build(&request.file_name, &outcome, &fe.program, &fe.typed, &fe.sources, false, true);
+    if fe.l0.is_some() {
+        opt::report::add_module_entries(&mut report, &module, &fe.sources);
+    }
     let report_text = report.to_json();
     let report_json: serde_json::Value = serde_json::from_str(&report_text)
         .map_err(|e| BuildError::single(codes::INTERNAL_ERROR, format!("the report is not JSON: {e}")))?;

@@ -21,6 +21,7 @@
 mod ops;
 mod parallel;
 mod scalar;
+mod scan;
 mod withloop;
 
 use std::collections::{HashMap, HashSet};

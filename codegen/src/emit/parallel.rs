@@ -3,9 +3,10 @@
 //! A with-loop qualifies when every result is allocated before the loops
 //! (genarray with a static cell shape, modarray), every fold is a scalar fold
 //! with a primitive that has an identity (no extra arguments, no fixpoint), no
-//! part's body calls a function or prints, `first_match` does not matter, and
-//! every part's index length is static. For such a part the emitter outlines
-//! the loop nest into a chunk function
+//! part's body calls a function or prints, `first_match` does not matter,
+//! every part's index length is static, and there is no scan or filter (they
+//! make a sequential pass over their frame after the parts, see `scan.rs`).
+//! For such a part the emitter outlines the loop nest into a chunk function
 //!
 //! ```text
 //! void wl.chunk(wl_ctx *ctx, env *e, i64 chunk, i64 lo, i64 hi)
@@ -121,6 +122,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             OpState::Fold { ty, fun, partial, fix, .. } => {
                 scalar_repr(ty) && partial.is_empty() && fix.is_none() && Self::fold_identity(fun, base(ty)).is_some()
             }
+            // Scans and filters make a sequential pass over their frame
+            // after the parts (in row-major order, whatever the parts are).
+            OpState::Scan(_) | OpState::Filter(_) => false,
             _ => false,
         });
         results_ready
@@ -221,6 +225,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     caps.add((*data).into());
                 }
                 OpState::Fold { slot, .. } => caps.add((*slot).into()),
+                OpState::Scan(_) | OpState::Filter(_) => {
+                    return Err(CodegenError::Bug("a scan or filter in a parallel with-loop".into()));
+                }
             }
         }
         caps.add(partials.into());
@@ -355,6 +362,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let init = self.b.build_select(first, current, id, "init")?;
                     self.b.build_store(own, init)?;
                     OpState::Fold { slot: own, ty: ty.clone(), fun, partial: Vec::new(), fix: None, done: None }
+                }
+                OpState::Scan(_) | OpState::Filter(_) => {
+                    return Err(CodegenError::Bug("a scan or filter in a parallel with-loop".into()));
                 }
             });
         }

@@ -22,6 +22,10 @@
 //! Generators whose length is only known at run time (shape-generic code) run
 //! as an odometer over index buffers instead of a loop nest.
 //!
+//! Scans and filters (L0) only store what each index yields while the parts
+//! run; their result comes from one pass over the frame in row-major order
+//! afterwards (`scan.rs`).
+//!
 //! Parallel with-loops: when the parts' bodies are pure and call no functions,
 //! the results are allocated up front, and every fold combines with a
 //! primitive that has a known identity, each part's loop nest is outlined
@@ -44,6 +48,7 @@ use inkwell::basic_block::BasicBlock;
 use inkwell::values::{BasicValueEnum, IntValue, PhiValue, PointerValue};
 
 use super::ops::{Ew, static_extent, static_rank};
+use super::scan::{FilterState, ScanState};
 use super::{Emitter, Fx, R, base, elem_code, scalar_repr};
 use crate::CodegenError;
 use crate::rt;
@@ -97,12 +102,16 @@ pub(crate) enum OpState<'ctx, 'a> {
         /// A stack slot: the fixpoint was reached.
         done: Option<PointerValue<'ctx>>,
     },
+    Scan(Box<ScanState<'ctx, 'a>>),
+    Filter(Box<FilterState<'ctx>>),
 }
 
 impl<'ctx> OpState<'ctx, '_> {
     fn frame(&self) -> Option<&Frame<'ctx>> {
         match self {
             OpState::Gen { frame, .. } | OpState::Mod { frame, .. } => Some(frame),
+            OpState::Scan(st) => Some(&st.frame),
+            OpState::Filter(st) => Some(&st.frame),
             OpState::Fold { .. } => None,
         }
     }
@@ -191,7 +200,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// A fresh array of `frame` cells of shape `cell_shape` (zero-filled when
     /// `zero`), failing on allocation errors.
-    fn alloc_frame(
+    pub(super) fn alloc_frame(
         &mut self,
         fx: &Fx<'ctx, 'a>,
         elem: BaseType,
@@ -269,7 +278,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// The frame a shape vector describes (failing on negative extents).
-    fn shape_frame(
+    pub(super) fn shape_frame(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
         shape: ValueId,
@@ -320,7 +329,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// The product of a frame's extents from axis `from` on.
-    fn frame_product(&mut self, fx: &mut Fx<'ctx, 'a>, f: &Frame<'ctx>, from: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    pub(super) fn frame_product(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        f: &Frame<'ctx>,
+        from: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
         if let (Some(ext), Some(k)) = (&f.ext, from.get_zero_extended_constant()) {
             let mut p = self.const_i64(1);
             for e in ext.iter().skip(k as usize) {
@@ -374,9 +388,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
     }
 
-    /// Whether some part of `w` covers all of genarray `k`'s frame densely
-    /// (then the result needs no default fill).
-    fn covers_frame(&self, fx: &Fx<'ctx, 'a>, w: &With, shape: ValueId) -> bool {
+    /// Whether some part of `w` densely covers all of the frame `shape`
+    /// describes (then a genarray needs no default fill, a scan no marks of
+    /// the indices covered).
+    pub(super) fn covers_frame(&self, fx: &Fx<'ctx, 'a>, w: &With, shape: ValueId) -> bool {
         let ints = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec());
         w.parts.iter().any(|p| {
             let zero_lower = ints(p.lower).is_some_and(|l| l.iter().all(|&x| x == 0));
@@ -477,8 +492,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     };
                     states.push(OpState::Fold { slot, ty: dty, fun, partial, fix, done });
                 }
-                WithOp::Scan { .. } | WithOp::Filter { .. } => {
-                    return Err(CodegenError::Unsupported("scan and filter with-loops (L0) in native code".into()));
+                WithOp::Scan { shape, fun, partial, neutral } => {
+                    let st = self.scan_state(fx, w, k, *shape, fun, partial, *neutral, dty, &mut scratch)?;
+                    states.push(OpState::Scan(Box::new(st)));
+                }
+                WithOp::Filter { shape } => {
+                    let st = self.filter_state(fx, w, k, *shape, &dty, &mut scratch)?;
+                    states.push(OpState::Filter(Box::new(st)));
                 }
             }
         }
@@ -511,10 +531,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if let Some(m) = mask {
             self.call(self.rt.free, &[m.into()])?;
         }
-        for a in scratch.drain(..) {
-            self.dec(a.into())?;
-        }
-        // The results.
+        // The results (scans and filters make their pass over the frame here).
         for (k, st) in states.iter().enumerate() {
             let d = s.defs[k];
             let x: BasicValueEnum<'ctx> = match st {
@@ -524,8 +541,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
                 OpState::Mod { arr, .. } => (*arr).into(),
                 OpState::Fold { slot, ty, .. } => self.b.build_load(self.value_ty(ty), *slot, "acc")?,
+                OpState::Scan(st) => self.scan_finish(fx, st)?,
+                OpState::Filter(st) => self.filter_finish(fx, st)?,
             };
             fx.vals.insert(d, x);
+        }
+        // Only now: frames of run-time length (and scans' and filters'
+        // stores) live in scratch arrays that the results above still read.
+        for a in scratch.drain(..) {
+            self.dec(a.into())?;
         }
         Ok(())
     }
@@ -1277,6 +1301,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let (slot, ty, fun, partial, fix, done) =
                         (*slot, ty.clone(), *fun, partial.clone(), fix.clone(), *done);
                     self.fold_step(fx, slot, &ty, fun, &partial, fix.as_ref(), done, y, &yty, rloc)?;
+                }
+                OpState::Scan(st) => {
+                    let off = offsets[k].ok_or_else(|| CodegenError::Bug("scan without a frame".into()))?;
+                    self.scan_yield(fx, st, off, y, &yty)?;
+                }
+                OpState::Filter(st) => {
+                    let off = offsets[k].ok_or_else(|| CodegenError::Bug("filter without a frame".into()))?;
+                    // A filter yields its flag, then its value.
+                    let (v, vv) = (ys[yi + 1], part.body.yields[yi + 1]);
+                    let vty = fx.irf.ty(vv).clone();
+                    self.filter_yield(fx, st, off, y, &yty, v, &vty)?;
                 }
             }
         }

@@ -78,6 +78,15 @@ codes! {
     HINT_MISMATCH = "E0304", "shape hint does not fit the function";
     MIXED_RESULT_TYPES = "E0305", "overloads chosen at run time return different element types";
 
+    // L0: uniqueness types and L0's static rules (seed 004 ch. 3).
+    USE_AFTER_CONSUME = "E0400", "value used after it was consumed";
+    NOT_UNIQUE = "E0401", "in-place update or unique parameter needs a unique array";
+    UNIQUE_RESULT_ALIASES = "E0402", "unique result aliases a non-unique parameter";
+    CONSUMED_IN_SEQUENCE = "E0403", "consumed value also used in the same sequence";
+    CONSUMED_REPEATEDLY = "E0404", "value consumed where it may be consumed more than once";
+    IRREGULAR_LITERAL = "E0405", "array literal with rows of different shapes";
+    BAD_STATIC_ARGUMENT = "E0406", "argument must be a constant";
+
     // Run-time errors (user errors found while running).
     INDEX_OUT_OF_BOUNDS = "R0001", "index out of bounds";
     SHAPE_MISMATCH = "R0002", "shape mismatch";

@@ -249,34 +249,42 @@ fn placeholder() -> Function {
     }
 }
 
-/// Emits statements into a function under construction.
-struct FnBuilder {
-    f: Function,
-    span: Span,
+/// Emits statements into a function under construction (shared by the L0
+/// lowering).
+pub(crate) struct FnBuilder {
+    pub(crate) f: Function,
+    pub(crate) span: Span,
 }
 
 impl FnBuilder {
-    fn emit(&mut self, out: &mut Vec<Stmt>, op: Op, tys: Vec<Ty>, span: Span) -> Vec<ValueId> {
+    pub(crate) fn emit(&mut self, out: &mut Vec<Stmt>, op: Op, tys: Vec<Ty>, span: Span) -> Vec<ValueId> {
         let defs: Vec<ValueId> = tys.into_iter().map(|t| self.f.new_value(t, None)).collect();
         out.push(Stmt::new(defs.clone(), op, span));
         defs
     }
 
-    fn emit1(&mut self, out: &mut Vec<Stmt>, op: Op, ty: Ty, span: Span) -> ValueId {
+    pub(crate) fn emit1(&mut self, out: &mut Vec<Stmt>, op: Op, ty: Ty, span: Span) -> ValueId {
         self.emit(out, op, vec![ty], span)[0]
     }
 
-    fn constant(&mut self, out: &mut Vec<Stmt>, v: Value, span: Span) -> ValueId {
+    pub(crate) fn constant(&mut self, out: &mut Vec<Stmt>, v: Value, span: Span) -> ValueId {
         let ty = Ty::of_value(&v);
         self.emit1(out, Op::Const(v), ty, span)
     }
 
-    fn ty(&self, v: ValueId) -> Ty {
+    pub(crate) fn ty(&self, v: ValueId) -> Ty {
         self.f.ty(v).clone()
     }
 
     /// A primitive, typed by the shared rules (or `fallback`).
-    fn prim(&mut self, out: &mut Vec<Stmt>, prim: Prim, args: Vec<ValueId>, fallback: Ty, span: Span) -> ValueId {
+    pub(crate) fn prim(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        prim: Prim,
+        args: Vec<ValueId>,
+        fallback: Ty,
+        span: Span,
+    ) -> ValueId {
         let tys: Vec<Ty> = args.iter().map(|a| self.ty(*a)).collect();
         let refs: Vec<Option<&Ty>> = tys.iter().map(Some).collect();
         let consts: Vec<Option<Value>> = args.iter().map(|a| self.const_of(out, *a)).collect();
@@ -328,7 +336,7 @@ impl FnBuilder {
         dead.yields = tys.iter().map(|t| self.placeholder_of(&mut dead.stmts, t, span)).collect();
     }
 
-    fn check(
+    pub(crate) fn check(
         &mut self,
         out: &mut Vec<Stmt>,
         check: Check,

@@ -87,6 +87,37 @@ fn scan_follows_the_frame_not_the_parts() {
     assert_eq!(both(SCAN_SPLIT), vec!["[99, 98, 97, 96, 92, 87]"]);
 }
 
+const SCAN_CALL: &str = "fn step(%0#acc: int, %1#x: int) -> (int)  [instance step, noinline]
+{
+  %2: int = const 3
+  %3: int = prim mul(%0, %2)
+  %4: int = prim sub(%3, %1)
+  return %4
+}
+
+fn main() -> (int[5])  [instance main]
+{
+  %0: int[1] = const [0]
+  %1: int[1] = const [5]
+  %2: int = const 1
+  %3: int[5] = with {
+    part lower %0 upper %1 scalars [%4#i: int] {
+      yield %4
+    }
+  } scan(%1, call step, %2)
+  return %3
+}
+
+entry main = main
+";
+
+#[test]
+fn a_scan_keeps_its_function_through_optimisation() {
+    // The scan's function is called from nowhere else: removing unused
+    // functions must still count it as called (and renumber the scan's call).
+    assert_eq!(both(SCAN_CALL), vec!["[3, 8, 22, 63, 185]"]);
+}
+
 const FILTER: &str = "fn main() -> (int[.], int)  [instance main]
 {
   %0: int[1] = const [0]

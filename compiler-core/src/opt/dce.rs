@@ -68,7 +68,9 @@ impl Dce<'_> {
             Op::Call { func, .. } => self.effectful.get(func.0 as usize).copied().unwrap_or(true),
             Op::Pattern { .. } => true,
             Op::With(w) => w.ops.iter().any(|o| match o {
-                WithOp::Fold { fun: FoldFn::Call(g), .. } => self.effectful.get(g.0 as usize).copied().unwrap_or(true),
+                WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } => {
+                    self.effectful.get(g.0 as usize).copied().unwrap_or(true)
+                }
                 _ => false,
             }),
             _ => false,

@@ -104,6 +104,24 @@ fn location(sources: &SourceMap, span: Span) -> Option<Location> {
     Some(Location { file: f.name.to_string(), line, column })
 }
 
+/// Lists the entries of a module that was not built from a typed SaC program
+/// (L0's functions have one instance each: their declared types).
+pub fn add_module_entries(report: &mut Report, module: &crate::ir::Module, sources: &SourceMap) {
+    for (name, f) in &module.entries {
+        let func = module.function(*f);
+        report.variants.push(Variant {
+            function: name.to_string(),
+            params: func.params.iter().map(|p| func.ty(*p).to_string()).collect(),
+            results: func.results.iter().map(|t| t.to_string()).collect(),
+            symbol: func.name.clone(),
+            c_symbol: Some(crate::ir::exports::c_symbol(&func.name)),
+            reason: "declared",
+            at: location(sources, func.span),
+            library: false,
+        });
+    }
+}
+
 /// Builds the report. `library`: include library instances and remarks about
 /// library functions.
 pub fn build(

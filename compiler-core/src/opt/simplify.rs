@@ -705,6 +705,14 @@ impl Simplify {
     /// `sel(idx, a)` answered without selecting: an element of an array literal
     /// or of a fill.
     fn select(&self, f: &Function, idx: ValueId, a: ValueId) -> Option<ValueId> {
+        // Any full index into a fill selects the fill value (L0's `replicate(n, v)[i]`
+        // is `v`); a failing index was reported by the check in front of it.
+        if let Some(Def::Prim(Prim::Genarray, gargs)) = self.defs.get(&a) {
+            let full = crate::sema::prim_ty::vector_len(f.ty(idx));
+            if full.is_some() && full == crate::sema::prim_ty::vector_len(f.ty(gargs[0])) {
+                return Some(gargs[1]);
+            }
+        }
         let index: Vec<i64> = match self.konst(idx)? {
             Value::Scalar(Scalar::Int(_, i)) => vec![*i],
             v => util::int_vec(v)?,

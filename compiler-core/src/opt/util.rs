@@ -233,7 +233,7 @@ pub fn effectful_functions(m: &Module) -> Vec<bool> {
             Op::Call { func, .. } => calls[i].push(func.0 as usize),
             Op::With(w) => {
                 for op in &w.ops {
-                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
+                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } = op {
                         calls[i].push(g.0 as usize);
                     }
                 }
@@ -255,14 +255,14 @@ pub fn effectful_functions(m: &Module) -> Vec<bool> {
     }
 }
 
-/// The functions each function calls (calls and fold functions), deduplicated.
+/// The functions each function calls (calls, fold and scan functions), deduplicated.
 pub fn callees(f: &Function) -> Vec<FuncId> {
     let mut out = Vec::new();
     f.body.walk(&mut |s| match &s.op {
         Op::Call { func, .. } if !out.contains(func) => out.push(*func),
         Op::With(w) => {
             for op in &w.ops {
-                if let WithOp::Fold { fun: FoldFn::Call(g), .. } = op {
+                if let WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } = op {
                     if !out.contains(g) {
                         out.push(*g);
                     }

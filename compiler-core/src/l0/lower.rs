@@ -1,0 +1,986 @@
+//! Lowering checked L0 to the shared IR (seed 004 ch. 4's external→internal
+//! conversion, straight to with-loops).
+//!
+//! * **Tuples disappear**: every value is a list of IR values, one per leaf of its
+//!   type ([`Type::leaves`]); an array of tuples is a tuple of arrays, `zip` and
+//!   `unzip` only regroup leaves, a tuple pattern splits the list. Function
+//!   parameters and results are flattened the same way, so tuple shimming needs
+//!   no code.
+//! * **SOACs become with-loops** over `[0] <= [i] < [n]`: `map` a `genarray`
+//!   per result leaf, `filter` a `filter` per leaf (each yields the predicate
+//!   and the element), `reduce` a `fold`, `scan` a `scan`. A lambda is inlined
+//!   into the part body; a named function is called there; `op ⊙` is the
+//!   primitive. Operators of `reduce`/`scan` that are lambdas become functions of
+//!   their own (`f__lambda1`), their free variables passed as the fold's partial
+//!   arguments.
+//! * **Certificates are checks**: indexing, let-with, `split` and the zip-size
+//!   conditions become `check` statements before what they guard, which
+//!   bounds-check elimination removes where generators prove them and hoisting
+//!   moves out of loops (seed 004 §4.2's `assert` and `<c>e`).
+//! * **let-with is an element update** (`modarray(a, iv, v)`): the uniqueness
+//!   checker proved the source dead afterwards, so the memory-reuse pass marks
+//!   it in place and no copy is made.
+//! * `loop (p = e) = for i < n do b in r` is an IR loop carrying `p`'s leaves
+//!   and `i`; `iota`, `replicate`, `transpose`, `split` and `concat` are
+//!   with-loops or primitives.
+
+use std::collections::HashMap;
+
+use super::ast::*;
+use super::check::{Checked, math_builtin};
+use crate::diagnostics::{self as codes, Diagnostic};
+use crate::interp::ops::{BinOp as IrBin, UnOp};
+use crate::interp::value::{Scalar, Value};
+use crate::ir::lower::FnBuilder;
+use crate::ir::{Block, Check, FoldFn, FuncId, Function, FunctionKind, Module, Op, Part, Stmt, ValueId, With, WithOp};
+use crate::sema::hir::{Elem, MathFn, Prim};
+use crate::sema::ty::{Shape, Ty};
+use crate::span::Span;
+use crate::syntax::ast::{BaseType, Name};
+
+/// The IR type of a leaf type (no tuples).
+pub fn leaf_ty(t: &Type) -> Ty {
+    let mut base = t;
+    let mut rank = 0;
+    while let Type::Array(e, _) = base {
+        base = e;
+        rank += 1;
+    }
+    let b = match base {
+        Type::Int => BaseType::Int,
+        Type::Real => BaseType::Double,
+        Type::Bool => BaseType::Bool,
+        Type::Char => BaseType::Char,
+        // Leaves have no tuples.
+        Type::Tuple(_) | Type::Array(..) => BaseType::Int,
+    };
+    Ty::new(Elem::Base(b), Shape::rank(rank))
+}
+
+fn leaf_tys(t: &Type) -> Vec<Ty> {
+    t.leaves().iter().map(leaf_ty).collect()
+}
+
+fn int_ty() -> Ty {
+    Ty::new(Elem::Base(BaseType::Int), Shape::scalar())
+}
+
+fn int_vec(n: usize) -> Ty {
+    Ty::new(Elem::Base(BaseType::Int), Shape::Fixed(vec![Some(n)]))
+}
+
+/// Lowers a checked program. `entries` are the functions to export (each must
+/// exist). A construct the IR cannot express yet is reported as `L0001`.
+pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<Module, Vec<Diagnostic>> {
+    let mut ml =
+        ModuleLower { checked, module: Module::default(), funcs: HashMap::new(), errors: Vec::new(), lambdas: 0 };
+    for f in &program.functions {
+        let id = FuncId(ml.module.functions.len() as u32);
+        let mut results = Vec::new();
+        results.extend(leaf_tys(&f.ret));
+        ml.module.functions.push(Function {
+            name: f.name.to_string(),
+            source_name: f.name.clone(),
+            kind: FunctionKind::Instance,
+            params: Vec::new(),
+            results,
+            body: Block::default(),
+            values: Vec::new(),
+            inline: false,
+            noinline: false,
+            library: false,
+            span: f.name_span,
+        });
+        ml.funcs.insert(f.name.clone(), (id, f.params.iter().map(|p| p.ty.clone()).collect(), f.ret.clone()));
+    }
+    for (k, f) in program.functions.iter().enumerate() {
+        ml.function(FuncId(k as u32), f);
+    }
+    for e in entries {
+        if let Some((id, ..)) = ml.funcs.get(e) {
+            ml.module.entries.push((e.clone(), *id));
+        }
+    }
+    if ml.errors.is_empty() { Ok(ml.module) } else { Err(ml.errors) }
+}
+
+struct ModuleLower<'a> {
+    checked: &'a Checked,
+    module: Module,
+    funcs: HashMap<Name, (FuncId, Vec<Type>, Type)>,
+    errors: Vec<Diagnostic>,
+    lambdas: usize,
+}
+
+impl ModuleLower<'_> {
+    fn function(&mut self, id: FuncId, f: &FunDef) {
+        let template = self.module.functions[id.0 as usize].clone();
+        let span = template.span;
+        let mut fl = FnLower { ml: self, b: FnBuilder { f: template, span }, env: Vec::new() };
+        for p in &f.params {
+            let vals: Vec<ValueId> =
+                leaf_tys(&p.ty).into_iter().map(|t| fl.b.f.new_value(t, Some(p.name.clone()))).collect();
+            fl.b.f.params.extend(vals.iter().copied());
+            fl.env.push((p.name.clone(), vals, p.ty.clone()));
+        }
+        let mut out = Vec::new();
+        let yields = fl.expr(&f.body, &mut out);
+        fl.b.f.body = Block { stmts: out, yields };
+        let built = fl.b.f;
+        self.module.functions[id.0 as usize] = built;
+    }
+}
+
+struct FnLower<'m, 'a> {
+    ml: &'m mut ModuleLower<'a>,
+    b: FnBuilder,
+    /// Variables in scope: name, leaf values, type.
+    env: Vec<(Name, Vec<ValueId>, Type)>,
+}
+
+/// How a SOAC's function is applied to one element.
+enum Apply<'e> {
+    Call(FuncId, Vec<ValueId>),
+    Math(Prim),
+    Lambda(&'e [Param], &'e Expr),
+    Op(BinOp, Option<ValueId>),
+}
+
+impl FnLower<'_, '_> {
+    fn ty_of(&self, e: &Expr) -> Type {
+        self.ml.checked.ty(e).clone()
+    }
+
+    fn int(&mut self, out: &mut Vec<Stmt>, v: i64, span: Span) -> ValueId {
+        self.b.constant(out, Value::Scalar(Scalar::int(v)), span)
+    }
+
+    fn bin(&mut self, out: &mut Vec<Stmt>, op: IrBin, a: ValueId, b: ValueId, span: Span) -> ValueId {
+        let fallback = self.b.f.ty(a).clone();
+        self.b.prim(out, Prim::Bin(op), vec![a, b], fallback, span)
+    }
+
+    fn vector(&mut self, out: &mut Vec<Stmt>, items: Vec<ValueId>, span: Span) -> ValueId {
+        let n = items.len();
+        self.b.emit1(out, Op::Array(items), int_vec(n), span)
+    }
+
+    /// `shape(a)[k]`.
+    fn extent(&mut self, out: &mut Vec<Stmt>, a: ValueId, k: usize, span: Span) -> ValueId {
+        let rank = self.b.f.ty(a).shape.rank_if_known().unwrap_or(k + 1);
+        let shape = self.b.prim(out, Prim::Shape, vec![a], int_vec(rank), span);
+        let idx = self.b.constant(out, Value::int_vector(&[k as i64]), span);
+        self.b.prim(out, Prim::Sel, vec![idx, shape], int_ty(), span)
+    }
+
+    fn lookup(&self, name: &str) -> Option<(Vec<ValueId>, Type)> {
+        self.env.iter().rev().find(|(n, ..)| n == name).map(|(_, v, t)| (v.clone(), t.clone()))
+    }
+
+    fn limitation(&mut self, span: Span, what: &str) {
+        self.ml.errors.push(
+            Diagnostic::error(codes::UNSUPPORTED, format!("withloop cannot compile this L0 construct yet: {what}"))
+                .at(span, ""),
+        );
+    }
+
+    fn bind_pat(&mut self, pat: &Pat, vals: &[ValueId], ty: &Type) {
+        match pat {
+            Pat::Id(n, _) => {
+                for v in vals {
+                    if self.b.f.values[v.0 as usize].name.is_none() {
+                        self.b.f.values[v.0 as usize].name = Some(n.clone());
+                    }
+                }
+                self.env.push((n.clone(), vals.to_vec(), ty.clone()));
+            }
+            Pat::Tuple(ps, _) => {
+                let Type::Tuple(ts) = ty else { return };
+                let mut at = 0;
+                for (p, t) in ps.iter().zip(ts) {
+                    let n = t.leaves().len();
+                    self.bind_pat(p, &vals[at..at + n], t);
+                    at += n;
+                }
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr, out: &mut Vec<Stmt>) -> Vec<ValueId> {
+        let span = e.span;
+        match &e.kind {
+            ExprKind::Int(v) => vec![self.int(out, *v, span)],
+            ExprKind::Real(v) => vec![self.b.constant(out, Value::Scalar(Scalar::Double(*v)), span)],
+            ExprKind::Bool(b) => vec![self.b.constant(out, Value::Scalar(Scalar::Bool(*b)), span)],
+            ExprKind::Char(c) => vec![self.b.constant(out, Value::Scalar(Scalar::Char(*c as u32 as u8)), span)],
+            ExprKind::Var(n) => self.lookup(n).map(|(v, _)| v).unwrap_or_default(),
+            ExprKind::Tuple(items) => items.iter().flat_map(|i| self.expr(i, out)).collect(),
+            ExprKind::Array(items) => {
+                let ty = self.ty_of(e);
+                let lowered: Vec<Vec<ValueId>> = items.iter().map(|i| self.expr(i, out)).collect();
+                leaf_tys(&ty)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, t)| {
+                        let row: Vec<ValueId> = lowered.iter().map(|l| l[k]).collect();
+                        let inner = self.b.f.ty(row[0]).shape.clone();
+                        let shape = Shape::Fixed(vec![Some(row.len())]).concat(&inner);
+                        self.b.emit1(out, Op::Array(row), Ty::new(t.elem, shape), span)
+                    })
+                    .collect()
+            }
+            ExprKind::Bin(op, a, b) => {
+                let x = self.expr(a, out)[0];
+                let y = self.expr(b, out)[0];
+                vec![self.binop(out, *op, x, y, span)]
+            }
+            ExprKind::Neg(a) => {
+                let x = self.expr(a, out)[0];
+                let t = self.b.f.ty(x).clone();
+                vec![self.b.prim(out, Prim::Un(UnOp::Neg), vec![x], t, span)]
+            }
+            ExprKind::Not(a) => {
+                let x = self.expr(a, out)[0];
+                let t = self.b.f.ty(x).clone();
+                vec![self.b.prim(out, Prim::Un(UnOp::Not), vec![x], t, span)]
+            }
+            ExprKind::If(c, t, f) => {
+                let cond = self.expr(c, out)[0];
+                let ty = self.ty_of(e);
+                let mark = self.env.len();
+                let mut tb = Vec::new();
+                let ty_yields = self.expr(t, &mut tb);
+                self.env.truncate(mark);
+                let mut fb = Vec::new();
+                let f_yields = self.expr(f, &mut fb);
+                self.env.truncate(mark);
+                self.b.emit(
+                    out,
+                    Op::If {
+                        cond,
+                        then_block: Block { stmts: tb, yields: ty_yields },
+                        else_block: Block { stmts: fb, yields: f_yields },
+                    },
+                    leaf_tys(&ty),
+                    span,
+                )
+            }
+            ExprKind::Index { array, array_span, indices } => {
+                let Some((leaves, _)) = self.lookup(array) else { return Vec::new() };
+                let idx: Vec<ValueId> = indices.iter().map(|i| self.expr(i, out)[0]).collect();
+                let iv = self.vector(out, idx, span);
+                let ty = self.ty_of(e);
+                self.select(out, &leaves, iv, &ty, *array_span, span)
+            }
+            ExprKind::Call { fun, args, .. } => self.call(e, fun, args, out),
+            ExprKind::Let { pat, value, body } => {
+                let v = self.expr(value, out);
+                let ty = self.ty_of(value);
+                let mark = self.env.len();
+                self.bind_pat(pat, &v, &ty);
+                let r = self.expr(body, out);
+                self.env.truncate(mark);
+                r
+            }
+            ExprKind::LetWith { dest, dest_span, src, src_span, indices, value, body } => {
+                let Some((leaves, ty)) = self.lookup(src) else { return Vec::new() };
+                let idx: Vec<ValueId> = indices.iter().map(|i| self.expr(i, out)[0]).collect();
+                let v = self.expr(value, out);
+                let iv = self.vector(out, idx, *src_span);
+                let shape = self.b.prim(out, Prim::Shape, vec![leaves[0]], int_vec(self.rank(leaves[0])), *src_span);
+                self.b.check(
+                    out,
+                    Check::InBounds { index: iv, shape },
+                    codes::INDEX_OUT_OF_BOUNDS,
+                    "update".into(),
+                    span.to(*dest_span),
+                );
+                let mut new = Vec::new();
+                for (a, x) in leaves.iter().zip(&v) {
+                    let t = self.b.f.ty(*a).clone();
+                    new.push(self.b.prim(out, Prim::Modarray, vec![*a, iv, *x], t, span));
+                }
+                let mark = self.env.len();
+                self.bind_pat(&Pat::Id(dest.clone(), *dest_span), &new, &ty);
+                let r = self.expr(body, out);
+                self.env.truncate(mark);
+                r
+            }
+            ExprKind::Loop { pat, init, var, var_span, bound, body, rest } => {
+                let init_vals = match init {
+                    Some(i) => self.expr(i, out),
+                    None => pat
+                        .names()
+                        .iter()
+                        .flat_map(|(n, _)| self.lookup(n).map(|(v, _)| v).unwrap_or_default())
+                        .collect(),
+                };
+                let init_ty = match init {
+                    Some(i) => self.ty_of(i),
+                    None => {
+                        let tys: Vec<Type> =
+                            pat.names().iter().filter_map(|(n, _)| self.lookup(n).map(|(_, t)| t)).collect();
+                        if tys.len() == 1 { tys[0].clone() } else { Type::Tuple(tys) }
+                    }
+                };
+                let n = self.expr(bound, out)[0];
+                let zero = self.int(out, 0, *var_span);
+                let mut init_all = init_vals.clone();
+                init_all.push(zero);
+                let params: Vec<ValueId> = init_all
+                    .iter()
+                    .map(|v| {
+                        let t = self.b.f.ty(*v).clone();
+                        // Loop-carried arrays keep their rank; extents may change.
+                        let t = Ty::new(
+                            t.elem,
+                            match t.shape.rank_if_known() {
+                                Some(r) => Shape::rank(r),
+                                None => t.shape,
+                            },
+                        );
+                        self.b.f.new_value(t, None)
+                    })
+                    .collect();
+                let i = *params.last().expect("counter");
+                self.b.f.values[i.0 as usize].name = Some(var.clone());
+                let mut cond = Vec::new();
+                let c = self.bin(&mut cond, IrBin::Lt, i, n, *var_span);
+                let mark = self.env.len();
+                self.bind_pat(pat, &params[..params.len() - 1], &init_ty);
+                self.env.push((var.clone(), vec![i], Type::Int));
+                let mut b = Vec::new();
+                let mut yields = self.expr(body, &mut b);
+                let one = self.int(&mut b, 1, *var_span);
+                let next = self.bin(&mut b, IrBin::Add, i, one, *var_span);
+                yields.push(next);
+                self.env.truncate(mark);
+                let tys: Vec<Ty> = params.iter().map(|p| self.b.f.ty(*p).clone()).collect();
+                let finals = self.b.emit(
+                    out,
+                    Op::Loop {
+                        init: init_all,
+                        params,
+                        cond: Block { stmts: cond, yields: vec![c] },
+                        body: Block { stmts: b, yields },
+                        test_first: true,
+                    },
+                    tys,
+                    span,
+                );
+                let mark = self.env.len();
+                self.bind_pat(pat, &finals[..finals.len() - 1], &init_ty);
+                let r = self.expr(rest, out);
+                self.env.truncate(mark);
+                r
+            }
+            ExprKind::Soac { soac, fun, args } => self.soac(e, *soac, fun, args, out),
+        }
+    }
+
+    fn rank(&self, v: ValueId) -> usize {
+        self.b.f.ty(v).shape.rank_if_known().unwrap_or(1)
+    }
+
+    /// `a[iv]` on every leaf, after one bounds check.
+    fn select(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        leaves: &[ValueId],
+        iv: ValueId,
+        ty: &Type,
+        at: Span,
+        span: Span,
+    ) -> Vec<ValueId> {
+        let shape = self.b.prim(out, Prim::Shape, vec![leaves[0]], int_vec(self.rank(leaves[0])), at);
+        self.b.check(out, Check::InBounds { index: iv, shape }, codes::INDEX_OUT_OF_BOUNDS, "selection".into(), span);
+        leaves.iter().zip(leaf_tys(ty)).map(|(a, t)| self.b.prim(out, Prim::Sel, vec![iv, *a], t, span)).collect()
+    }
+
+    fn binop(&mut self, out: &mut Vec<Stmt>, op: BinOp, x: ValueId, y: ValueId, span: Span) -> ValueId {
+        let ir = match op {
+            BinOp::Add => IrBin::Add,
+            BinOp::Sub => IrBin::Sub,
+            BinOp::Mul => IrBin::Mul,
+            BinOp::Div => IrBin::Div,
+            BinOp::Mod => IrBin::Mod,
+            BinOp::Eq => IrBin::Eq,
+            BinOp::Ne => IrBin::Ne,
+            BinOp::Lt => IrBin::Lt,
+            BinOp::Le => IrBin::Le,
+            BinOp::Gt => IrBin::Gt,
+            BinOp::Ge => IrBin::Ge,
+            BinOp::And => IrBin::And,
+            BinOp::Or => IrBin::Or,
+            BinOp::BitAnd => IrBin::BitAnd,
+            BinOp::BitOr => IrBin::BitOr,
+            BinOp::BitXor => IrBin::BitXor,
+            BinOp::Shl => IrBin::Shl,
+            BinOp::Shr => IrBin::Shr,
+            BinOp::Pow => {
+                let t = self.b.f.ty(x).clone();
+                if t.elem == Elem::Base(BaseType::Double) {
+                    return self.b.prim(out, Prim::Math(MathFn::Pow), vec![x, y], t, span);
+                }
+                // Integer power through doubles, exact for results below 2^53.
+                let dt = Ty::new(Elem::Base(BaseType::Double), Shape::scalar());
+                let xd = self.b.prim(out, Prim::Conv(BaseType::Double), vec![x], dt.clone(), span);
+                let yd = self.b.prim(out, Prim::Conv(BaseType::Double), vec![y], dt.clone(), span);
+                let p = self.b.prim(out, Prim::Math(MathFn::Pow), vec![xd, yd], dt, span);
+                return self.b.prim(out, Prim::Conv(BaseType::Int), vec![p], t, span);
+            }
+        };
+        self.bin(out, ir, x, y, span)
+    }
+
+    fn call(&mut self, e: &Expr, fun: &Name, args: &[Expr], out: &mut Vec<Stmt>) -> Vec<ValueId> {
+        let span = e.span;
+        if let Some((id, _, ret)) = self.ml.funcs.get(fun).cloned() {
+            let vals: Vec<ValueId> = args.iter().flat_map(|a| self.expr(a, out)).collect();
+            return self.b.emit(out, Op::Call { func: id, args: vals }, leaf_tys(&ret), span);
+        }
+        if let Some((_, ret)) = math_builtin(fun) {
+            let x = self.expr(&args[0], out)[0];
+            let prim = math_prim(fun);
+            return vec![self.b.prim(out, prim, vec![x], leaf_ty(&ret), span)];
+        }
+        let ty = self.ty_of(e);
+        match fun.as_str() {
+            "abs" => {
+                let x = self.expr(&args[0], out)[0];
+                let t = self.b.f.ty(x).clone();
+                vec![self.b.prim(out, Prim::Un(UnOp::Abs), vec![x], t, span)]
+            }
+            "iota" => {
+                let n = self.expr(&args[0], out)[0];
+                let (_, lo, hi) = self.frame(out, n, span);
+                let i = self.b.f.new_value(int_ty(), Some(Name::new("i")));
+                let part = dense_part(lo, hi, vec![i], Block { stmts: Vec::new(), yields: vec![i] }, 1, span);
+                let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default: None }]);
+                self.b.emit(out, Op::With(Box::new(w)), vec![Ty::new(Elem::Base(BaseType::Int), Shape::rank(1))], span)
+            }
+            "replicate" => {
+                let n = self.expr(&args[0], out)[0];
+                let v = self.expr(&args[1], out);
+                let shp = self.vector(out, vec![n], span);
+                v.iter()
+                    .zip(leaf_tys(&ty))
+                    .map(|(x, t)| self.b.prim(out, Prim::Genarray, vec![shp, *x], t, span))
+                    .collect()
+            }
+            "size" => {
+                let (k, a) = if args.len() == 2 { (static_int(&args[0]), &args[1]) } else { (0, &args[0]) };
+                let leaves = self.expr(a, out);
+                vec![self.extent(out, leaves[0], k as usize, span)]
+            }
+            "reshape" => {
+                let dims: Vec<&Expr> = match &args[0].kind {
+                    ExprKind::Tuple(items) => items.iter().collect(),
+                    _ => vec![&args[0]],
+                };
+                let ds: Vec<ValueId> = dims.iter().map(|d| self.expr(d, out)[0]).collect();
+                let outer = self.ty_of(&args[1]).rank();
+                let leaves = self.expr(&args[1], out);
+                let shp = self.vector(out, ds.clone(), span);
+                let mut res = Vec::new();
+                for (a, t) in leaves.iter().zip(leaf_tys(&ty)) {
+                    let r = self.rank(*a);
+                    let target = if r > outer {
+                        // Inner dimensions of an array-of-tuples component stay.
+                        let s = self.b.prim(out, Prim::Shape, vec![*a], int_vec(r), span);
+                        let k = self.int(out, outer as i64, span);
+                        let inner = self.b.prim(out, Prim::Drop, vec![k, s], int_vec(r - outer), span);
+                        self.b.prim(out, Prim::Cat, vec![shp, inner], int_vec(ds.len() + r - outer), span)
+                    } else {
+                        shp
+                    };
+                    res.push(self.b.prim(out, Prim::Reshape, vec![target, *a], t, span));
+                }
+                res
+            }
+            "transpose" => {
+                let (k, n, a) = if args.len() == 3 {
+                    (static_int(&args[0]), static_int(&args[1]), &args[2])
+                } else {
+                    (0, 1, &args[0])
+                };
+                let leaves = self.expr(a, out);
+                leaves.iter().map(|x| self.transpose(out, *x, k as usize, n, span)).collect()
+            }
+            "split" => {
+                let n = self.expr(&args[0], out)[0];
+                let leaves = self.expr(&args[1], out);
+                let size = self.extent(out, leaves[0], 0, span);
+                let zero = self.int(out, 0, span);
+                let ge = self.bin(out, IrBin::Ge, n, zero, span);
+                let le = self.bin(out, IrBin::Le, n, size, span);
+                let ok = self.bin(out, IrBin::And, ge, le, span);
+                self.b.check(
+                    out,
+                    Check::Assert(ok),
+                    codes::INDEX_OUT_OF_BOUNDS,
+                    "split point outside the array".into(),
+                    span,
+                );
+                let rest = self.bin(out, IrBin::Sub, size, n, span);
+                let first: Vec<ValueId> = leaves.iter().map(|a| self.slice(out, *a, zero, n, span)).collect();
+                let second: Vec<ValueId> = leaves.iter().map(|a| self.slice(out, *a, n, rest, span)).collect();
+                [first, second].concat()
+            }
+            "concat" => {
+                let a = self.expr(&args[0], out);
+                let b = self.expr(&args[1], out);
+                a.iter().zip(&b).map(|(x, y)| self.concat(out, *x, *y, span)).collect()
+            }
+            "zip" => {
+                let mut leaves = Vec::new();
+                let mut first = None;
+                for a in args {
+                    let l = self.expr(a, out);
+                    let size = self.extent(out, l[0], 0, a.span);
+                    match first {
+                        None => first = Some(size),
+                        Some(f) => self.same_size(out, f, size, a.span, "`zip`"),
+                    }
+                    leaves.extend(l);
+                }
+                leaves
+            }
+            "unzip" => self.expr(&args[0], out),
+            // Values are immutable in the IR: a copy is the same value, and an
+            // update of it copies or not by the reference count at run time.
+            "copy" => self.expr(&args[0], out),
+            _ => Vec::new(),
+        }
+    }
+
+    fn same_size(&mut self, out: &mut Vec<Stmt>, a: ValueId, b: ValueId, span: Span, what: &str) {
+        let eq = self.bin(out, IrBin::Eq, a, b, span);
+        self.b.check(
+            out,
+            Check::Assert(eq),
+            codes::SHAPE_MISMATCH,
+            format!("the arrays of {what} differ in their outer size"),
+            span,
+        );
+    }
+
+    /// `[0] <= [i] < [n]`: (index vector type, lower, upper).
+    fn frame(&mut self, out: &mut Vec<Stmt>, n: ValueId, span: Span) -> (Ty, ValueId, ValueId) {
+        let lo = self.b.constant(out, Value::int_vector(&[0]), span);
+        let hi = self.vector(out, vec![n], span);
+        (int_vec(1), lo, hi)
+    }
+
+    /// Rows `from … from + len` of `a`.
+    fn slice(&mut self, out: &mut Vec<Stmt>, a: ValueId, from: ValueId, len: ValueId, span: Span) -> ValueId {
+        let (_, lo, hi) = self.frame(out, len, span);
+        let i = self.b.f.new_value(int_ty(), None);
+        let mut body = Vec::new();
+        let j = self.bin(&mut body, IrBin::Add, i, from, span);
+        let jv = self.vector(&mut body, vec![j], span);
+        let rank = self.rank(a);
+        let cell_ty = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank - 1));
+        let x = self.b.prim(&mut body, Prim::Sel, vec![jv, a], cell_ty, span);
+        let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
+        let part = dense_part(lo, hi, vec![i], Block { stmts: body, yields: vec![x] }, 1, span);
+        let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default: None }]);
+        self.b.emit1(out, Op::With(Box::new(w)), t, span)
+    }
+
+    fn concat(&mut self, out: &mut Vec<Stmt>, a: ValueId, b: ValueId, span: Span) -> ValueId {
+        let rank = self.rank(a);
+        let elem = self.b.f.ty(a).elem;
+        if rank > 1 {
+            let sa = self.b.prim(out, Prim::Shape, vec![a], int_vec(rank), span);
+            let sb = self.b.prim(out, Prim::Shape, vec![b], int_vec(rank), span);
+            let one = self.int(out, 1, span);
+            let ia = self.b.prim(out, Prim::Drop, vec![one, sa], int_vec(rank - 1), span);
+            let ib = self.b.prim(out, Prim::Drop, vec![one, sb], int_vec(rank - 1), span);
+            self.b.check(
+                out,
+                Check::SameShape(ia, ib),
+                codes::SHAPE_MISMATCH,
+                "`concat` of arrays whose rows differ in shape ({a} and {b})".into(),
+                span,
+            );
+        }
+        let na = self.extent(out, a, 0, span);
+        let nb = self.extent(out, b, 0, span);
+        let n = self.bin(out, IrBin::Add, na, nb, span);
+        let lo0 = self.b.constant(out, Value::int_vector(&[0]), span);
+        let mid = self.vector(out, vec![na], span);
+        let hi = self.vector(out, vec![n], span);
+        let cell_ty = Ty::new(elem, Shape::rank(rank - 1));
+        let mut parts = Vec::new();
+        for (src, lo, up, shift) in [(a, lo0, mid, None), (b, mid, hi, Some(na))] {
+            let i = self.b.f.new_value(int_ty(), None);
+            let mut body = Vec::new();
+            let j = match shift {
+                Some(s) => self.bin(&mut body, IrBin::Sub, i, s, span),
+                None => i,
+            };
+            let jv = self.vector(&mut body, vec![j], span);
+            let x = self.b.prim(&mut body, Prim::Sel, vec![jv, src], cell_ty.clone(), span);
+            parts.push(dense_part(lo, up, vec![i], Block { stmts: body, yields: vec![x] }, 1, span));
+        }
+        let w = with_loop(parts, vec![WithOp::Genarray { shape: hi, default: None }]);
+        self.b.emit1(out, Op::With(Box::new(w)), Ty::new(elem, Shape::rank(rank)), span)
+    }
+
+    /// `transpose(k, n, a)`: dimension `k` moves `n` places inward.
+    fn transpose(&mut self, out: &mut Vec<Stmt>, a: ValueId, k: usize, n: i64, span: Span) -> ValueId {
+        let rank = self.rank(a);
+        let mut order: Vec<usize> = (0..rank).collect();
+        let d = order.remove(k);
+        order.insert((k as i64 + n) as usize, d);
+        // Result axis p is source axis order[p].
+        let sa = self.b.prim(out, Prim::Shape, vec![a], int_vec(rank), span);
+        let mut ext = Vec::new();
+        for &src in &order {
+            let idx = self.b.constant(out, Value::int_vector(&[src as i64]), span);
+            ext.push(self.b.prim(out, Prim::Sel, vec![idx, sa], int_ty(), span));
+        }
+        let shape = self.vector(out, ext, span);
+        let lo = self.b.constant(out, Value::int_vector(&vec![0; rank]), span);
+        let scalars: Vec<ValueId> = (0..rank).map(|_| self.b.f.new_value(int_ty(), None)).collect();
+        let mut src_idx = vec![scalars[0]; rank];
+        for (p, &src) in order.iter().enumerate() {
+            src_idx[src] = scalars[p];
+        }
+        let mut body = Vec::new();
+        let iv = self.vector(&mut body, src_idx, span);
+        let elem = self.b.f.ty(a).elem;
+        let x = self.b.prim(&mut body, Prim::Sel, vec![iv, a], Ty::new(elem, Shape::scalar()), span);
+        let part = dense_part(lo, shape, scalars, Block { stmts: body, yields: vec![x] }, 1, span);
+        let w = with_loop(vec![part], vec![WithOp::Genarray { shape, default: None }]);
+        self.b.emit1(out, Op::With(Box::new(w)), Ty::new(elem, Shape::rank(rank)), span)
+    }
+
+    /// How the SOAC's function is applied; curried arguments are evaluated here.
+    fn applier<'e>(&mut self, fun: &'e FnArg, out: &mut Vec<Stmt>) -> Apply<'e> {
+        match fun {
+            FnArg::Named { name, curried, .. } => {
+                let vals: Vec<ValueId> = curried.iter().flat_map(|c| self.expr(c, out)).collect();
+                match self.ml.funcs.get(name) {
+                    Some((id, ..)) => Apply::Call(*id, vals),
+                    None => Apply::Math(math_prim(name)),
+                }
+            }
+            FnArg::Lambda { params, body, .. } => Apply::Lambda(params, body),
+            FnArg::Op { op, left, .. } => {
+                let l = left.as_ref().map(|l| self.expr(l, out)[0]);
+                Apply::Op(*op, l)
+            }
+        }
+    }
+
+    /// Applies the function to `args` (leaves) inside a part body.
+    fn apply(&mut self, how: &Apply, args: &[ValueId], ret: &Type, body: &mut Vec<Stmt>, span: Span) -> Vec<ValueId> {
+        match how {
+            Apply::Call(id, curried) => {
+                let mut all = curried.clone();
+                all.extend_from_slice(args);
+                self.b.emit(body, Op::Call { func: *id, args: all }, leaf_tys(ret), span)
+            }
+            Apply::Math(prim) => vec![self.b.prim(body, prim.clone(), args.to_vec(), leaf_ty(ret), span)],
+            Apply::Op(op, left) => {
+                let (x, y) = match left {
+                    Some(l) => (*l, args[0]),
+                    None => (args[0], args[1]),
+                };
+                vec![self.binop(body, *op, x, y, span)]
+            }
+            Apply::Lambda(params, lbody) => {
+                let mark = self.env.len();
+                let mut at = 0;
+                for p in params.iter() {
+                    let n = p.ty.leaves().len();
+                    self.env.push((p.name.clone(), args[at..at + n].to_vec(), p.ty.clone()));
+                    at += n;
+                }
+                let r = self.expr(lbody, body);
+                self.env.truncate(mark);
+                r
+            }
+        }
+    }
+
+    /// The fold function of `reduce`/`scan`: a primitive, a function, or a
+    /// lambda lifted into a function of its own (free variables first).
+    fn fold_fn(&mut self, fun: &FnArg, out: &mut Vec<Stmt>, span: Span) -> Option<(FoldFn, Vec<ValueId>)> {
+        match fun {
+            FnArg::Op { op, left: None, .. } => {
+                let ir = match op {
+                    BinOp::Add => IrBin::Add,
+                    BinOp::Mul => IrBin::Mul,
+                    BinOp::Sub => IrBin::Sub,
+                    BinOp::Div => IrBin::Div,
+                    BinOp::And => IrBin::And,
+                    BinOp::Or => IrBin::Or,
+                    BinOp::BitAnd => IrBin::BitAnd,
+                    BinOp::BitOr => IrBin::BitOr,
+                    BinOp::BitXor => IrBin::BitXor,
+                    BinOp::Mod => IrBin::Mod,
+                    _ => {
+                        self.limitation(span, &format!("`op {}` as a reduction operator", op.symbol()));
+                        return None;
+                    }
+                };
+                Some((FoldFn::Prim(Prim::Bin(ir)), Vec::new()))
+            }
+            FnArg::Op { .. } => {
+                self.limitation(span, "a curried operator section as a reduction operator");
+                None
+            }
+            FnArg::Named { name, curried, .. } => {
+                let partial: Vec<ValueId> = curried.iter().flat_map(|c| self.expr(c, out)).collect();
+                match self.ml.funcs.get(name) {
+                    Some((id, ..)) => Some((FoldFn::Call(*id), partial)),
+                    None => {
+                        self.limitation(span, &format!("`{name}` as a reduction operator"));
+                        None
+                    }
+                }
+            }
+            FnArg::Lambda { ret, params, body, span: lspan } => {
+                // Lift: free variables of the body become leading parameters.
+                let mut names = Vec::new();
+                free_names(body, &mut names);
+                let captured: Vec<(Name, Vec<ValueId>, Type)> = self
+                    .env
+                    .iter()
+                    .rev()
+                    .filter(|(n, ..)| names.contains(n) && !params.iter().any(|p| p.name == *n))
+                    .fold(Vec::<(Name, Vec<ValueId>, Type)>::new(), |mut acc, x| {
+                        if !acc.iter().any(|(n, ..)| *n == x.0) {
+                            acc.push(x.clone());
+                        }
+                        acc
+                    });
+                self.ml.lambdas += 1;
+                let fname = format!("{}__lambda{}", self.b.f.name, self.ml.lambdas);
+                let id = FuncId(self.ml.module.functions.len() as u32);
+                let mut lf = Function {
+                    name: fname.clone(),
+                    source_name: Name::new(&fname),
+                    kind: FunctionKind::Instance,
+                    params: Vec::new(),
+                    results: leaf_tys(ret),
+                    body: Block::default(),
+                    values: Vec::new(),
+                    inline: true,
+                    noinline: false,
+                    library: false,
+                    span: *lspan,
+                };
+                let mut env = Vec::new();
+                for (n, _, t) in &captured {
+                    let vals: Vec<ValueId> =
+                        leaf_tys(t).into_iter().map(|ty| lf.new_value(ty, Some(n.clone()))).collect();
+                    lf.params.extend(vals.iter().copied());
+                    env.push((n.clone(), vals, t.clone()));
+                }
+                for p in params {
+                    let vals: Vec<ValueId> =
+                        leaf_tys(&p.ty).into_iter().map(|ty| lf.new_value(ty, Some(p.name.clone()))).collect();
+                    lf.params.extend(vals.iter().copied());
+                    env.push((p.name.clone(), vals, p.ty.clone()));
+                }
+                // Placeholder until built, so nested lambdas get later ids.
+                self.ml.module.functions.push(lf.clone());
+                let mut inner = FnLower { ml: &mut *self.ml, b: FnBuilder { f: lf, span: *lspan }, env };
+                let mut stmts = Vec::new();
+                let yields = inner.expr(body, &mut stmts);
+                inner.b.f.body = Block { stmts, yields };
+                let built = inner.b.f;
+                self.ml.module.functions[id.0 as usize] = built;
+                let partial: Vec<ValueId> = captured.iter().flat_map(|(_, v, _)| v.clone()).collect();
+                Some((FoldFn::Call(id), partial))
+            }
+        }
+    }
+
+    fn soac(&mut self, e: &Expr, soac: Soac, fun: &FnArg, args: &[Expr], out: &mut Vec<Stmt>) -> Vec<ValueId> {
+        let span = e.span;
+        let ty = self.ty_of(e);
+        let (neutral, arrays) = match soac {
+            Soac::Map | Soac::Filter => (None, args),
+            Soac::Reduce | Soac::Scan => (Some(&args[0]), &args[1..]),
+        };
+        let neutral_vals = neutral.map(|n| self.expr(n, out));
+        let mut inputs = Vec::new();
+        let mut n = None;
+        for a in arrays {
+            let l = self.expr(a, out);
+            let size = self.extent(out, l[0], 0, a.span);
+            match n {
+                None => n = Some(size),
+                Some(f) => self.same_size(out, f, size, a.span, &format!("`{}`", soac.name())),
+            }
+            inputs.extend(l);
+        }
+        let Some(n) = n else { return Vec::new() };
+        let (_, lo, hi) = self.frame(out, n, span);
+        let i = self.b.f.new_value(int_ty(), Some(Name::new("i")));
+        // Rows of the inputs at `i`.
+        let mut body = Vec::new();
+        let iv = self.vector(&mut body, vec![i], span);
+        let rows: Vec<ValueId> = inputs
+            .iter()
+            .map(|a| {
+                let t = self.b.f.ty(*a).clone();
+                let cell = Ty::new(t.elem, Shape::rank(t.shape.rank_if_known().unwrap_or(1).saturating_sub(1)));
+                self.b.prim(&mut body, Prim::Sel, vec![iv, *a], cell, span)
+            })
+            .collect();
+        let part = |stmts: Vec<Stmt>, yields: Vec<ValueId>, k: usize| {
+            dense_part(lo, hi, vec![i], Block { stmts, yields }, k, span)
+        };
+        match soac {
+            Soac::Map => {
+                let how = self.applier(fun, out);
+                let ret = ty.elem().cloned().unwrap_or(Type::Int);
+                let cells = self.apply(&how, &rows, &ret, &mut body, fun.span());
+                let tys = leaf_tys(&ty);
+                let ops: Vec<WithOp> = cells.iter().map(|_| WithOp::Genarray { shape: hi, default: None }).collect();
+                let k = ops.len();
+                let w = with_loop(vec![part(body, cells, k)], ops);
+                self.b.emit(out, Op::With(Box::new(w)), tys, span)
+            }
+            Soac::Filter => {
+                let how = self.applier(fun, out);
+                let flag = self.apply(&how, &rows, &Type::Bool, &mut body, fun.span())[0];
+                let mut yields = Vec::new();
+                for r in &rows {
+                    yields.push(flag);
+                    yields.push(*r);
+                }
+                let ops: Vec<WithOp> = rows.iter().map(|_| WithOp::Filter { shape: hi }).collect();
+                let k = ops.len();
+                let w = with_loop(vec![part(body, yields, k)], ops);
+                self.b.emit(out, Op::With(Box::new(w)), leaf_tys(&ty), span)
+            }
+            Soac::Reduce | Soac::Scan => {
+                if rows.len() != 1 {
+                    self.limitation(
+                        span,
+                        &format!("`{}` over tuples (one accumulator per with-loop fold)", soac.name()),
+                    );
+                    return leaf_tys(&ty).into_iter().map(|t| self.b.f.new_value(t, None)).collect();
+                }
+                let Some((fold, partial)) = self.fold_fn(fun, out, fun.span()) else {
+                    return leaf_tys(&ty).into_iter().map(|t| self.b.f.new_value(t, None)).collect();
+                };
+                let neutral = neutral_vals.expect("reduce has a neutral element")[0];
+                let op = if soac == Soac::Reduce {
+                    WithOp::Fold { fun: fold, partial, neutral, fixpoint: None }
+                } else {
+                    WithOp::Scan { shape: hi, fun: fold, partial, neutral }
+                };
+                let w = with_loop(vec![part(body, rows, 1)], vec![op]);
+                self.b.emit(out, Op::With(Box::new(w)), leaf_tys(&ty), span)
+            }
+        }
+    }
+}
+
+/// A dense part `lo <= [i…] < hi` binding its index components as `scalars`,
+/// yielding for `ops` operators.
+fn dense_part(lower: ValueId, upper: ValueId, scalars: Vec<ValueId>, body: Block, ops: usize, span: Span) -> Part {
+    Part {
+        lower,
+        upper,
+        step: None,
+        width: None,
+        index: None,
+        scalars: Some(scalars),
+        offset: None,
+        body,
+        span,
+        result_spans: vec![span; ops],
+    }
+}
+
+/// A with-loop of these parts and operators (no buffer reuse decided yet).
+fn with_loop(parts: Vec<Part>, ops: Vec<WithOp>) -> With {
+    let n = ops.len();
+    With { parts, ops, first_match: false, cells: vec![None; n], reuse: vec![None; n] }
+}
+
+fn static_int(e: &Expr) -> i64 {
+    match &e.kind {
+        ExprKind::Int(v) => *v,
+        ExprKind::Neg(x) => -static_int(x),
+        _ => 0,
+    }
+}
+
+fn math_prim(name: &str) -> Prim {
+    match name {
+        "toReal" | "toFloat" => Prim::Conv(BaseType::Double),
+        "trunc" | "toInt" => Prim::Conv(BaseType::Int),
+        other => Prim::Math(MathFn::from_name(other).unwrap_or(MathFn::Sqrt)),
+    }
+}
+
+/// Every variable name an expression mentions (over-approximates its free
+/// variables; capturing a shadowed name only adds an unused parameter).
+fn free_names(e: &Expr, out: &mut Vec<Name>) {
+    let mut add = |n: &Name| {
+        if !out.contains(n) {
+            out.push(n.clone());
+        }
+    };
+    match &e.kind {
+        ExprKind::Var(n) => add(n),
+        ExprKind::Index { array, indices, .. } => {
+            add(array);
+            indices.iter().for_each(|i| free_names(i, out));
+        }
+        ExprKind::LetWith { src, indices, value, body, .. } => {
+            add(src);
+            indices.iter().for_each(|i| free_names(i, out));
+            free_names(value, out);
+            free_names(body, out);
+        }
+        ExprKind::Loop { pat, init, bound, body, rest, .. } => {
+            if init.is_none() {
+                for (n, _) in pat.names() {
+                    if !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+            for x in init.iter().map(|b| &**b).chain([&**bound, &**body, &**rest]) {
+                free_names(x, out);
+            }
+        }
+        ExprKind::Tuple(items) | ExprKind::Array(items) | ExprKind::Call { args: items, .. } => {
+            items.iter().for_each(|i| free_names(i, out))
+        }
+        ExprKind::Bin(_, a, b) => {
+            free_names(a, out);
+            free_names(b, out);
+        }
+        ExprKind::Neg(a) | ExprKind::Not(a) => free_names(a, out),
+        ExprKind::If(a, b, c) => {
+            free_names(a, out);
+            free_names(b, out);
+            free_names(c, out);
+        }
+        ExprKind::Let { value, body, .. } => {
+            free_names(value, out);
+            free_names(body, out);
+        }
+        ExprKind::Soac { fun, args, .. } => {
+            match fun {
+                FnArg::Named { curried, .. } => curried.iter().for_each(|c| free_names(c, out)),
+                FnArg::Lambda { body, .. } => free_names(body, out),
+                FnArg::Op { left, .. } => left.iter().for_each(|l| free_names(l, out)),
+            }
+            args.iter().for_each(|a| free_names(a, out));
+        }
+        ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Bool(_) | ExprKind::Char(_) => {}
+    }
+}
