@@ -41,13 +41,15 @@ pub const PASS: Pass = Pass {
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
         let defs = index::defs(f);
-        let shapes = shape_values(f);
+        let shapes = Shapes::of(f);
         let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
         let mut proven_prims: Vec<ValueId> = Vec::new();
         {
             let reader = Reader::new(f, &defs);
             let mut ranges: Ranges = Vec::new();
-            walk(&f.body, &reader, &shapes, &mut ranges, &mut proven_checks, &mut proven_prims);
+            let mut facts = Vec::new();
+            let mut w = Walk { reader: &reader, shapes: &shapes, checks: &mut proven_checks, prims: &mut proven_prims };
+            w.block(&f.body, &mut ranges, &mut facts);
         }
         let mut removed = 0;
         let mut unchecked = 0;
@@ -79,16 +81,102 @@ fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
     out
 }
 
-/// The shape of an array as affine components.
-fn shape_of(reader: &Reader, shapes: &HashMap<ValueId, ValueId>, a: ValueId) -> Option<Vec<Affine>> {
-    if let Some(e) = reader.ty(a).shape.extents() {
-        return Some(e.iter().map(|&x| Affine::constant(x as i64)).collect());
+/// Where array shapes come from: `shape` values, and genarray with-loops
+/// (their frame, then their cells' shape).
+struct Shapes {
+    values: HashMap<ValueId, ValueId>,
+    /// A genarray with-loop result: its frame shape and the cells its parts yield.
+    withs: HashMap<ValueId, (ValueId, Vec<ValueId>)>,
+}
+
+impl Shapes {
+    fn of(f: &Function) -> Shapes {
+        let mut withs = HashMap::new();
+        f.body.walk(&mut |s| {
+            if let Op::With(w) = &s.op {
+                for (k, op) in w.ops.iter().enumerate() {
+                    if let WithOp::Genarray { shape, .. } = op {
+                        let cells = w.parts.iter().map(|p| w.element_yield(p, k)).collect();
+                        withs.insert(s.defs[k], (*shape, cells));
+                    }
+                }
+            }
+        });
+        Shapes { values: shape_values(f), withs }
     }
-    reader.vector(*shapes.get(&a)?)
+
+    /// The shape of an array as affine components, or a prefix of it (what a
+    /// partial index needs): `sel(iv, a)` has `a`'s shape less `len(iv)`
+    /// extents; a fill or with-loop of arrays, its frame then its cells' shape.
+    fn of_array(&self, reader: &Reader, a: ValueId, depth: usize) -> Option<Vec<Affine>> {
+        if let Some(e) = reader.ty(a).shape.extents() {
+            return Some(e.iter().map(|&x| Affine::constant(x as i64)).collect());
+        }
+        if let Some(v) = self.values.get(&a).and_then(|sv| reader.vector(*sv)) {
+            return Some(v);
+        }
+        if depth > 8 {
+            return None;
+        }
+        let cells = |frame: Vec<Affine>, cell: Option<Vec<Affine>>| {
+            let mut out = frame;
+            out.extend(cell.unwrap_or_default());
+            out
+        };
+        if let Some((shape, yields)) = self.withs.get(&a) {
+            let frame = reader.vector(*shape)?;
+            // Every cell has the same shape; a prefix all parts agree on is it.
+            let mut common: Option<Vec<Affine>> = None;
+            for y in yields {
+                let c = self.of_array(reader, *y, depth + 1).unwrap_or_default();
+                common = Some(match common {
+                    None => c,
+                    Some(prev) => prev.into_iter().zip(c).take_while(|(x, y)| x == y).map(|(x, _)| x).collect(),
+                });
+            }
+            return Some(cells(frame, common));
+        }
+        match reader.defs.def(a)? {
+            Def::Prim(Prim::Genarray, args) => {
+                Some(cells(reader.vector(args[0])?, self.of_array(reader, args[1], depth + 1)))
+            }
+            Def::Prim(Prim::Sel, args) => {
+                let k = if reader.ty(args[0]).shape.is_scalar() {
+                    1
+                } else {
+                    crate::sema::prim_ty::vector_len(reader.ty(args[0]))?
+                };
+                let whole = self.of_array(reader, args[1], depth + 1)?;
+                (whole.len() > k).then(|| whole[k..].to_vec())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Equalities asserted by dominating checks (`assert(n == m)`: L0's zip and
+/// size certificates), as differences that are zero.
+type Facts = Vec<Affine>;
+
+/// `d` is positive, given the facts (each used at most once, when it removes a term).
+fn positive(d: &Affine, facts: &Facts) -> bool {
+    let mut d = d.clone();
+    for zero in facts {
+        if d.as_const().is_some() {
+            break;
+        }
+        for cand in [d.sub(zero), d.add(zero)] {
+            if cand.terms.len() < d.terms.len() {
+                d = cand;
+                break;
+            }
+        }
+    }
+    d.as_const().is_some_and(|x| x > 0)
 }
 
 /// Whether `idx` lies inside `shape` for every index of the enclosing parts.
-fn proven(reader: &Reader, ranges: &Ranges, idx: ValueId, shape: &[Affine]) -> bool {
+fn proven(reader: &Reader, ranges: &Ranges, facts: &Facts, idx: ValueId, shape: &[Affine]) -> bool {
     let comps: Vec<Affine> = match reader.ty(idx).shape.is_scalar() {
         true => vec![reader.scalar(idx)],
         false => match reader.vector(idx) {
@@ -115,77 +203,90 @@ fn proven(reader: &Reader, ranges: &Ranges, idx: ValueId, shape: &[Affine]) -> b
             hi = hi.sub(&Affine::atom(*atom)).add(&h.plus(-1));
         }
         // Remaining atoms must cancel against the shape.
-        lo.as_const().is_some_and(|x| x >= 0) && n.minus(&hi).is_some_and(|x| x > 0)
+        lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)
     })
 }
 
 /// Per enclosing part: its index atoms (→ axis) and bounds per axis.
 type Ranges = Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)>;
 
-fn walk(
-    b: &Block,
-    reader: &Reader,
-    shapes: &HashMap<ValueId, ValueId>,
-    ranges: &mut Ranges,
-    checks: &mut Vec<(ValueId, ValueId)>,
-    prims: &mut Vec<ValueId>,
-) {
-    for s in &b.stmts {
-        match &s.op {
-            Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
-                if let Some(comps) = reader.vector(*shape) {
-                    if proven(reader, ranges, *index, &comps) {
-                        checks.push((*index, *shape));
+struct Walk<'a, 'r> {
+    reader: &'a Reader<'r>,
+    shapes: &'a Shapes,
+    checks: &'a mut Vec<(ValueId, ValueId)>,
+    prims: &'a mut Vec<ValueId>,
+}
+
+impl Walk<'_, '_> {
+    fn block(&mut self, b: &Block, ranges: &mut Ranges, facts: &mut Facts) {
+        let facts_before = facts.len();
+        let reader = self.reader;
+        for s in &b.stmts {
+            match &s.op {
+                Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
+                    if let Some(comps) = reader.vector(*shape) {
+                        if proven(reader, ranges, facts, *index, &comps) {
+                            self.checks.push((*index, *shape));
+                        }
                     }
                 }
-            }
-            Op::Prim { prim: Prim::Sel | Prim::Modarray, args, checked: true, .. } => {
-                let (idx, array) = if matches!(s.op, Op::Prim { prim: Prim::Sel, .. }) {
-                    (args[0], args[1])
-                } else {
-                    (args[1], args[0])
-                };
-                if let Some(comps) = shape_of(reader, shapes, array) {
-                    if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
-                        && proven(reader, ranges, idx, &comps)
-                    {
-                        prims.push(s.defs[0]);
+                Op::Check(CheckOp { check: Check::Assert(c), .. }) => {
+                    // From here on (in this block) `x == y`.
+                    if let Some(Def::Prim(Prim::Bin(crate::interp::ops::BinOp::Eq), args)) = reader.defs.def(*c) {
+                        if args.len() == 2 && reader.is_int_scalar(args[0]) && reader.is_int_scalar(args[1]) {
+                            facts.push(reader.scalar(args[0]).sub(&reader.scalar(args[1])));
+                        }
                     }
                 }
-            }
-            Op::Loop { init, params, cond, body, test_first: true } => {
-                walk(cond, reader, shapes, ranges, checks, prims);
-                ranges.push(counters(reader, init, params, cond, body));
-                walk(body, reader, shapes, ranges, checks, prims);
-                ranges.pop();
-                continue;
-            }
-            Op::With(w) => {
-                for p in &w.parts {
-                    let bounds = match (reader.vector(p.lower), reader.vector(p.upper)) {
-                        (Some(l), Some(h)) if l.len() == h.len() => l.into_iter().zip(h).collect::<Vec<_>>(),
-                        _ => Vec::new(),
+                Op::Prim { prim: Prim::Sel | Prim::Modarray, args, checked: true, .. } => {
+                    let (idx, array) = if matches!(s.op, Op::Prim { prim: Prim::Sel, .. }) {
+                        (args[0], args[1])
+                    } else {
+                        (args[1], args[0])
                     };
-                    let mut atoms = HashMap::new();
-                    if let Some(iv) = p.index {
-                        for k in 0..bounds.len() {
-                            atoms.insert(Atom { value: iv, component: Some(k) }, k);
+                    if let Some(comps) = self.shapes.of_array(reader, array, 0) {
+                        if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
+                            && proven(reader, ranges, facts, idx, &comps)
+                        {
+                            self.prims.push(s.defs[0]);
                         }
                     }
-                    if let Some(ss) = &p.scalars {
-                        for (k, x) in ss.iter().enumerate() {
-                            atoms.insert(Atom { value: *x, component: None }, k);
-                        }
-                    }
-                    ranges.push((atoms, bounds));
-                    walk(&p.body, reader, shapes, ranges, checks, prims);
-                    ranges.pop();
                 }
-                continue;
+                Op::Loop { init, params, cond, body, test_first: true } => {
+                    self.block(cond, ranges, facts);
+                    ranges.push(counters(reader, init, params, cond, body));
+                    self.block(body, ranges, facts);
+                    ranges.pop();
+                    continue;
+                }
+                Op::With(w) => {
+                    for p in &w.parts {
+                        let bounds = match (reader.vector(p.lower), reader.vector(p.upper)) {
+                            (Some(l), Some(h)) if l.len() == h.len() => l.into_iter().zip(h).collect::<Vec<_>>(),
+                            _ => Vec::new(),
+                        };
+                        let mut atoms = HashMap::new();
+                        if let Some(iv) = p.index {
+                            for k in 0..bounds.len() {
+                                atoms.insert(Atom { value: iv, component: Some(k) }, k);
+                            }
+                        }
+                        if let Some(ss) = &p.scalars {
+                            for (k, x) in ss.iter().enumerate() {
+                                atoms.insert(Atom { value: *x, component: None }, k);
+                            }
+                        }
+                        ranges.push((atoms, bounds));
+                        self.block(&p.body, ranges, facts);
+                        ranges.pop();
+                    }
+                    continue;
+                }
+                _ => {}
             }
-            _ => {}
+            s.op.walk_blocks(&mut |inner| self.block(inner, ranges, facts));
         }
-        s.op.walk_blocks(&mut |inner| walk(inner, reader, shapes, ranges, checks, prims));
+        facts.truncate(facts_before);
     }
 }
 

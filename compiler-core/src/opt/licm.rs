@@ -18,7 +18,11 @@
 //! Checks that do not depend on the loop move too, out of `do`-loops (which run
 //! at least once) and with-loop parts whose index set is statically non-empty,
 //! when nothing before them in the body can fail — the check then fails at the
-//! same point in the program as before, once instead of per iteration.
+//! same point in the program as before, once instead of per iteration. Out of
+//! the only part of a with-loop over a symbolic index set, an invariant
+//! `assert(c)` moves guarded: `assert(lower >= upper || c)` (component-wise
+//! `||`), so an empty with-loop still does not fail — L0's zip-size assertions
+//! leave the maps they guard, as in seed 004's P1.
 //! Limits: nothing moves out of `while` conditions' side effects; failing
 //! statements other than checks stay.
 
@@ -26,7 +30,9 @@ use std::collections::HashSet;
 
 use super::util;
 use super::{Pass, PassCx};
+use crate::interp::ops::BinOp;
 use crate::ir::*;
+use crate::sema::hir::Prim;
 
 pub const PASS: Pass =
     Pass { name: "licm", description: "loop- and with-loop-invariant statements (and checks) move out of loops", run };
@@ -36,7 +42,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let consts = util::constants(f);
         let mut hoisted = 0;
         let mut checks = 0;
-        block(&mut f.body, &consts, &mut hoisted, &mut checks);
+        util::with_body(f, |f, body| block(f, body, &consts, &mut hoisted, &mut checks));
         cx.count("statements_hoisted", hoisted);
         cx.count("checks_hoisted", checks);
     }
@@ -57,6 +63,7 @@ fn total_block(b: &Block) -> bool {
 }
 
 fn block(
+    f: &mut Function,
     b: &mut Block,
     consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
     hoisted: &mut u64,
@@ -66,22 +73,36 @@ fn block(
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts {
         // Inner loops first: what leaves them may leave this one next.
-        s.op.walk_blocks_mut(&mut |inner| block(inner, consts, hoisted, checks));
+        s.op.walk_blocks_mut(&mut |inner| block(f, inner, consts, hoisted, checks));
         let mut moved = Vec::new();
         match &mut s.op {
             Op::Loop { params, cond, body, test_first, .. } => {
                 let bound: HashSet<ValueId> = params.iter().copied().collect();
-                hoist(cond, &bound, &mut moved, false, hoisted, checks);
-                hoist(body, &bound, &mut moved, !*test_first && cond_is_pure(cond), hoisted, checks);
+                hoist(cond, &bound, &mut moved, CheckMove::No, hoisted, checks);
+                let body_checks = if !*test_first && cond_is_pure(cond) { CheckMove::Plain } else { CheckMove::No };
+                hoist(body, &bound, &mut moved, body_checks, hoisted, checks);
             }
             Op::With(w) => {
+                let single = w.parts.len() == 1;
                 for p in &mut w.parts {
                     let mut bound: HashSet<ValueId> = HashSet::new();
                     bound.extend(p.index);
                     bound.extend(p.scalars.iter().flatten());
                     bound.extend(p.offset);
-                    let nonempty = nonempty(p, consts);
-                    hoist(&mut p.body, &bound, &mut moved, nonempty, hoisted, checks);
+                    let how = if nonempty(p, consts) {
+                        CheckMove::Plain
+                    } else if single
+                        && p.step.is_none()
+                        && p.width.is_none()
+                        && crate::sema::prim_ty::vector_len(f.ty(p.lower)).is_some()
+                    {
+                        CheckMove::Guarded { lower: p.lower, upper: p.upper }
+                    } else {
+                        CheckMove::No
+                    };
+                    let mut out = Vec::new();
+                    hoist(&mut p.body, &bound, &mut out, how, hoisted, checks);
+                    moved.extend(guard(f, out, how, s.span));
                 }
             }
             _ => {}
@@ -111,30 +132,83 @@ fn nonempty(p: &Part, consts: &std::collections::HashMap<ValueId, crate::interp:
     }
 }
 
-/// Moves invariant statements of `b` into `out`. `checks_may_move`: the body
-/// surely runs once, so an invariant check can move when nothing before it in
-/// the body can fail.
+/// Whether invariant checks may leave a body.
+#[derive(Clone, Copy)]
+enum CheckMove {
+    No,
+    /// The body surely runs once: a check moves as it is.
+    Plain,
+    /// The only part of a with-loop, dense, over a symbolic index set: an
+    /// `assert` moves guarded by the set being non-empty, `assert(c)` becoming
+    /// `assert(any(lower >= upper) || c)` (L0's zip assertions leave the map).
+    Guarded {
+        lower: ValueId,
+        upper: ValueId,
+    },
+}
+
+/// Rewrites the asserts that `hoist` moved out of a part under
+/// `CheckMove::Guarded`: `assert(c)` becomes `assert(lower[0] >= upper[0] || … || c)`.
+fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::Span) -> Vec<Stmt> {
+    let CheckMove::Guarded { lower, upper } = how else { return moved };
+    let n = crate::sema::prim_ty::vector_len(f.ty(lower)).unwrap_or(0);
+    let mut out = Vec::with_capacity(moved.len());
+    for mut s in moved {
+        if let Op::Check(CheckOp { check: Check::Assert(cond), .. }) = &mut s.op {
+            let mut pre = Vec::new();
+            let mut ok = *cond;
+            for k in 0..n {
+                let kc = util::emit_const(f, &mut pre, crate::interp::value::Value::int_vector(&[k as i64]), span);
+                let mut component = |v: ValueId| {
+                    let c = util::emit_prim(f, &mut pre, Prim::Sel, vec![kc, v], util::int_ty(), span);
+                    if let Some(Stmt { op: Op::Prim { checked, .. }, .. }) = pre.last_mut() {
+                        *checked = false;
+                    }
+                    c
+                };
+                let (l, u) = (component(lower), component(upper));
+                let empty = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
+                ok = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![empty, ok], util::bool_ty(), span);
+            }
+            *cond = ok;
+            for p in &mut pre {
+                p.blame = s.blame;
+            }
+            out.extend(pre);
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// Moves invariant statements of `b` into `out` (checks as `how` allows, when
+/// nothing before them in the body can fail).
 fn hoist(
     b: &mut Block,
     bound: &HashSet<ValueId>,
     out: &mut Vec<Stmt>,
-    checks_may_move: bool,
+    how: CheckMove,
     hoisted: &mut u64,
     checks: &mut u64,
 ) {
+    let movable = |op: &Op| match how {
+        CheckMove::No => false,
+        CheckMove::Plain => matches!(op, Op::Check(_)),
+        CheckMove::Guarded { .. } => matches!(op, Op::Check(CheckOp { check: Check::Assert(_), .. })),
+    };
     let mut inside: HashSet<ValueId> = bound.clone();
     let mut failed_before = false;
     let stmts = std::mem::take(&mut b.stmts);
     let mut kept = Vec::with_capacity(stmts.len());
     for s in stmts {
         let invariant = util::free_uses(&s).iter().all(|v| !inside.contains(v));
-        let is_check = matches!(s.op, Op::Check(_));
+        let is_check = movable(&s.op);
         if invariant && total(&s.op) {
             *hoisted += 1;
             out.push(s);
             continue;
         }
-        if invariant && is_check && checks_may_move && !failed_before {
+        if invariant && is_check && !failed_before {
             *checks += 1;
             out.push(s);
             continue;

@@ -40,6 +40,7 @@ use crate::ir::*;
 use crate::sema::hir::{Elem, Prim};
 use crate::sema::prim_ty::prim_type;
 use crate::sema::ty::{Shape, Ty};
+use crate::span::Span;
 
 pub const PASS: Pass = Pass {
     name: "simplify",
@@ -59,10 +60,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             subst: HashMap::new(),
             defs: HashMap::new(),
             shape_src: HashMap::new(),
+            unchecked_sels: Default::default(),
+            depth: 0,
             counts: Counts::default(),
         };
         util::with_body(f, |f, body| {
-            s.block_in(f, body);
+            s.block_stmts(f, body);
             util::substitute(body, &s.subst);
         });
         let c = s.counts;
@@ -101,6 +104,10 @@ enum ShapeSrc {
     Value(ValueId),
     /// The same as this other array's (whose shape is not held in a value).
     SameAs(ValueId),
+    /// Concatenated tails of int vectors: `drop(k1, v1) ++ drop(k2, v2) ++ …`.
+    /// The shape of a row (`sel([i], a)`: `drop(1, shape(a))`) and of an array of
+    /// arrays (a with-loop or fill whose cells have an invariant shape).
+    Pieces(std::rc::Rc<[(usize, ValueId)]>),
 }
 
 struct Simplify {
@@ -108,7 +115,16 @@ struct Simplify {
     subst: HashMap<ValueId, ValueId>,
     defs: HashMap<ValueId, Def>,
     shape_src: HashMap<ValueId, ShapeSrc>,
+    /// Selections proven in bounds (`sel … unchecked`): a selection from one
+    /// of them may be merged into it without losing its error.
+    unchecked_sels: std::collections::HashSet<ValueId>,
+    /// How deep in nested blocks the walk is (0: the function body).
+    depth: usize,
     counts: Counts,
+}
+
+fn pieces(ps: impl IntoIterator<Item = (usize, ValueId)>) -> std::rc::Rc<[(usize, ValueId)]> {
+    ps.into_iter().collect()
 }
 
 /// What to do with a statement.
@@ -147,6 +163,12 @@ impl Simplify {
     }
 
     fn block_in(&mut self, f: &mut Function, b: &mut Block) {
+        self.depth += 1;
+        self.block_stmts(f, b);
+        self.depth -= 1;
+    }
+
+    fn block_stmts(&mut self, f: &mut Function, b: &mut Block) {
         let stmts = std::mem::take(&mut b.stmts);
         let mut out = Vec::with_capacity(stmts.len());
         for s in stmts {
@@ -225,8 +247,11 @@ impl Simplify {
             Op::Const(c) => {
                 self.consts.insert(s.defs[0], c.clone());
             }
-            Op::Prim { prim, args, .. } => {
+            Op::Prim { prim, args, checked, .. } => {
                 self.defs.insert(s.defs[0], Def::Prim(prim.clone(), args.clone()));
+                if *prim == Prim::Sel && !checked {
+                    self.unchecked_sels.insert(s.defs[0]);
+                }
                 self.refine_prim(f, prim, args, s.defs[0]);
                 let a0 = args.first().copied();
                 let like = |a: ValueId| Some(self.shape_src.get(&a).cloned().unwrap_or(ShapeSrc::SameAs(a)));
@@ -251,10 +276,20 @@ impl Simplify {
                     }
                     Prim::Reshape => Some(ShapeSrc::Value(args[0])),
                     Prim::Genarray if f.ty(args[1]).shape.is_scalar() => Some(ShapeSrc::Value(args[0])),
+                    Prim::Genarray => self
+                        .pieces(args[1])
+                        .map(|cell| ShapeSrc::Pieces(pieces([(0, args[0])].into_iter().chain(cell.iter().copied())))),
+                    Prim::Sel => self.row_pieces(f, args[0], args[1]),
                     _ => None,
                 };
                 if let Some(src) = src {
                     self.shape_src.insert(s.defs[0], src);
+                }
+                // The first `shape(x)` of the function body holds `x`'s shape from
+                // then on (a parameter's, say); inside nested blocks it would be out
+                // of scope after them.
+                if *prim == Prim::Shape && self.depth == 0 && !self.shape_src.contains_key(&args[0]) {
+                    self.shape_src.insert(args[0], ShapeSrc::Value(s.defs[0]));
                 }
             }
             Op::Array(args) => {
@@ -281,6 +316,9 @@ impl Simplify {
                                     || w.cells[k].as_ref().is_some_and(|c| c.shape.is_scalar()));
                             if cell_scalar {
                                 self.shape_src.insert(d, ShapeSrc::Value(*shape));
+                            } else if let Some(cell) = self.invariant_cell_pieces(w, k) {
+                                let ps = pieces([(0, *shape)].into_iter().chain(cell.iter().copied()));
+                                self.shape_src.insert(d, ShapeSrc::Pieces(ps));
                             }
                             // Static frame and cells: a static type.
                             if let Some(frame) = self.konst(*shape).and_then(util::int_vec) {
@@ -479,6 +517,10 @@ impl Simplify {
                 let rank = f.ty(x).shape.rank_if_known().or_else(|| match self.shape_src.get(&x) {
                     Some(ShapeSrc::Value(sv)) => crate::sema::prim_ty::vector_len(f.ty(*sv)),
                     Some(ShapeSrc::SameAs(y)) => f.ty(*y).shape.rank_if_known(),
+                    Some(ShapeSrc::Pieces(ps)) => ps
+                        .iter()
+                        .map(|(k, v)| crate::sema::prim_ty::vector_len(f.ty(*v)).and_then(|n| n.checked_sub(*k)))
+                        .sum(),
                     None => None,
                 });
                 if let Some(r) = rank {
@@ -516,6 +558,54 @@ impl Simplify {
                         return Action::Keep(t);
                     }
                     _ => {}
+                }
+                if let Some(ShapeSrc::Pieces(ps)) = self.shape_src.get(&x).cloned() {
+                    self.counts.shapes += 1;
+                    return self.materialise(f, s, &ps);
+                }
+                if let Some(stmts) = self.shape_of_sel(f, s, x) {
+                    self.counts.shapes += 1;
+                    return Action::Splice(stmts);
+                }
+            }
+            Prim::Cat => {
+                // Vectors written out, concatenated: one vector written out (index
+                // bounds built by with-loop scalarisation compare with the producer's).
+                let written = |v: ValueId| {
+                    matches!(self.defs.get(&v), Some(Def::Array(_)))
+                        || self.konst(v).is_some()
+                        || crate::sema::prim_ty::vector_len(f.ty(v)).is_some_and(|n| n <= 8)
+                };
+                if args.len() == 2
+                    && args.iter().all(|a| written(*a))
+                    && crate::sema::prim_ty::vector_len(f.ty(d)).is_some()
+                {
+                    let mut out = Vec::new();
+                    let a = self.index_components(f, args[0], &mut out, s.span);
+                    let b = self.index_components(f, args[1], &mut out, s.span);
+                    if let (Some(mut a), Some(b)) = (a, b) {
+                        a.extend(b);
+                        self.counts.folded += 1;
+                        out.push(Stmt { defs: vec![d], op: Op::Array(a), span: s.span, blame: s.blame });
+                        return Action::Splice(out);
+                    }
+                }
+            }
+            Prim::Take | Prim::Drop => {
+                // `drop(1, [a, b, c])` is `[b, c]`: shape vectors written out stay so.
+                if let (Some(n), Some(Def::Array(elems))) =
+                    (self.konst(args[0]).and_then(util::int_scalar), self.defs.get(&args[1]).cloned())
+                {
+                    let n = usize::try_from(n).ok().filter(|&n| n <= elems.len());
+                    if let Some(n) = n {
+                        let kept = if *prim == Prim::Take { &elems[..n] } else { &elems[n..] };
+                        if !kept.is_empty() {
+                            self.counts.folded += 1;
+                            let mut t = s.clone();
+                            t.op = Op::Array(kept.to_vec());
+                            return Action::Keep(t);
+                        }
+                    }
                 }
             }
             Prim::Size => {
@@ -574,6 +664,14 @@ impl Simplify {
                     self.counts.folded += 1;
                     self.forward(f, &[d], &[a]);
                     return Action::Forward;
+                }
+                if let Some(stmts) = self.sel_into_fill(f, s, args) {
+                    self.counts.folded += 1;
+                    return Action::Splice(stmts);
+                }
+                if let Some(stmts) = self.sel_of_sel(f, s, args) {
+                    self.counts.folded += 1;
+                    return Action::Splice(stmts);
                 }
             }
             _ => {}
@@ -704,6 +802,242 @@ impl Simplify {
 
     /// `sel(idx, a)` answered without selecting: an element of an array literal
     /// or of a fill.
+    /// The components of an index (a scalar, or an int vector written out or
+    /// constant), as scalar values; constants are emitted into `out`.
+    fn index_components(&self, f: &mut Function, v: ValueId, out: &mut Vec<Stmt>, span: Span) -> Option<Vec<ValueId>> {
+        let int = util::int_ty();
+        if *f.ty(v) == int {
+            return Some(vec![v]);
+        }
+        if let Some(c) = self.konst(v).and_then(util::int_vec) {
+            return Some(
+                c.into_iter().map(|x| util::emit_const(f, out, Value::Scalar(Scalar::int(x)), span)).collect(),
+            );
+        }
+        match self.defs.get(&v) {
+            Some(Def::Array(elems)) if elems.iter().all(|e| *f.ty(*e) == int) => Some(elems.clone()),
+            // A short int vector (a shape): its components selected.
+            _ => {
+                let n = crate::sema::prim_ty::vector_len(f.ty(v)).filter(|&n| n <= 8)?;
+                if f.ty(v).elem != int.elem {
+                    return None;
+                }
+                Some(
+                    (0..n)
+                        .map(|k| {
+                            let kc = util::emit_const(f, out, Value::int_vector(&[k as i64]), span);
+                            let c = util::emit_prim(f, out, Prim::Sel, vec![kc, v], int.clone(), span);
+                            if let Some(Stmt { op: Op::Prim { checked, .. }, .. }) = out.last_mut() {
+                                *checked = false;
+                            }
+                            c
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// `sel(jv, sel(iv, a))`, the inner selection proven in bounds: `sel(iv ++ jv, a)`.
+    /// A row taken out of an array and then indexed (L0's `a[i]` as a map's
+    /// argument, then `r[j]` in the lambda) becomes one selection from `a`, which
+    /// with-loop folding and bounds-check elimination understand.
+    fn sel_of_sel(&self, f: &mut Function, s: &Stmt, args: &[ValueId]) -> Option<Vec<Stmt>> {
+        let (jv, inner) = (args[0], args[1]);
+        if !self.unchecked_sels.contains(&inner) {
+            return None;
+        }
+        let Some(Def::Prim(Prim::Sel, inner_args)) = self.defs.get(&inner) else { return None };
+        let (iv, a) = (inner_args[0], inner_args[1]);
+        let mut out = Vec::new();
+        let mut comps = self.index_components(f, iv, &mut out, s.span)?;
+        comps.extend(self.index_components(f, jv, &mut out, s.span)?);
+        let idx = f.new_value(util::int_vec_ty(Some(comps.len())), None);
+        out.push(Stmt::new(vec![idx], Op::Array(comps), s.span));
+        let mut t = s.clone();
+        if let Op::Prim { args, .. } = &mut t.op {
+            *args = vec![idx, a];
+        }
+        out.push(t);
+        for o in &mut out {
+            o.blame = s.blame;
+        }
+        Some(out)
+    }
+
+    /// A value's shape as pieces, where it is held in values.
+    fn pieces(&self, v: ValueId) -> Option<std::rc::Rc<[(usize, ValueId)]>> {
+        match self.shape_src.get(&v)? {
+            ShapeSrc::Value(sv) => Some(pieces([(0, self.resolve(*sv))])),
+            ShapeSrc::Pieces(ps) => Some(ps.clone()),
+            ShapeSrc::SameAs(y) if *y != v => self.pieces(*y),
+            ShapeSrc::SameAs(_) => None,
+        }
+    }
+
+    /// The shape of `sel(iv, a)` as pieces: `a`'s with `len(iv)` leading extents dropped.
+    fn row_pieces(&self, f: &Function, iv: ValueId, a: ValueId) -> Option<ShapeSrc> {
+        let mut k = if f.ty(iv).shape.is_scalar() { 1 } else { crate::sema::prim_ty::vector_len(f.ty(iv))? };
+        let ps = self.pieces(a)?;
+        let mut out = Vec::new();
+        for (i, &(d, v)) in ps.iter().enumerate() {
+            if k == 0 {
+                out.push((d, v));
+                continue;
+            }
+            match crate::sema::prim_ty::vector_len(f.ty(v)) {
+                Some(n) if d + k >= n => k -= n.saturating_sub(d),
+                Some(_) => {
+                    out.push((d + k, v));
+                    k = 0;
+                }
+                // A tail of unknown length: only the last piece may be cut blind.
+                None if i + 1 == ps.len() => {
+                    out.push((d + k, v));
+                    k = 0;
+                }
+                None => return None,
+            }
+        }
+        (k == 0).then(|| ShapeSrc::Pieces(pieces(out)))
+    }
+
+    /// The shape of operator `k`'s cells, when every part yields cells whose
+    /// shape pieces are the same values, defined outside the with-loop.
+    fn invariant_cell_pieces(&self, w: &With, k: usize) -> Option<std::rc::Rc<[(usize, ValueId)]>> {
+        let mut inside = std::collections::HashSet::new();
+        for p in &w.parts {
+            inside.extend(util::defined_in(&p.body));
+            inside.extend(p.index);
+            inside.extend(p.scalars.iter().flatten().copied());
+            inside.extend(p.offset);
+        }
+        let mut found: Option<std::rc::Rc<[(usize, ValueId)]>> = None;
+        for p in &w.parts {
+            let ps = self.pieces(w.element_yield(p, k))?;
+            if ps.iter().any(|(_, v)| inside.contains(v)) || found.as_ref().is_some_and(|f| *f != ps) {
+                return None;
+            }
+            found = Some(ps);
+        }
+        found
+    }
+
+    /// `s` (a `shape`) replaced by the shape given as pieces.
+    fn materialise(&mut self, f: &mut Function, s: &Stmt, ps: &[(usize, ValueId)]) -> Action {
+        let d = s.defs[0];
+        if ps.is_empty() {
+            return self.replace_by_const(f, s.clone(), Value::int_vector(&[]));
+        }
+        if let [(0, v)] = ps {
+            self.forward(f, &[d], &[*v]);
+            return Action::Forward;
+        }
+        let mut out = Vec::new();
+        let mut comps = Vec::new();
+        for &(k, v) in ps {
+            match self.index_components(f, v, &mut out, s.span) {
+                Some(c) if c.len() >= k => comps.extend_from_slice(&c[k..]),
+                _ => {
+                    comps.clear();
+                    break;
+                }
+            }
+        }
+        let done = |out: &mut Vec<Stmt>, op: Op| {
+            out.push(Stmt { defs: vec![d], op, span: s.span, blame: s.blame });
+            for o in out.iter_mut() {
+                o.blame = s.blame;
+            }
+            Action::Splice(std::mem::take(out))
+        };
+        if !comps.is_empty() {
+            return done(&mut out, Op::Array(comps));
+        }
+        out.clear();
+        let mut vectors = Vec::new();
+        for (i, &(k, v)) in ps.iter().enumerate() {
+            if k == 0 {
+                vectors.push(v);
+                continue;
+            }
+            let kc = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(k as i64)), s.span);
+            if ps.len() == 1 && i == 0 {
+                return done(&mut out, Op::prim(Prim::Drop, vec![kc, v]));
+            }
+            let len = crate::sema::prim_ty::vector_len(f.ty(v)).map(|n| n.saturating_sub(k));
+            vectors.push(util::emit_prim(f, &mut out, Prim::Drop, vec![kc, v], util::int_vec_ty(len), s.span));
+        }
+        let mut acc = vectors[0];
+        for &v in &vectors[1..vectors.len() - 1] {
+            acc = util::emit_prim(f, &mut out, Prim::Cat, vec![acc, v], util::int_vec_ty(None), s.span);
+        }
+        let last = *vectors.last().expect("two pieces or more");
+        done(&mut out, Op::prim(Prim::Cat, vec![acc, last]))
+    }
+
+    /// `sel(iv, genarray(shp, v))` with `iv` longer than `shp`: `sel(drop(len(shp), iv), v)`
+    /// (an element of a replicated row is an element of the row).
+    fn sel_into_fill(&self, f: &mut Function, s: &Stmt, args: &[ValueId]) -> Option<Vec<Stmt>> {
+        let (iv, a) = (args[0], args[1]);
+        let Some(Def::Prim(Prim::Genarray, gargs)) = self.defs.get(&a) else { return None };
+        let n = crate::sema::prim_ty::vector_len(f.ty(gargs[0]))?;
+        let len = crate::sema::prim_ty::vector_len(f.ty(iv))?;
+        if len <= n {
+            return None;
+        }
+        let mut out = Vec::new();
+        let rest = match self.index_components(f, iv, &mut out, s.span) {
+            Some(c) => {
+                let r = f.new_value(util::int_vec_ty(Some(len - n)), None);
+                out.push(Stmt::new(vec![r], Op::Array(c[n..].to_vec()), s.span));
+                r
+            }
+            None => {
+                let nc = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(n as i64)), s.span);
+                util::emit_prim(f, &mut out, Prim::Drop, vec![nc, iv], util::int_vec_ty(Some(len - n)), s.span)
+            }
+        };
+        let mut t = s.clone();
+        if let Op::Prim { args, .. } = &mut t.op {
+            *args = vec![rest, gargs[1]];
+        }
+        out.push(t);
+        for o in &mut out {
+            o.blame = s.blame;
+        }
+        Some(out)
+    }
+
+    /// `shape(sel(iv, a))` is `drop(len(iv), shape(a))`: a row's shape is known
+    /// wherever its array's is (seed 000's attributes through selections).
+    fn shape_of_sel(&self, f: &mut Function, s: &Stmt, x: ValueId) -> Option<Vec<Stmt>> {
+        let Some(Def::Prim(Prim::Sel, sel_args)) = self.defs.get(&x) else { return None };
+        let (iv, a) = (sel_args[0], sel_args[1]);
+        let k = if f.ty(iv).shape.is_scalar() { 1 } else { crate::sema::prim_ty::vector_len(f.ty(iv))? };
+        let d = s.defs[0];
+        let mut out = Vec::new();
+        let shape_a = match self.shape_src.get(&a) {
+            Some(ShapeSrc::Value(sv)) => self.resolve(*sv),
+            _ => {
+                let rank = f.ty(a).shape.rank_if_known();
+                util::emit_prim(f, &mut out, Prim::Shape, vec![a], util::int_vec_ty(rank), s.span)
+            }
+        };
+        if let Some(Def::Array(elems)) = self.defs.get(&shape_a) {
+            if elems.len() > k {
+                out.push(Stmt { defs: vec![d], op: Op::Array(elems[k..].to_vec()), span: s.span, blame: s.blame });
+                return Some(out);
+            }
+        }
+        let kc = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(k as i64)), s.span);
+        out.push(Stmt { defs: vec![d], op: Op::prim(Prim::Drop, vec![kc, shape_a]), span: s.span, blame: s.blame });
+        for o in &mut out {
+            o.blame = s.blame;
+        }
+        Some(out)
+    }
+
     fn select(&self, f: &Function, idx: ValueId, a: ValueId) -> Option<ValueId> {
         // Any full index into a fill selects the fill value (L0's `replicate(n, v)[i]`
         // is `v`); a failing index was reported by the check in front of it.

@@ -40,7 +40,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::index::{self, Affine, Atom, IndexBox, Reader};
+use super::index::{self, Affine, Atom, Def, IndexBox, Reader};
 use super::util::{self, Cloner};
 use super::{Pass, PassCx, RemarkKind};
 use crate::interp::ops::BinOp;
@@ -250,8 +250,158 @@ fn projection(r: &Reader, idx: ValueId, part: &Part) -> Result<Projection, Strin
     Ok(out)
 }
 
+/// What holds where a consumer part runs: the ranges of the indices of the
+/// with-loop parts around it, and equalities that checks before it assert
+/// (L0's zip-size certificates, `assert(n == m)`, also when hoisted with the
+/// guard `lower >= upper || n == m` of a part that is running).
+#[derive(Default)]
+struct Context {
+    ranges: HashMap<Atom, (Affine, Affine)>,
+    /// `atom := affine`, applied in order.
+    subst: Vec<(Atom, Affine)>,
+}
+
+impl Context {
+    fn at(r: &Reader, body: &Block, consumer: ValueId, part: usize) -> Context {
+        let mut ctx = Context::default();
+        let mut asserts = Vec::new();
+        let mut parts: Vec<(Vec<Affine>, Vec<Affine>)> = Vec::new();
+        if !find_context(r, body, consumer, part, &mut asserts, &mut parts, &mut ctx.ranges) {
+            return Context::default();
+        }
+        for c in asserts {
+            let mut disjuncts = Vec::new();
+            or_terms(r, c, &mut disjuncts, 0);
+            // Guards `lower >= upper` of a running part are false.
+            disjuncts.retain(|d| match r.defs.def(*d) {
+                Some(Def::Prim(Prim::Bin(BinOp::Ge), a)) if a.len() == 2 => {
+                    let (l, u) = (r.scalar(a[0]), r.scalar(a[1]));
+                    !parts.iter().any(|(lo, hi)| lo.iter().zip(hi).any(|(x, y)| *x == l && *y == u))
+                }
+                _ => true,
+            });
+            let [d] = disjuncts[..] else { continue };
+            let Some(Def::Prim(Prim::Bin(BinOp::Eq), a)) = r.defs.def(d) else { continue };
+            if a.len() != 2 || !r.is_int_scalar(a[0]) || !r.is_int_scalar(a[1]) {
+                continue;
+            }
+            let diff = ctx.canon(&r.scalar(a[0]).sub(&r.scalar(a[1])));
+            // Solve for the last atom with a unit coefficient.
+            let Some((&t, &k)) = diff.terms.iter().rev().find(|(_, k)| k.abs() == 1) else { continue };
+            let repl = diff.sub(&Affine::atom(t).scale(k)).scale(-k);
+            ctx.subst.push((t, repl));
+        }
+        ctx
+    }
+
+    fn canon(&self, a: &Affine) -> Affine {
+        let mut a = a.clone();
+        for (t, repl) in &self.subst {
+            if let Some(&k) = a.terms.get(t) {
+                a = a.sub(&Affine::atom(*t).scale(k)).add(&repl.scale(k));
+            }
+        }
+        a
+    }
+
+    fn canon_box(&self, b: &IndexBox) -> IndexBox {
+        IndexBox { lo: b.lo.iter().map(|x| self.canon(x)).collect(), hi: b.hi.iter().map(|x| self.canon(x)).collect() }
+    }
+
+    /// The lowest and highest value of an invariant index component.
+    fn range(&self, off: &Affine) -> Option<(Affine, Affine)> {
+        let (mut lo, mut hi) = (off.clone(), off.clone());
+        for (atom, k) in &off.terms {
+            let Some((l, h)) = self.ranges.get(atom) else { continue };
+            let (l, h) = (self.canon(l), self.canon(&h.plus(-1)));
+            let drop = Affine::atom(*atom).scale(*k);
+            match *k {
+                1 => {
+                    lo = lo.sub(&drop).add(&l);
+                    hi = hi.sub(&drop).add(&h);
+                }
+                -1 => {
+                    lo = lo.sub(&drop).sub(&h);
+                    hi = hi.sub(&drop).sub(&l);
+                }
+                _ => return None,
+            }
+        }
+        Some((lo, hi))
+    }
+}
+
+/// The disjuncts of a chain of `||`.
+fn or_terms(r: &Reader, c: ValueId, out: &mut Vec<ValueId>, depth: usize) {
+    match r.defs.def(c) {
+        Some(Def::Prim(Prim::Bin(BinOp::Or), a)) if a.len() == 2 && depth < 16 => {
+            or_terms(r, a[0], out, depth + 1);
+            or_terms(r, a[1], out, depth + 1);
+        }
+        _ => out.push(c),
+    }
+}
+
+/// Walks to the consumer, collecting the asserts before it (in its block and
+/// the blocks around it), the bounds of the parts around it (its own part
+/// included) and the ranges of their index atoms (its own part's excluded).
+fn find_context(
+    r: &Reader,
+    b: &Block,
+    consumer: ValueId,
+    part: usize,
+    asserts: &mut Vec<ValueId>,
+    parts: &mut Vec<(Vec<Affine>, Vec<Affine>)>,
+    ranges: &mut HashMap<Atom, (Affine, Affine)>,
+) -> bool {
+    let before = asserts.len();
+    for s in &b.stmts {
+        if s.defs.first() == Some(&consumer) {
+            if let Op::With(w) = &s.op {
+                if let Some(p) = w.parts.get(part) {
+                    if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
+                        parts.push((lo, hi));
+                    }
+                }
+            }
+            return true;
+        }
+        match &s.op {
+            Op::Check(CheckOp { check: Check::Assert(c), .. }) => asserts.push(*c),
+            Op::With(w) => {
+                for p in &w.parts {
+                    let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) else { continue };
+                    let atoms = index_atoms(p);
+                    let pushed = parts.len();
+                    parts.push((lo.clone(), hi.clone()));
+                    if find_context(r, &p.body, consumer, part, asserts, parts, ranges) {
+                        for (atom, axis) in atoms {
+                            if let (Some(l), Some(h)) = (lo.get(axis), hi.get(axis)) {
+                                ranges.insert(atom, (l.clone(), h.clone()));
+                            }
+                        }
+                        return true;
+                    }
+                    parts.truncate(pushed);
+                }
+            }
+            _ => {
+                let mut found = false;
+                s.op.walk_blocks(&mut |inner| {
+                    found = found || find_context(r, inner, consumer, part, asserts, parts, ranges);
+                });
+                if found {
+                    return true;
+                }
+            }
+        }
+    }
+    asserts.truncate(before);
+    false
+}
+
 /// The consumer indices (inside `cbox`) whose projected index lies in `target`.
-fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox) -> Option<IndexBox> {
+fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context) -> Option<IndexBox> {
     let mut out = cbox.clone();
     for (k, (axis, off)) in proj.iter().enumerate() {
         match axis {
@@ -265,7 +415,14 @@ fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox) -> Option<Ind
                 out.hi[*a] = out.hi[*a].min(&hi)?;
             }
             None => {
-                let inside = off.minus(&target.lo[k])? >= 0 && target.hi[k].minus(off)? > 0;
+                // An invariant component: a constant, or moving with enclosing parts' indices.
+                let (lo, hi) = ctx.range(off)?;
+                let inside = lo.minus(&target.lo[k])? >= 0 && target.hi[k].minus(&hi)? > 0;
+                let outside =
+                    target.lo[k].minus(&hi).is_some_and(|d| d > 0) || lo.minus(&target.hi[k]).is_some_and(|d| d >= 0);
+                if !inside && !outside {
+                    return None;
+                }
                 if !inside {
                     // Nothing maps here.
                     out.hi = out.lo.clone();
@@ -384,6 +541,8 @@ struct Plan {
     producer: Producer,
     /// The consumer part stays whole (no split): its bounds, step and width stay.
     whole: bool,
+    /// Index components past the producer's frame: they select inside its cell.
+    tail: usize,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -407,25 +566,48 @@ fn plan(
     let prod = producer(f, pstmt, op, r)?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
-    let proj = projection(r, rf.idx, part)?;
-    if proj.len() != n {
+    let mut proj = projection(r, rf.idx, part)?;
+    if proj.len() < n {
         return Err("the selection does not pick one element of its index space".into());
+    }
+    // A longer index selects inside a cell (`ar[i, j, k]` of `ar = map(replin(N), a)`):
+    // the cell is computed, then indexed by the rest. Only for cells that are
+    // views — rows of arrays and fills of them — which simplification turns
+    // into one selection instead of building the cell per element.
+    let tail = proj.len() - n;
+    if tail > 0 {
+        if !prod.with.parts.iter().all(|p| cell_is_view(r, &p.body, prod.with.element_yield(p, prod.op), 0)) {
+            return Err("its cells are arrays it computes, and the selection picks inside one".into());
+        }
+        if !matches!(prod.with.ops[prod.op], WithOp::Genarray { default: None, .. }) {
+            return Err("its cells are arrays and it has a default or is a modarray".into());
+        }
+        proj.truncate(n);
     }
     let m = r.vector(part.lower).map(|v| v.len()).ok_or("the consumer's bounds are not known")?;
     let clo = r.vector(part.lower).ok_or("the consumer's bounds are not known")?;
     let chi = r.vector(part.upper).filter(|v| v.len() == m).ok_or("the consumer's bounds are not known")?;
     let cbox = IndexBox { lo: clo, hi: chi };
+    // What holds where the part runs: enclosing indices' ranges, asserted equalities.
+    let ctx = &Context::at(r, &f.body, rf.consumer, rf.part);
+    let cbox = ctx.canon_box(&cbox);
+    let proj: Projection = proj.into_iter().map(|(a, off)| (a, ctx.canon(&off))).collect();
+    let mut prod = prod;
+    prod.frame = ctx.canon_box(&prod.frame);
+    for (b, _) in &mut prod.regions {
+        *b = ctx.canon_box(b);
+    }
     if proj.iter().any(|(a, _)| a.is_some_and(|a| a >= m)) {
         return Err("the index uses components the consumer's index does not have".into());
     }
     // Every consumer index must select inside the producer.
-    let whole_pre = preimage(&proj, &prod.frame, &cbox).ok_or("the order of the bounds is not known")?;
+    let whole_pre = preimage(&proj, &prod.frame, &cbox, ctx).ok_or("the order of the bounds is not known")?;
     if cbox.inside(&whole_pre) != Some(true) {
         return Err("the selection may fall outside it (it must stay to fail, or is guarded by a condition)".into());
     }
     let mut regions = Vec::new();
     for (b, src) in &prod.regions {
-        let pre = preimage(&proj, b, &cbox).ok_or("the order of the bounds is not known")?;
+        let pre = preimage(&proj, b, &cbox, ctx).ok_or("the order of the bounds is not known")?;
         if pre.is_empty() != Some(true) {
             regions.push((pre, src.clone()));
         }
@@ -434,6 +616,11 @@ fn plan(
         return Err("the consumer's part is empty".into());
     }
     let whole = regions.len() == 1;
+    if !whole && !ctx.subst.is_empty() {
+        // Split bounds are computed before the with-loop, where asserted
+        // equalities need not hold (an empty part's guard).
+        return Err("splitting it would rely on asserted sizes".into());
+    }
     if !whole {
         let dense = part.step.is_none() && part.width.is_none();
         if !dense {
@@ -469,7 +656,24 @@ fn plan(
             return Err("the same element would be computed for several consumer indices".into());
         }
     }
-    Ok(Plan { regions, producer: prod, whole })
+    Ok(Plan { regions, producer: prod, whole, tail })
+}
+
+/// Whether a cell a producer part yields is a view: a value from outside the
+/// part, a selection from one, or a fill of one (cheap to index into).
+fn cell_is_view(r: &Reader, body: &Block, v: ValueId, depth: usize) -> bool {
+    let inside = body.stmts.iter().any(|s| s.defs.contains(&v));
+    if !inside {
+        return true;
+    }
+    if depth > 4 {
+        return false;
+    }
+    match r.defs.def(v) {
+        Some(index::Def::Prim(Prim::Sel, a)) => cell_is_view(r, body, a[1], depth + 1),
+        Some(index::Def::Prim(Prim::Genarray, a)) => cell_is_view(r, body, a[1], depth + 1),
+        _ => false,
+    }
 }
 
 fn count_refs(b: &Block, array: ValueId) -> usize {
@@ -508,7 +712,7 @@ fn apply(f: &mut Function, rf: &Reference, plan: Plan) {
                 // The reference in this copy; the producer may itself live in the
                 // consumer's part, so what it reads is renamed like the copy.
                 let ref_def = map.get(&rf.def).copied().unwrap_or(rf.def);
-                substitute_reference(f, &mut part.body, ref_def, src, &plan.producer, &map);
+                substitute_reference(f, &mut part.body, ref_def, src, &plan, &map);
                 new_parts.push(part);
             }
             w.parts.splice(rf.part..=rf.part, new_parts);
@@ -575,17 +779,29 @@ fn substitute_reference(
     body: &mut Block,
     ref_def: ValueId,
     src: &Source,
-    prod: &Producer,
+    plan: &Plan,
     renamed: &HashMap<ValueId, ValueId>,
 ) {
+    let prod = &plan.producer;
     let rename = |v: ValueId| renamed.get(&v).copied().unwrap_or(v);
     let mut forward: Option<(ValueId, ValueId)> = None;
     edit_stmt(body, ref_def, &mut |stmts: &mut Vec<Stmt>, at: usize| {
         let s = stmts[at].clone();
         let Op::Prim { args, .. } = &s.op else { return };
-        let idx = args[0];
+        let full_idx = args[0];
         let span = s.span;
         let mut out: Vec<Stmt> = Vec::new();
+        // The producer's index and, for a longer index, the rest (into the cell).
+        let (idx, rest) = if plan.tail > 0 {
+            let n = prod.frame.rank();
+            let nv = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(n as i64)), span);
+            let head = util::emit_prim(f, &mut out, Prim::Take, vec![nv, full_idx], util::int_vec_ty(Some(n)), span);
+            let rest =
+                util::emit_prim(f, &mut out, Prim::Drop, vec![nv, full_idx], util::int_vec_ty(Some(plan.tail)), span);
+            (head, Some(rest))
+        } else {
+            (full_idx, None)
+        };
         match src {
             Source::Part(k) => {
                 let p = &prod.with.parts[*k];
@@ -602,7 +818,15 @@ fn substitute_reference(
                 }
                 let copy = cl.block(f, &p.body);
                 out.extend(copy.stmts);
-                forward = Some((s.defs[0], copy.yields[prod.with.yield_index(prod.op)]));
+                let cell = copy.yields[prod.with.yield_index(prod.op)];
+                let elem = match rest {
+                    Some(rest) => {
+                        let ty = f.ty(s.defs[0]).clone();
+                        util::emit_prim(f, &mut out, Prim::Sel, vec![rest, cell], ty, span)
+                    }
+                    None => cell,
+                };
+                forward = Some((s.defs[0], elem));
             }
             Source::Default => {
                 let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };
@@ -624,11 +848,18 @@ fn substitute_reference(
                         }
                     }
                 };
+                let v = match rest {
+                    Some(rest) => {
+                        let ty = f.ty(s.defs[0]).clone();
+                        util::emit_prim(f, &mut out, Prim::Sel, vec![rest, v], ty, span)
+                    }
+                    None => v,
+                };
                 forward = Some((s.defs[0], v));
             }
             Source::Unchanged(a) => {
                 let ty = f.ty(s.defs[0]).clone();
-                let v = util::emit_prim(f, &mut out, Prim::Sel, vec![idx, rename(*a)], ty, span);
+                let v = util::emit_prim(f, &mut out, Prim::Sel, vec![full_idx, rename(*a)], ty, span);
                 forward = Some((s.defs[0], v));
             }
         }

@@ -162,7 +162,7 @@ fn candidate(s: &Stmt, reader: &Reader) -> Option<Target> {
             .body
             .stmts
             .iter()
-            .filter(|t| t.defs[0] != result || t.defs.is_empty())
+            .filter(|t| t.defs.first() != Some(&result))
             .any(|t| util::free_uses(t).contains(&result));
         if other_uses || p.body.stmts.len() > CHEAP + 1 {
             return None;
