@@ -457,7 +457,12 @@ impl FnLower<'_, '_> {
                 let i = self.b.f.new_value(int_ty(), Some(Name::new("i")));
                 let part = dense_part(lo, hi, vec![i], Block { stmts: Vec::new(), yields: vec![i] }, 1, span);
                 let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default: None }]);
-                self.b.emit(out, Op::With(Box::new(w)), vec![Ty::new(Elem::Base(BaseType::Int), Shape::rank(1))], span)
+                self.b.emit(
+                    out,
+                    Op::With(Box::new(scalar_cells(&self.b, w))),
+                    vec![Ty::new(Elem::Base(BaseType::Int), Shape::rank(1))],
+                    span,
+                )
             }
             "replicate" => {
                 let n = self.expr(&args[0], out)[0];
@@ -585,7 +590,7 @@ impl FnLower<'_, '_> {
         let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
         let part = dense_part(lo, hi, vec![i], Block { stmts: body, yields: vec![x] }, 1, span);
         let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default: None }]);
-        self.b.emit1(out, Op::With(Box::new(w)), t, span)
+        self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), t, span)
     }
 
     fn concat(&mut self, out: &mut Vec<Stmt>, a: ValueId, b: ValueId, span: Span) -> ValueId {
@@ -625,7 +630,7 @@ impl FnLower<'_, '_> {
             parts.push(dense_part(lo, up, vec![i], Block { stmts: body, yields: vec![x] }, 1, span));
         }
         let w = with_loop(parts, vec![WithOp::Genarray { shape: hi, default: None }]);
-        self.b.emit1(out, Op::With(Box::new(w)), Ty::new(elem, Shape::rank(rank)), span)
+        self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), Ty::new(elem, Shape::rank(rank)), span)
     }
 
     /// `transpose(k, n, a)`: dimension `k` moves `n` places inward.
@@ -654,7 +659,7 @@ impl FnLower<'_, '_> {
         let x = self.b.prim(&mut body, Prim::Sel, vec![iv, a], Ty::new(elem, Shape::scalar()), span);
         let part = dense_part(lo, shape, scalars, Block { stmts: body, yields: vec![x] }, 1, span);
         let w = with_loop(vec![part], vec![WithOp::Genarray { shape, default: None }]);
-        self.b.emit1(out, Op::With(Box::new(w)), Ty::new(elem, Shape::rank(rank)), span)
+        self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), Ty::new(elem, Shape::rank(rank)), span)
     }
 
     /// How the SOAC's function is applied; curried arguments are evaluated here.
@@ -846,7 +851,7 @@ impl FnLower<'_, '_> {
                 let ops: Vec<WithOp> = cells.iter().map(|_| WithOp::Genarray { shape: hi, default: None }).collect();
                 let k = ops.len();
                 let w = with_loop(vec![part(body, cells, k)], ops);
-                self.b.emit(out, Op::With(Box::new(w)), tys, span)
+                self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), tys, span)
             }
             Soac::Filter => {
                 let how = self.applier(fun, out);
@@ -859,7 +864,7 @@ impl FnLower<'_, '_> {
                 let ops: Vec<WithOp> = rows.iter().map(|_| WithOp::Filter { shape: hi }).collect();
                 let k = ops.len();
                 let w = with_loop(vec![part(body, yields, k)], ops);
-                self.b.emit(out, Op::With(Box::new(w)), leaf_tys(&ty), span)
+                self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), leaf_tys(&ty), span)
             }
             Soac::Reduce | Soac::Scan => {
                 if rows.len() != 1 {
@@ -879,7 +884,7 @@ impl FnLower<'_, '_> {
                     WithOp::Scan { shape: hi, fun: fold, partial, neutral }
                 };
                 let w = with_loop(vec![part(body, rows, 1)], vec![op]);
-                self.b.emit(out, Op::With(Box::new(w)), leaf_tys(&ty), span)
+                self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), leaf_tys(&ty), span)
             }
         }
     }
@@ -900,6 +905,22 @@ fn dense_part(lower: ValueId, upper: ValueId, scalars: Vec<ValueId>, body: Block
         span,
         result_spans: vec![span; ops],
     }
+}
+
+/// `w` with the cell types of its `genarray` and `filter` operators recorded
+/// where they are scalars: an empty map or filter still has a known shape
+/// (`[0]`), which its elements would otherwise tell.
+fn scalar_cells(b: &FnBuilder, mut w: With) -> With {
+    let Some(p) = w.parts.first() else { return w };
+    for k in 0..w.ops.len() {
+        if matches!(w.ops[k], WithOp::Genarray { .. } | WithOp::Filter { .. }) && w.cells[k].is_none() {
+            let t = b.ty(w.element_yield(p, k));
+            if t.shape.is_scalar() {
+                w.cells[k] = Some(t);
+            }
+        }
+    }
+    w
 }
 
 /// A with-loop of these parts and operators (no buffer reuse decided yet).

@@ -22,7 +22,8 @@
 //! (equal values or equal constants) and the same `first_match`; the second does
 //! not read the first; what lies between them cannot fail or print (the first
 //! moves down to the second) and does not read the first's results; neither has
-//! printing in its body.
+//! printing in its body; neither is a filter whose length is taken (a loop over
+//! its result, which `filterfusion` fuses into it instead).
 
 use std::collections::{HashMap, HashSet};
 
@@ -44,7 +45,16 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut fused = 0;
         let mut remarks: Vec<(Option<Span>, String)> = Vec::new();
         let name = f.name.clone();
-        block(&mut f.body, &consts, &mut fused, &mut remarks);
+        // Filters whose length is taken are read by a loop over them, which
+        // `filterfusion` fuses into the filter; fused here first, they could not be.
+        let mut read_filters = HashSet::new();
+        f.body.walk(&mut |s| {
+            if let Op::Prim { prim: crate::sema::hir::Prim::Shape, args, .. } = &s.op {
+                read_filters.insert(args[0]);
+            }
+        });
+        let cx_ = Ctx { consts: &consts, read_filters: &read_filters };
+        block(&mut f.body, &cx_, &mut fused, &mut remarks);
         for (span, msg) in remarks {
             cx.remark(RemarkKind::Applied, &name, span, msg);
         }
@@ -52,9 +62,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
 }
 
-fn block(b: &mut Block, consts: &HashMap<ValueId, Value>, fused: &mut u64, remarks: &mut Vec<(Option<Span>, String)>) {
+struct Ctx<'a> {
+    consts: &'a HashMap<ValueId, Value>,
+    read_filters: &'a HashSet<ValueId>,
+}
+
+fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Span>, String)>) {
     for s in &mut b.stmts {
-        s.op.walk_blocks_mut(&mut |inner| block(inner, consts, fused, remarks));
+        s.op.walk_blocks_mut(&mut |inner| block(inner, cx, fused, remarks));
     }
     'again: loop {
         for j in 0..b.stmts.len() {
@@ -66,7 +81,14 @@ fn block(b: &mut Block, consts: &HashMap<ValueId, Value>, fused: &mut u64, remar
                 if !matches!(b.stmts[i].op, Op::With(_)) {
                     continue;
                 }
-                if fusible(&b.stmts, i, j, consts) {
+                let read_filter = |s: &Stmt| {
+                    let Op::With(w) = &s.op else { return false };
+                    w.ops
+                        .iter()
+                        .zip(&s.defs)
+                        .any(|(o, d)| matches!(o, WithOp::Filter { .. }) && cx.read_filters.contains(d))
+                };
+                if !read_filter(&b.stmts[i]) && !read_filter(&b.stmts[j]) && fusible(&b.stmts, i, j, cx.consts) {
                     let first = b.stmts.remove(i);
                     let second = &mut b.stmts[j - 1];
                     merge(first, second);

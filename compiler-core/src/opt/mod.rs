@@ -30,6 +30,7 @@ pub mod bce;
 pub mod cse;
 pub mod dce;
 pub mod elementwise;
+pub mod filterfusion;
 pub mod fusion;
 pub mod inline;
 pub mod ive;
@@ -78,6 +79,7 @@ pub const PIPELINE: &[Stage] = &[
             fusion::PASS,
             cse::PASS,
             wlf::PASS,
+            filterfusion::PASS,
             wls::PASS,
             bce::PASS,
             licm::PASS,
