@@ -155,22 +155,7 @@ fn ints(v: &[i64]) -> Value {
 
 // ------------------------------------------------------------ scans
 
-const SCAN_INT: &str = "fn main() -> (int[6])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [6]
-  %2: int = const 0
-  %3: int[6] = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      %5: int = prim mul(%4, %4)
-      yield %5
-    }
-  } scan(%1, prim add, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN_INT: &str = include_str!("../../tests/ir/scan_int.ir");
 
 #[test]
 fn int_scan_with_add() {
@@ -203,29 +188,7 @@ fn double_scan_with_add_rounds_as_the_interpreter() {
     assert!(r[0].starts_with("[0.5, 0.6, 0.8"), "{r:?}");
 }
 
-const SCAN_CALL: &str = "fn step(%0#acc: int, %1#x: int) -> (int)  [instance step, noinline]
-{
-  %2: int = const 3
-  %3: int = prim mul(%0, %2)
-  %4: int = prim sub(%3, %1)
-  return %4
-}
-
-fn main() -> (int[5])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [5]
-  %2: int = const 1
-  %3: int[5] = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      yield %4
-    }
-  } scan(%1, call step, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN_CALL: &str = include_str!("../../tests/ir/scan_call.ir");
 
 #[test]
 fn int_scan_with_a_called_function() {
@@ -296,26 +259,7 @@ fn scan_with_a_partially_applied_function() {
     assert_eq!(agree(SCAN_PARTIAL).unwrap(), ["[10, 111, 1122, 11233]"]);
 }
 
-const SCAN_SPLIT: &str = "fn main() -> (int[6])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [6]
-  %2: int = const 100
-  %6: int[1] = const [4]
-  %3: int[6] = with {
-    part lower %6 upper %1 scalars [%4#i: int] {
-      yield %4
-    }
-    part lower %0 upper %6 scalars [%7#j: int] {
-      %8: int = const 1
-      yield %8
-    }
-  } scan(%1, prim sub, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN_SPLIT: &str = include_str!("../../tests/ir/scan_split.ir");
 
 #[test]
 fn scan_over_several_parts_follows_the_frame() {
@@ -661,25 +605,7 @@ fn a_large_scan_beside_a_fold_is_not_split_over_threads() {
 
 // ------------------------------------------------------------ filters
 
-const FILTER_FOLD: &str = "fn main() -> (int[.], int)  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [10]
-  %2: int = const 3
-  %9: int = const 0
-  %3: int[.], %10: int = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      %5: int = prim mod(%4, %2)
-      %6: bool = prim eq(%5, %9)
-      %7: int = prim mul(%4, %4)
-      yield %6, %7, %7
-    }
-  } filter(%1) cell int, fold(prim add, %9)
-  return %3, %10
-}
-
-entry main = main
-";
+const FILTER_FOLD: &str = include_str!("../../tests/ir/filter_fold.ir");
 
 #[test]
 fn filter_keeps_some_values_beside_a_fold() {

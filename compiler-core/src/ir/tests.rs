@@ -37,22 +37,7 @@ fn both(text: &str) -> Vec<String> {
     plain
 }
 
-const SCAN: &str = "fn main() -> (int[6])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [6]
-  %2: int = const 0
-  %3: int[6] = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      %5: int = prim mul(%4, %4)
-      yield %5
-    }
-  } scan(%1, prim add, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN: &str = include_str!("../../../tests/ir/scan_int.ir");
 
 #[test]
 fn scan_accumulates_in_row_major_order() {
@@ -60,26 +45,7 @@ fn scan_accumulates_in_row_major_order() {
     assert_eq!(both(SCAN), vec!["[0, 1, 5, 14, 30, 55]"]);
 }
 
-const SCAN_SPLIT: &str = "fn main() -> (int[6])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [6]
-  %2: int = const 100
-  %6: int[1] = const [4]
-  %3: int[6] = with {
-    part lower %6 upper %1 scalars [%4#i: int] {
-      yield %4
-    }
-    part lower %0 upper %6 scalars [%7#j: int] {
-      %8: int = const 1
-      yield %8
-    }
-  } scan(%1, prim sub, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN_SPLIT: &str = include_str!("../../../tests/ir/scan_split.ir");
 
 #[test]
 fn scan_follows_the_frame_not_the_parts() {
@@ -87,29 +53,7 @@ fn scan_follows_the_frame_not_the_parts() {
     assert_eq!(both(SCAN_SPLIT), vec!["[99, 98, 97, 96, 92, 87]"]);
 }
 
-const SCAN_CALL: &str = "fn step(%0#acc: int, %1#x: int) -> (int)  [instance step, noinline]
-{
-  %2: int = const 3
-  %3: int = prim mul(%0, %2)
-  %4: int = prim sub(%3, %1)
-  return %4
-}
-
-fn main() -> (int[5])  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [5]
-  %2: int = const 1
-  %3: int[5] = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      yield %4
-    }
-  } scan(%1, call step, %2)
-  return %3
-}
-
-entry main = main
-";
+const SCAN_CALL: &str = include_str!("../../../tests/ir/scan_call.ir");
 
 #[test]
 fn a_scan_keeps_its_function_through_optimisation() {
@@ -118,25 +62,7 @@ fn a_scan_keeps_its_function_through_optimisation() {
     assert_eq!(both(SCAN_CALL), vec!["[3, 8, 22, 63, 185]"]);
 }
 
-const FILTER: &str = "fn main() -> (int[.], int)  [instance main]
-{
-  %0: int[1] = const [0]
-  %1: int[1] = const [10]
-  %2: int = const 3
-  %9: int = const 0
-  %3: int[.], %10: int = with {
-    part lower %0 upper %1 scalars [%4#i: int] {
-      %5: int = prim mod(%4, %2)
-      %6: bool = prim eq(%5, %9)
-      %7: int = prim mul(%4, %4)
-      yield %6, %7, %7
-    }
-  } filter(%1) cell int, fold(prim add, %9)
-  return %3, %10
-}
-
-entry main = main
-";
+const FILTER: &str = include_str!("../../../tests/ir/filter_fold.ir");
 
 #[test]
 fn filter_keeps_flagged_values_in_order() {

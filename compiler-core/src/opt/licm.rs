@@ -158,15 +158,8 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
             let mut pre = Vec::new();
             let mut ok = *cond;
             for k in 0..n {
-                let kc = util::emit_const(f, &mut pre, crate::interp::value::Value::int_vector(&[k as i64]), span);
-                let mut component = |v: ValueId| {
-                    let c = util::emit_prim(f, &mut pre, Prim::Sel, vec![kc, v], util::int_ty(), span);
-                    if let Some(Stmt { op: Op::Prim { checked, .. }, .. }) = pre.last_mut() {
-                        *checked = false;
-                    }
-                    c
-                };
-                let (l, u) = (component(lower), component(upper));
+                let l = util::emit_component(f, &mut pre, lower, k, span);
+                let u = util::emit_component(f, &mut pre, upper, k, span);
                 let empty = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
                 ok = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![empty, ok], util::bool_ty(), span);
             }

@@ -123,6 +123,23 @@ struct Simplify {
     counts: Counts,
 }
 
+/// `s` (a primitive) applied to other arguments.
+fn with_args(s: &Stmt, args: Vec<ValueId>) -> Stmt {
+    let mut t = s.clone();
+    if let Op::Prim { args: a, .. } = &mut t.op {
+        *a = args;
+    }
+    t
+}
+
+/// Statements replacing `s`, its run-time errors blamed where its were.
+fn blamed(s: &Stmt, mut out: Vec<Stmt>) -> Vec<Stmt> {
+    for o in &mut out {
+        o.blame = s.blame;
+    }
+    out
+}
+
 fn pieces(ps: impl IntoIterator<Item = (usize, ValueId)>) -> std::rc::Rc<[(usize, ValueId)]> {
     ps.into_iter().collect()
 }
@@ -800,8 +817,6 @@ impl Simplify {
         (same_type && v != d).then_some(v)
     }
 
-    /// `sel(idx, a)` answered without selecting: an element of an array literal
-    /// or of a fill.
     /// The components of an index (a scalar, or an int vector written out or
     /// constant), as scalar values; constants are emitted into `out`.
     fn index_components(&self, f: &mut Function, v: ValueId, out: &mut Vec<Stmt>, span: Span) -> Option<Vec<ValueId>> {
@@ -822,18 +837,7 @@ impl Simplify {
                 if f.ty(v).elem != int.elem {
                     return None;
                 }
-                Some(
-                    (0..n)
-                        .map(|k| {
-                            let kc = util::emit_const(f, out, Value::int_vector(&[k as i64]), span);
-                            let c = util::emit_prim(f, out, Prim::Sel, vec![kc, v], int.clone(), span);
-                            if let Some(Stmt { op: Op::Prim { checked, .. }, .. }) = out.last_mut() {
-                                *checked = false;
-                            }
-                            c
-                        })
-                        .collect(),
-                )
+                Some((0..n).map(|k| util::emit_component(f, out, v, k, span)).collect())
             }
         }
     }
@@ -854,15 +858,8 @@ impl Simplify {
         comps.extend(self.index_components(f, jv, &mut out, s.span)?);
         let idx = f.new_value(util::int_vec_ty(Some(comps.len())), None);
         out.push(Stmt::new(vec![idx], Op::Array(comps), s.span));
-        let mut t = s.clone();
-        if let Op::Prim { args, .. } = &mut t.op {
-            *args = vec![idx, a];
-        }
-        out.push(t);
-        for o in &mut out {
-            o.blame = s.blame;
-        }
-        Some(out)
+        out.push(with_args(s, vec![idx, a]));
+        Some(blamed(s, out))
     }
 
     /// A value's shape as pieces, where it is held in values.
@@ -945,11 +942,8 @@ impl Simplify {
             }
         }
         let done = |out: &mut Vec<Stmt>, op: Op| {
-            out.push(Stmt { defs: vec![d], op, span: s.span, blame: s.blame });
-            for o in out.iter_mut() {
-                o.blame = s.blame;
-            }
-            Action::Splice(std::mem::take(out))
+            out.push(Stmt::new(vec![d], op, s.span));
+            Action::Splice(blamed(s, std::mem::take(out)))
         };
         if !comps.is_empty() {
             return done(&mut out, Op::Array(comps));
@@ -998,46 +992,27 @@ impl Simplify {
                 util::emit_prim(f, &mut out, Prim::Drop, vec![nc, iv], util::int_vec_ty(Some(len - n)), s.span)
             }
         };
-        let mut t = s.clone();
-        if let Op::Prim { args, .. } = &mut t.op {
-            *args = vec![rest, gargs[1]];
-        }
-        out.push(t);
-        for o in &mut out {
-            o.blame = s.blame;
-        }
-        Some(out)
+        out.push(with_args(s, vec![rest, gargs[1]]));
+        Some(blamed(s, out))
     }
 
-    /// `shape(sel(iv, a))` is `drop(len(iv), shape(a))`: a row's shape is known
-    /// wherever its array's is (seed 000's attributes through selections).
+    /// `shape(sel(iv, a))` is `drop(len(iv), shape(a))` where `a`'s shape is
+    /// held nowhere yet (where it is, the selection's shape pieces answer);
+    /// `shape(a)` then simplifies on its own.
     fn shape_of_sel(&self, f: &mut Function, s: &Stmt, x: ValueId) -> Option<Vec<Stmt>> {
         let Some(Def::Prim(Prim::Sel, sel_args)) = self.defs.get(&x) else { return None };
         let (iv, a) = (sel_args[0], sel_args[1]);
         let k = if f.ty(iv).shape.is_scalar() { 1 } else { crate::sema::prim_ty::vector_len(f.ty(iv))? };
-        let d = s.defs[0];
         let mut out = Vec::new();
-        let shape_a = match self.shape_src.get(&a) {
-            Some(ShapeSrc::Value(sv)) => self.resolve(*sv),
-            _ => {
-                let rank = f.ty(a).shape.rank_if_known();
-                util::emit_prim(f, &mut out, Prim::Shape, vec![a], util::int_vec_ty(rank), s.span)
-            }
-        };
-        if let Some(Def::Array(elems)) = self.defs.get(&shape_a) {
-            if elems.len() > k {
-                out.push(Stmt { defs: vec![d], op: Op::Array(elems[k..].to_vec()), span: s.span, blame: s.blame });
-                return Some(out);
-            }
-        }
+        let shape_a =
+            util::emit_prim(f, &mut out, Prim::Shape, vec![a], util::int_vec_ty(f.ty(a).shape.rank_if_known()), s.span);
         let kc = util::emit_const(f, &mut out, Value::Scalar(Scalar::int(k as i64)), s.span);
-        out.push(Stmt { defs: vec![d], op: Op::prim(Prim::Drop, vec![kc, shape_a]), span: s.span, blame: s.blame });
-        for o in &mut out {
-            o.blame = s.blame;
-        }
-        Some(out)
+        out.push(Stmt::new(s.defs.clone(), Op::prim(Prim::Drop, vec![kc, shape_a]), s.span));
+        Some(blamed(s, out))
     }
 
+    /// `sel(idx, a)` answered without selecting: an element of an array literal
+    /// or of a fill.
     fn select(&self, f: &Function, idx: ValueId, a: ValueId) -> Option<ValueId> {
         // Any full index into a fill selects the fill value (L0's `replicate(n, v)[i]`
         // is `v`); a failing index was reported by the check in front of it.

@@ -192,6 +192,19 @@ pub fn emit_prim(f: &mut Function, out: &mut Vec<Stmt>, p: Prim, args: Vec<Value
     v
 }
 
+/// Appends `c = sel([k], v) unchecked`: component `k` of an int vector `v` that
+/// has more than `k` components (a shape or a bound vector of known length).
+pub fn emit_component(f: &mut Function, out: &mut Vec<Stmt>, v: ValueId, k: usize, span: Span) -> ValueId {
+    let kc = emit_const(f, out, Value::int_vector(&[k as i64]), span);
+    let c = f.new_value(int_ty(), None);
+    out.push(Stmt::new(
+        vec![c],
+        Op::Prim { prim: Prim::Sel, args: vec![kc, v], checked: false, in_place: false },
+        span,
+    ));
+    c
+}
+
 /// Whether a primitive can fail at run time (beyond what checks before it catch).
 pub fn prim_may_fail(p: &Prim) -> bool {
     use crate::interp::ops::BinOp;
