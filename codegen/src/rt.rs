@@ -115,6 +115,9 @@ macro_rules! paste_addr {
     (copy) => {
         withloop_rt::wl_copy as *const () as usize
     };
+    (copy_outside) => {
+        withloop_rt::wl_copy_outside as *const () as usize
+    };
     (unique) => {
         withloop_rt::wl_unique as *const () as usize
     };
@@ -218,6 +221,7 @@ runtime! {
     inc = "wl_inc"(P);
     dec = "wl_dec"(P);
     copy = "wl_copy"(P, P) -> P;
+    copy_outside = "wl_copy_outside"(P, P, P, P) -> P;
     unique = "wl_unique"(P, P) -> P;
     fail = "wl_fail"(P, P, P, P);
     fail_index = "wl_fail_index"(P, P, P, I64, P, I32);

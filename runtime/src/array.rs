@@ -202,6 +202,70 @@ pub unsafe extern "C" fn wl_copy(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlA
     out
 }
 
+/// A new array of `a`'s shape holding `a`'s elements everywhere except in the
+/// box `lower <= iv < upper` over its leading `len(lower)` axes, which is left
+/// uninitialised: a `modarray` with-loop whose one dense part writes that box
+/// copies only the rest (for a stencil, the border instead of the whole
+/// array). Bounds are clamped to the shape (the with-loop reports bad ones).
+///
+/// # Safety
+/// `a` is a valid array; `lower` and `upper` valid int vectors of equal
+/// length at most `a`'s rank; `ctx` a valid context.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_copy_outside(
+    ctx: *mut WlCtx,
+    a: *const WlArray,
+    lower: *const WlArray,
+    upper: *const WlArray,
+) -> *mut WlArray {
+    // SAFETY: valid arrays.
+    let src = unsafe { &*a };
+    let (lo, hi) = unsafe { (crate::error::int_elements(lower), crate::error::int_elements(upper)) };
+    let shape = src.shape();
+    if lo.len() != hi.len() || lo.len() > shape.len() {
+        return unsafe { wl_copy(ctx, a) };
+    }
+    let out = unsafe { wl_alloc(ctx, src.elem, src.rank, shape.as_ptr()) };
+    if out.is_null() || src.size == 0 {
+        return out;
+    }
+    let k = lo.len();
+    let box_lo: Vec<usize> = (0..k).map(|d| lo[d].clamp(0, shape[d]) as usize).collect();
+    let box_hi: Vec<usize> = (0..k).map(|d| (hi[d].clamp(0, shape[d]) as usize).max(box_lo[d])).collect();
+    let esize = src.esize as usize;
+    let cell: usize = shape[k..].iter().map(|&e| e as usize).product::<usize>() * esize;
+    let bytes = src.bytes();
+    // SAFETY: `out` is a fresh array of the same shape and element size.
+    let dst = unsafe { std::slice::from_raw_parts_mut((*out).data, bytes.len()) };
+    if k == 0 {
+        // The box is the one cell: the whole array.
+        return out;
+    }
+    let row_len = shape[k - 1] as usize;
+    let row_bytes = row_len * cell;
+    let rows: usize = shape[..k - 1].iter().map(|&e| e as usize).product();
+    let mut prefix = vec![0usize; k - 1];
+    for row in 0..rows {
+        let at = row * row_bytes;
+        let inside = (0..k - 1).all(|d| box_lo[d] <= prefix[d] && prefix[d] < box_hi[d]);
+        if inside {
+            let (l, h) = (box_lo[k - 1] * cell, box_hi[k - 1] * cell);
+            dst[at..at + l].copy_from_slice(&bytes[at..at + l]);
+            dst[at + h..at + row_bytes].copy_from_slice(&bytes[at + h..at + row_bytes]);
+        } else {
+            dst[at..at + row_bytes].copy_from_slice(&bytes[at..at + row_bytes]);
+        }
+        for d in (0..k - 1).rev() {
+            prefix[d] += 1;
+            if prefix[d] < shape[d] as usize {
+                break;
+            }
+            prefix[d] = 0;
+        }
+    }
+    out
+}
+
 /// An array the caller may write into: `a` itself when this is its only
 /// reference, else a copy (and `a`'s reference is given up). Consumes `a`.
 ///

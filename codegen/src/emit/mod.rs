@@ -38,7 +38,9 @@ use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue,
+};
 
 use crate::rt::{self, Rt};
 use crate::{CodegenError, Options, TargetSpec};
@@ -85,6 +87,30 @@ pub(crate) struct Emitter<'ctx, 'a> {
     locs: HashMap<Span, PointerValue<'ctx>>,
     counter: usize,
     pub parallel: bool,
+    /// Type-based alias tags (LLVM `!tbaa`): array headers (rank, size, data
+    /// pointer, extents) and elements never overlap, so a store to an
+    /// element cannot change a header. Without this LLVM reloads an array's
+    /// data pointer after every element store and no loop vectorises.
+    tbaa: Tbaa<'ctx>,
+}
+
+/// The two access tags of [`Emitter::tbaa`].
+struct Tbaa<'ctx> {
+    kind: u32,
+    header: inkwell::values::MetadataValue<'ctx>,
+    elem: inkwell::values::MetadataValue<'ctx>,
+}
+
+impl<'ctx> Tbaa<'ctx> {
+    fn new(ctx: &'ctx Context) -> Self {
+        let root = ctx.metadata_node(&[ctx.metadata_string("withloop arrays").into()]);
+        let zero = ctx.i64_type().const_zero();
+        let tag = |name: &str| {
+            let ty = ctx.metadata_node(&[ctx.metadata_string(name).into(), root.into(), zero.into()]);
+            ctx.metadata_node(&[ty.into(), ty.into(), zero.into()])
+        };
+        Tbaa { kind: ctx.get_kind_id("tbaa"), header: tag("array header"), elem: tag("array element") }
+    }
 }
 
 /// Per-function state.
@@ -105,6 +131,13 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// (see [`virtual_index_vectors`]); their elements, by value.
     pub virt: std::rc::Rc<HashSet<ValueId>>,
     pub comps: HashMap<ValueId, Vec<ValueId>>,
+    /// `int` values that are array offsets or index components, also as
+    /// exact `i64`s: a with-loop's offset and index scalars, and sums and
+    /// differences of them (`nsw`). Selections address memory with these, so
+    /// LLVM sees `a[o - 2000]`, `a[o + 1]` as affine in the loop counter and
+    /// vectorises; the `i32` value (wrapping, as the interpreter) serves
+    /// every other use.
+    pub wide: HashMap<ValueId, IntValue<'ctx>>,
 }
 
 /// The `[i, j]` literals of integer scalars in `f` whose every use is as the
@@ -168,6 +201,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             locs: HashMap::new(),
             counter: 0,
             parallel,
+            tbaa: Tbaa::new(ctx),
         }
     }
 
@@ -398,6 +432,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             consts,
             virt: std::rc::Rc::new(virtual_index_vectors(irf)),
             comps: HashMap::new(),
+            wide: HashMap::new(),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -597,7 +632,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<BasicValueEnum<'ctx>> {
         let i8t = self.ctx.i8_type();
         let p = self.gep(i8t, a, &[self.i64().const_int(offset, false)], "field")?;
-        Ok(self.b.build_load(ty, p, name)?)
+        let v = self.b.build_load(ty, p, name)?;
+        self.tag(v.as_instruction_value(), true)?;
+        Ok(v)
+    }
+
+    /// Marks a load or store as a header (`true`) or element access.
+    fn tag(&self, inst: Option<InstructionValue<'ctx>>, header: bool) -> R<()> {
+        let inst = inst.ok_or_else(|| CodegenError::Bug("tbaa on a non-instruction".into()))?;
+        let node = if header { self.tbaa.header } else { self.tbaa.elem };
+        inst.set_metadata(node, self.tbaa.kind).map_err(|e| CodegenError::Bug(format!("tbaa: {e}")))
     }
 
     pub fn rank(&mut self, a: PointerValue<'ctx>) -> R<IntValue<'ctx>> {
@@ -621,13 +665,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     pub fn extent(&mut self, a: PointerValue<'ctx>, k: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         let sp = self.shape_ptr(a)?;
         let p = self.gep(self.i64(), sp, &[k], "ext")?;
-        Ok(self.b.build_load(self.i64(), p, "ext")?.into_int_value())
+        let v = self.b.build_load(self.i64(), p, "ext")?;
+        self.tag(v.as_instruction_value(), true)?;
+        Ok(v.into_int_value())
     }
 
     pub fn load_elem(&mut self, data: PointerValue<'ctx>, i: IntValue<'ctx>, b: BaseType) -> R<BasicValueEnum<'ctx>> {
         let mem = self.mem_ty(b);
         let p = self.gep(mem, data, &[i], "elem")?;
         let v = self.b.build_load(mem, p, "x")?;
+        self.tag(v.as_instruction_value(), false)?;
         Ok(if b == BaseType::Bool {
             self.b.build_int_truncate(v.into_int_value(), self.ctx.bool_type(), "b")?.into()
         } else {
@@ -649,7 +696,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         } else {
             v
         };
-        self.b.build_store(p, v)?;
+        let st = self.b.build_store(p, v)?;
+        self.tag(Some(st), false)?;
         Ok(())
     }
 
@@ -745,6 +793,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             consts: HashMap::new(),
             virt: std::rc::Rc::new(HashSet::new()),
             comps: HashMap::new(),
+            wide: HashMap::new(),
         })
     }
 

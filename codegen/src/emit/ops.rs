@@ -308,6 +308,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         moved: &HashSet<ValueId>,
         d: ValueId,
     ) -> R<BasicValueEnum<'ctx>> {
+        if let Prim::Bin(op @ (BinOp::Add | BinOp::Sub)) = prim
+            && let Some(x) = self.wide_sum(fx, *op, args, d)?
+        {
+            return Ok(x);
+        }
         let ty = |v: ValueId| fx.irf.ty(v);
         let all_arrays_known = args.iter().all(|a| ty(*a).elem != Elem::String);
         match prim {
@@ -358,6 +363,48 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             _ => self.prim_generic(fx, prim, args, d),
         }
+    }
+
+    /// `x + y` / `x - y` on `int` scalars where one operand is an offset or
+    /// index component with an exact `i64` form (see [`Fx::wide`]): computed
+    /// in `i64` (`nsw`: both operands are sign-extended `i32`s or such sums,
+    /// far from overflowing), recorded as `d`'s wide form, and truncated for
+    /// its `int` value (the same bits as the wrapping `i32` operation).
+    fn wide_sum(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        op: BinOp,
+        args: &[ValueId],
+        d: ValueId,
+    ) -> R<Option<BasicValueEnum<'ctx>>> {
+        let is_int = |v: ValueId| {
+            let t = fx.irf.ty(v);
+            scalar_repr(t) && t.elem == Elem::Base(BaseType::Int)
+        };
+        if args.len() != 2 || !is_int(d) || !args.iter().all(|a| is_int(*a)) {
+            return Ok(None);
+        }
+        if !args.iter().any(|a| fx.wide.contains_key(a)) {
+            return Ok(None);
+        }
+        let x = self.index_i64(fx, args[0])?;
+        let y = self.index_i64(fx, args[1])?;
+        let w = match op {
+            BinOp::Add => self.b.build_int_nsw_add(x, y, "woff")?,
+            _ => self.b.build_int_nsw_sub(x, y, "woff")?,
+        };
+        fx.wide.insert(d, w);
+        Ok(Some(self.as_int(w)?.into()))
+    }
+
+    /// An integer scalar used as an offset or index component, as an `i64`:
+    /// its exact wide form when it has one, else sign- or zero-extended.
+    pub fn index_i64(&mut self, fx: &Fx<'ctx, 'a>, v: ValueId) -> R<IntValue<'ctx>> {
+        if let Some(w) = fx.wide.get(&v) {
+            return Ok(*w);
+        }
+        let x = self.value(fx, v)?.into_int_value();
+        self.widen(x, base(fx.irf.ty(v)))
     }
 
     /// Any primitive through the runtime (the interpreter's implementation).
@@ -895,10 +942,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         d: ValueId,
     ) -> R<BasicValueEnum<'ctx>> {
         let aty = fx.irf.ty(args[1]).clone();
-        let oty = fx.irf.ty(args[0]).clone();
         let a = self.value(fx, args[1])?.into_pointer_value();
-        let off = self.value(fx, args[0])?.into_int_value();
-        let off = self.widen(off, base(&oty))?;
+        let off = self.index_i64(fx, args[0])?;
         if checked {
             self.offset_check(fx, a, &aty, off, "offset {a} is outside an array of {b} elements")?;
         }
@@ -942,10 +987,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         moved: &HashSet<ValueId>,
     ) -> R<BasicValueEnum<'ctx>> {
         let aty = fx.irf.ty(args[0]).clone();
-        let oty = fx.irf.ty(args[1]).clone();
         let a = self.value(fx, args[0])?.into_pointer_value();
-        let off = self.value(fx, args[1])?.into_int_value();
-        let off = self.widen(off, base(&oty))?;
+        let off = self.index_i64(fx, args[1])?;
         if checked {
             self.offset_check(
                 fx,
@@ -979,8 +1022,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let mut off = self.const_i64(0);
             for (dd, e) in elems.iter().enumerate() {
                 let ext = self.int_elem(shp, &sty, self.const_i64(dd as i64))?;
-                let x = self.value(fx, *e)?.into_int_value();
-                let i = self.widen(x, BaseType::Int)?;
+                let i = self.index_i64(fx, *e)?;
                 let scaled = self.b.build_int_mul(off, ext, "off")?;
                 off = self.b.build_int_add(scaled, i, "off")?;
             }

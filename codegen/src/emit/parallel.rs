@@ -322,6 +322,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             consts: fx.consts.clone(),
             virt: fx.virt.clone(),
             comps: HashMap::new(),
+            wide: HashMap::new(),
         };
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());

@@ -457,6 +457,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let arr = if w.reuse.get(k).copied().flatten() == Some(*array) {
                         let x = self.take(fx, *array, moved)?;
                         self.call(self.rt.unique, &[fx.ctxp.into(), x.into()])?
+                    } else if let [part] = &w.parts[..]
+                        && part.step.is_none()
+                        && part.width.is_none()
+                    {
+                        // The part overwrites its box: copy only the rest.
+                        let lo = self.value(fx, part.lower)?;
+                        let hi = self.value(fx, part.upper)?;
+                        self.call(self.rt.copy_outside, &[fx.ctxp.into(), a.into(), lo.into(), hi.into()])?
                     } else {
                         self.call(self.rt.copy, &[fx.ctxp.into(), a.into()])?
                     }
@@ -1254,6 +1262,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 };
                 let x = self.as_int(i)?;
                 fx.vals.insert(*sv, x.into());
+                fx.wide.insert(*sv, i);
             }
         }
         if let Some(o) = part.offset {
@@ -1261,6 +1270,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 Some(off) => {
                     let x = self.as_int(off)?;
                     fx.vals.insert(o, x.into());
+                    fx.wide.insert(o, off);
                 }
                 None => return Err(CodegenError::Bug("a with-loop offset without a result frame".into())),
             }

@@ -1198,12 +1198,17 @@ impl Cx<'_> {
             return None;
         }
         let mut info = self.fn_arg(fun);
+        let from = self.observed.len();
         let ne = neutral.and_then(|n| self.expr(n));
         let mut elems = Vec::new();
+        let mut array_vals = Vec::new();
         let mut ok = true;
         for a in arrays {
             match self.expr(a) {
-                Some(v) if v.ty.rank() > 0 => elems.push(v.ty.elem().cloned().unwrap_or(Type::Int)),
+                Some(v) if v.ty.rank() > 0 => {
+                    elems.push(v.ty.elem().cloned().unwrap_or(Type::Int));
+                    array_vals.push(v);
+                }
                 Some(v) => {
                     let d = err(
                         codes::TYPE_MISMATCH,
@@ -1237,6 +1242,28 @@ impl Cx<'_> {
         }
         let info = info?;
         let fspan = fun.span();
+        // A function with a unique parameter consumes what it is passed: the
+        // SOAC passes it the arrays' elements, so it consumes the arrays
+        // (which must be unique, like any argument for a unique parameter).
+        if info.params[info.supplied..].iter().any(|p| p.leaves().iter().any(Type::is_unique)) {
+            for (a, v) in arrays.iter().zip(&array_vals) {
+                if !v.ty.is_unique() {
+                    let d = Diagnostic::error(
+                        codes::NOT_UNIQUE,
+                        format!(
+                            "`{}`'s function consumes its argument, so this array must be unique, found `{}`",
+                            soac.name(),
+                            v.ty
+                        ),
+                    )
+                    .at(a.span, "its elements go to a unique parameter")
+                    .with_hint("pass a fresh array (`copy(…)`) or make the function's parameter non-unique");
+                    self.report(d);
+                    return None;
+                }
+                self.consume(&v.all_aliases(), a.span, from);
+            }
+        }
         match soac {
             Soac::Map => {
                 if !self.apply(&info, &elems, fspan, soac) {

@@ -234,6 +234,10 @@ impl Simplify {
                     }
                 }
             }
+            Op::Loop { .. } => {
+                self.refine_loop(f, &s);
+                s.op.walk_blocks_mut(&mut |b| self.block_in(f, b))
+            }
             other => {
                 if let Op::With(w) = other {
                     // A part's index vector has its bounds' length.
@@ -337,6 +341,12 @@ impl Simplify {
                                 let ps = pieces([(0, *shape)].into_iter().chain(cell.iter().copied()));
                                 self.shape_src.insert(d, ShapeSrc::Pieces(ps));
                             }
+                            // A shape vector of known length: the frame's rank.
+                            if let Some(n) = crate::sema::prim_ty::vector_len(f.ty(*shape)) {
+                                if let Some(cell) = genarray_cell(f, w, k, default.map(|d| f.ty(d).shape.clone())) {
+                                    self.refine(f, d, &Shape::rank(n).concat(&cell));
+                                }
+                            }
                             // Static frame and cells: a static type.
                             if let Some(frame) = self.konst(*shape).and_then(util::int_vec) {
                                 if frame.iter().all(|&e| e >= 0) {
@@ -386,6 +396,57 @@ impl Simplify {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Narrows a loop's carried values to the most specific types that hold
+    /// for the initial values and every iteration's (a loop carrying a
+    /// `double[.,.]` through `cat`s and `take`s of generic library code was
+    /// typed `double[+]`, so its whole body ran shape-generic): starting from
+    /// the initial values' types, the body's types are inferred again
+    /// ([`infer_block`]) and the carried types widened to include what the
+    /// body yields, until they hold. The types found are committed for the
+    /// parameters, the loop's results and the values the body defines.
+    fn refine_loop(&mut self, f: &mut Function, s: &Stmt) {
+        let Op::Loop { init, params, cond, body, .. } = &s.op else { return };
+        let mut carried: Vec<Ty> = params
+            .iter()
+            .zip(init)
+            .map(|(p, i)| {
+                let (pt, it) = (f.ty(*p), f.ty(*i));
+                match pt.shape.meet(&it.shape) {
+                    Some(m) if pt.elem == it.elem => Ty::new(pt.elem, m),
+                    _ => pt.clone(),
+                }
+            })
+            .collect();
+        if carried.iter().zip(params).all(|(t, p)| t == f.ty(*p)) {
+            return;
+        }
+        const ROUNDS: usize = 4;
+        for _ in 0..ROUNDS {
+            let mut tys: HashMap<ValueId, Ty> = params.iter().copied().zip(carried.iter().cloned()).collect();
+            infer_block(f, cond, &self.consts, &mut tys);
+            infer_block(f, body, &self.consts, &mut tys);
+            let mut stable = true;
+            for (k, y) in body.yields.iter().enumerate() {
+                let yt = tys.get(y).unwrap_or(f.ty(*y));
+                let widened = carried[k].shape.join(&yt.shape);
+                if widened != carried[k].shape {
+                    carried[k].shape = widened.meet(&f.ty(params[k]).shape).unwrap_or(widened);
+                    stable = false;
+                }
+            }
+            if stable {
+                for (k, p) in params.iter().enumerate() {
+                    self.refine(f, *p, &carried[k].shape);
+                    self.refine(f, s.defs[k], &carried[k].shape);
+                }
+                for (v, t) in tys {
+                    self.refine(f, v, &t.shape);
+                }
+                return;
+            }
         }
     }
 
@@ -1105,6 +1166,10 @@ impl Simplify {
                 _ => None,
             },
             Prim::Conv(b) if f.ty(args[0]).elem == Elem::Base(*b) => Some(args[0]),
+            // A tensor comprehension's frame from one selection per axis:
+            // min(v, v) is v.
+            Prim::MinVectors | Prim::MaxVectors if args.iter().all(|a| *a == args[0]) => Some(args[0]),
+            Prim::Bin(BinOp::Min | BinOp::Max) if args[0] == args[1] => Some(args[0]),
             Prim::Take => {
                 let n = self.konst(args[0]).and_then(util::int_scalar)?;
                 let len = crate::sema::prim_ty::vector_len(f.ty(args[1]))?;
@@ -1311,6 +1376,106 @@ impl Simplify {
 }
 
 /// Values defined anywhere inside a block (statements and bound values).
+/// The cell shape of a `genarray` operator: what every part yields and the
+/// default, met; `None` when nothing says.
+fn genarray_cell(f: &Function, w: &With, k: usize, default: Option<Shape>) -> Option<Shape> {
+    let mut cell = default;
+    for p in &w.parts {
+        let t = f.ty(w.element_yield(p, k)).shape.clone();
+        cell = Some(match cell {
+            Some(c) => c.meet(&t).unwrap_or(c),
+            None => t,
+        });
+    }
+    cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone()))
+}
+
+/// The types of the values `b` defines when some values (in `tys`) have
+/// narrower types than their declared ones: primitives' result types again
+/// from their arguments', array literals, `genarray` frames of known rank,
+/// `modarray`s and `if` joins. Adds to `tys` the types that come out
+/// narrower than declared. Nested loops keep their declared types.
+fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &mut HashMap<ValueId, Ty>) {
+    fn ty<'t>(f: &'t Function, tys: &'t HashMap<ValueId, Ty>, v: ValueId) -> &'t Ty {
+        tys.get(&v).unwrap_or(f.ty(v))
+    }
+    fn narrow(f: &Function, tys: &mut HashMap<ValueId, Ty>, d: ValueId, shape: &Shape) {
+        let declared = ty(f, tys, d).clone();
+        if let Some(m) = declared.shape.meet(shape) {
+            if m != declared.shape {
+                tys.insert(d, Ty::new(declared.elem, m));
+            }
+        }
+    }
+    for s in &b.stmts {
+        match &s.op {
+            Op::Prim { prim, args, .. } => {
+                let arg_tys: Vec<Option<&Ty>> = args.iter().map(|a| Some(ty(f, tys, *a))).collect();
+                let vals: Vec<Option<&Value>> = args.iter().map(|a| consts.get(a)).collect();
+                if let Ok(Some(t)) = prim_type(prim, &arg_tys, &vals) {
+                    if t.elem == f.ty(s.defs[0]).elem {
+                        narrow(f, tys, s.defs[0], &t.shape);
+                    }
+                }
+            }
+            Op::Array(args) => {
+                let mut cell: Option<Shape> = None;
+                for a in args {
+                    let t = ty(f, tys, *a).shape.clone();
+                    cell = Some(match cell {
+                        Some(c) => c.meet(&t).unwrap_or(c),
+                        None => t,
+                    });
+                }
+                if let Some(cell) = cell {
+                    narrow(f, tys, s.defs[0], &Shape::known(&[args.len()]).concat(&cell));
+                }
+            }
+            Op::If { then_block, else_block, .. } => {
+                infer_block(f, then_block, consts, tys);
+                infer_block(f, else_block, consts, tys);
+                for (k, d) in s.defs.iter().enumerate() {
+                    let (a, b) = (ty(f, tys, then_block.yields[k]), ty(f, tys, else_block.yields[k]));
+                    if a.elem == b.elem {
+                        let joined = a.shape.join(&b.shape);
+                        narrow(f, tys, *d, &joined);
+                    }
+                }
+            }
+            Op::With(w) => {
+                for p in &w.parts {
+                    infer_block(f, &p.body, consts, tys);
+                }
+                for (k, op) in w.ops.iter().enumerate() {
+                    let d = s.defs[k];
+                    match op {
+                        WithOp::Genarray { shape, default } => {
+                            let Some(n) = crate::sema::prim_ty::vector_len(ty(f, tys, *shape)) else { continue };
+                            let mut cell = default.map(|d| ty(f, tys, d).shape.clone());
+                            for p in &w.parts {
+                                let t = ty(f, tys, w.element_yield(p, k)).shape.clone();
+                                cell = Some(match cell {
+                                    Some(c) => c.meet(&t).unwrap_or(c),
+                                    None => t,
+                                });
+                            }
+                            if let Some(cell) = cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone())) {
+                                narrow(f, tys, d, &Shape::rank(n).concat(&cell));
+                            }
+                        }
+                        WithOp::Modarray { array } => {
+                            let t = ty(f, tys, *array).shape.clone();
+                            narrow(f, tys, d, &t);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
     let mut out = std::collections::HashSet::new();
     b.walk(&mut |s| {

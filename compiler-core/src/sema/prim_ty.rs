@@ -177,7 +177,21 @@ pub fn prim_type(prim: &Prim, args: &[Option<&Ty>], values: &[Option<&Value>]) -
             };
             Ty::new(x.elem, shape)
         }
-        Prim::Take | Prim::Drop => Ty::new(a(1).map_or(Elem::Base(BaseType::Int), |x| x.elem), Shape::rank(1)),
+        Prim::Take | Prim::Drop => {
+            // `take(n, v)` has |n| elements, `drop(n, v)` len(v) - |n|.
+            let count = val(0).and_then(|v| v.as_scalar()).and_then(|c| c.as_i64()).map(i64::unsigned_abs);
+            let len = a(1).and_then(vector_len);
+            let out = match (prim, count, len) {
+                (_, Some(n), Some(l)) if n as usize > l => None,
+                (Prim::Take, Some(n), _) => Some(n as usize),
+                (_, Some(n), Some(l)) => Some(l - n as usize),
+                _ => None,
+            };
+            Ty::new(
+                a(1).map_or(Elem::Base(BaseType::Int), |x| x.elem),
+                out.map_or(Shape::rank(1), |n| Shape::known(&[n])),
+            )
+        }
         Prim::Hide(kind) => {
             let Some(x) = a(1) else { return Ok(None) };
             let shape = match kind {
