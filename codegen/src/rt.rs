@@ -175,6 +175,9 @@ macro_rules! paste_addr {
     (alloc_frame) => {
         withloop_rt::wl_alloc_frame as *const () as usize
     };
+    (fill_uncovered) => {
+        withloop_rt::wl_fill_uncovered as *const () as usize
+    };
     (fill) => {
         withloop_rt::wl_fill as *const () as usize
     };
@@ -242,6 +245,7 @@ runtime! {
     shapes_differ = "wl_shapes_differ"(P, P) -> I32;
     alloc_frame = "wl_alloc_frame"(P, I32, I64, P, I64, P, I32) -> P;
     fill = "wl_fill"(P, P, I64);
+    fill_uncovered = "wl_fill_uncovered"(P, P, I64, I64, P, P);
     reusable = "wl_reusable"(P, I32, I64, P, I64, P) -> I32;
     write_cell = "wl_write_cell"(P, P, P, I64, P, I64, I32) -> I32;
     identical = "wl_identical"(P, P) -> I32;

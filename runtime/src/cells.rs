@@ -81,9 +81,19 @@ pub unsafe extern "C" fn wl_fill(result: *mut WlArray, cell: *const WlArray, bit
     let r = unsafe { &*result };
     let n = r.size as usize;
     if cell.is_null() {
+        if n == 0 {
+            return;
+        }
+        // One element written, then copied in doubling runs.
         let s = scalar_from_bits(r.elem, bits);
-        for i in 0..n {
-            unsafe { set_element(result, i, s) };
+        unsafe { set_element(result, 0, s) };
+        let total = n * r.esize as usize;
+        let mut done = r.esize as usize;
+        while done < total {
+            let run = done.min(total - done);
+            // SAFETY: both ranges lie inside the data; they do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(r.data, r.data.add(done), run) };
+            done += run;
         }
         return;
     }
@@ -98,6 +108,34 @@ pub unsafe extern "C" fn wl_fill(result: *mut WlArray, cell: *const WlArray, bit
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), r.data.add(at), bytes.len()) };
         at += bytes.len();
     }
+}
+
+/// [`wl_fill`] unless the boxes `lowers[k] <= iv < uppers[k]` (int vectors,
+/// `parts` of each) tile `result`'s first `len(lowers[0])` axes: a
+/// `genarray`'s default is only needed where no part writes (a `cat` of
+/// arrays of run-time shapes is two parts that cover the frame).
+///
+/// # Safety
+/// As [`wl_fill`]; `lowers` and `uppers` hold `parts` valid int vectors.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fill_uncovered(
+    result: *mut WlArray,
+    cell: *const WlArray,
+    bits: u64,
+    parts: i64,
+    lowers: *const *const WlArray,
+    uppers: *const *const WlArray,
+) {
+    let r = unsafe { &*result };
+    let parts = parts.max(0) as usize;
+    let boxes: Vec<(Vec<i64>, Vec<i64>)> = (0..parts)
+        .map(|k| unsafe { (crate::error::int_elements(*lowers.add(k)), crate::error::int_elements(*uppers.add(k))) })
+        .collect();
+    let n = boxes.first().map_or(0, |(l, _)| l.len());
+    if parts > 0 && n <= r.shape().len() && compiler_core::opt::util::boxes_cover(&boxes, &r.shape()[..n]) {
+        return;
+    }
+    unsafe { wl_fill(result, cell, bits) };
 }
 
 /// Writes `cell` as cell number `offset` of `result` (whose first `frame_len`

@@ -496,11 +496,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     pub fn inc(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
+        if v.is_pointer_value() && v.into_pointer_value().is_null() {
+            return Ok(());
+        }
         self.call(self.rt.inc, &[v.into()])?;
         Ok(())
     }
 
     pub fn dec(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
+        // A virtual index vector is a constant null: nothing to release (and an
+        // opaque call per element would keep LLVM from vectorising).
+        if v.is_pointer_value() && v.into_pointer_value().is_null() {
+            return Ok(());
+        }
         self.call(self.rt.dec, &[v.into()])?;
         Ok(())
     }

@@ -393,13 +393,24 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// the indices covered).
     pub(super) fn covers_frame(&self, fx: &Fx<'ctx, 'a>, w: &With, shape: ValueId) -> bool {
         let ints = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec());
-        w.parts.iter().any(|p| {
+        let dense = |p: &compiler_core::ir::Part| {
+            p.step.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)))
+                && p.width.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)))
+        };
+        let one_part_covers = w.parts.iter().any(|p| {
             let zero_lower = ints(p.lower).is_some_and(|l| l.iter().all(|&x| x == 0));
             let full_upper = p.upper == shape || matches!((ints(p.upper), ints(shape)), (Some(a), Some(b)) if a == b);
-            let dense = p.step.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)))
-                && p.width.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)));
-            zero_lower && full_upper && dense
-        })
+            zero_lower && full_upper && dense(p)
+        });
+        if one_part_covers {
+            return true;
+        }
+        // Dense parts with constant bounds (what folding leaves of a composed
+        // stencil: border strips around an interior) may tile the frame together.
+        let Some(frame) = ints(shape) else { return false };
+        let boxes: Option<Vec<(Vec<i64>, Vec<i64>)>> =
+            w.parts.iter().map(|p| if dense(p) { Some((ints(p.lower)?, ints(p.upper)?)) } else { None }).collect();
+        boxes.is_some_and(|b| compiler_core::opt::util::boxes_cover(&b, &frame))
     }
 
     // ------------------------------------------------------------ the with-loop
@@ -667,7 +678,30 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             } else {
                 (v.into_pointer_value(), self.const_i64(0))
             };
-            self.call(self.rt.fill, &[arr.into(), cell.into(), bits.into()])?;
+            let dense = |p: &compiler_core::ir::Part| p.step.is_none() && p.width.is_none();
+            if !w.parts.is_empty() && w.parts.len() <= 16 && w.parts.iter().all(dense) {
+                // Bounds known only at run time: the runtime skips the fill
+                // when the parts tile the frame.
+                let n = w.parts.len() as u32;
+                let lowers = self.alloca(fx, self.ptr().array_type(n).into(), "lowers")?;
+                let uppers = self.alloca(fx, self.ptr().array_type(n).into(), "uppers")?;
+                for (i, p) in w.parts.iter().enumerate() {
+                    let at = self.const_i64(i as i64);
+                    let lo = self.value(fx, p.lower)?;
+                    let hi = self.value(fx, p.upper)?;
+                    let lp = self.gep(self.ptr(), lowers, &[at], "lower")?;
+                    self.b.build_store(lp, lo)?;
+                    let hp = self.gep(self.ptr(), uppers, &[at], "upper")?;
+                    self.b.build_store(hp, hi)?;
+                }
+                let parts = self.const_i64(n as i64);
+                self.call(
+                    self.rt.fill_uncovered,
+                    &[arr.into(), cell.into(), bits.into(), parts.into(), lowers.into(), uppers.into()],
+                )?;
+            } else {
+                self.call(self.rt.fill, &[arr.into(), cell.into(), bits.into()])?;
+            }
         }
         let data = self.data_ptr(arr)?;
         Ok(Result::Eager { arr, data, cell_len })

@@ -174,6 +174,10 @@ impl Ive<'_> {
                 other => other.walk_blocks_mut(&mut |inner| self.block(f, inner)),
             }
             if !self.enclosing.is_empty() {
+                if let Some(rewritten) = self.index_arithmetic(f, &s, &mut out) {
+                    out.push(rewritten);
+                    continue;
+                }
                 if let Some(rewritten) = self.selection(f, &s, &mut out) {
                     out.push(rewritten);
                     continue;
@@ -254,6 +258,13 @@ impl Ive<'_> {
             }
             None => {
                 let shape = shape_value(f, &mut pre);
+                // The part's own index (a fold has no write offset): its offset
+                // from the part's index scalars, so the vector is never built.
+                let idx = self.part_index_scalars(f, idx, rank).map_or(idx, |ss| {
+                    let v = f.new_value(util::int_vec_ty(Some(rank)), None);
+                    pre.push(Stmt::new(vec![v], Op::Array(ss), span));
+                    v
+                });
                 util::emit_prim(f, &mut pre, Prim::Vect2Offset, vec![shape, idx], int, span)
             }
         };
@@ -273,6 +284,69 @@ impl Ive<'_> {
             }
         };
         Some(Stmt { defs: s.defs.clone(), op, span, blame: s.blame })
+    }
+
+    /// `iv ± v` on the innermost part's index vector and a vector written out
+    /// (or a scalar): the vector of the components' sums, `[i ± v0, j ± v1]`,
+    /// so no vector is built per index (generic library code shifts its index
+    /// by a bound only known at run time: `rotate`'s `iv - [c, 0]`).
+    fn index_arithmetic(&mut self, f: &mut Function, s: &Stmt, out: &mut Vec<Stmt>) -> Option<Stmt> {
+        let Op::Prim { prim: Prim::Bin(op @ (BinOp::Add | BinOp::Sub)), args, .. } = &s.op else { return None };
+        let d = s.defs[0];
+        if self.reader.ty(d).elem != Elem::Base(BaseType::Int) {
+            return None;
+        }
+        let n = crate::sema::prim_ty::vector_len(self.reader.ty(d))?;
+        let start = out.len();
+        let encl = self.enclosing.last()?;
+        let (iv, _) = encl.index.filter(|(iv, len)| *len == n && args.contains(iv))?;
+        let other = if args[0] == iv { args[1] } else { args[0] };
+        let int_scalar = |v: &ValueId| {
+            let t = self.reader.ty(*v);
+            t.shape.is_scalar() && t.elem == Elem::Base(BaseType::Int)
+        };
+        let comps: Vec<ValueId> = if self.reader.ty(other).shape.is_scalar() {
+            vec![other; n]
+        } else {
+            match self.reader.defs.def(other)? {
+                index::Def::Array(elems) if elems.len() == n && elems.iter().all(int_scalar) => elems.clone(),
+                index::Def::Const(c) => {
+                    let v = util::int_vec(&c).filter(|v| v.len() == n)?;
+                    v.into_iter()
+                        .map(|x| {
+                            util::emit_const(
+                                f,
+                                out,
+                                crate::interp::value::Value::Scalar(crate::interp::value::Scalar::int(x)),
+                                s.span,
+                            )
+                        })
+                        .collect()
+                }
+                _ => return None,
+            }
+        };
+        let scalars = self.part_index_scalars(f, iv, n)?;
+        let mut elems = Vec::with_capacity(n);
+        for (k, c) in comps.into_iter().enumerate() {
+            let pair = if args[0] == iv { vec![scalars[k], c] } else { vec![c, scalars[k]] };
+            elems.push(util::emit_prim(f, out, Prim::Bin(*op), pair, util::int_ty(), s.span));
+        }
+        for t in &mut out[start..] {
+            t.blame = s.blame;
+        }
+        Some(Stmt { defs: s.defs.clone(), op: Op::Array(elems), span: s.span, blame: s.blame })
+    }
+
+    /// When `idx` is the innermost enclosing part's index vector (of length
+    /// `n`): the part's index scalars (bound from now on).
+    fn part_index_scalars(&mut self, f: &mut Function, idx: ValueId, n: usize) -> Option<Vec<ValueId>> {
+        let encl = self.enclosing.last_mut()?;
+        if !encl.is_part || encl.index != Some((idx, n)) {
+            return None;
+        }
+        self.counts.components += 1;
+        Some(encl.scalars.get_or_insert_with(|| (0..n).map(|_| f.new_value(util::int_ty(), None)).collect()).clone())
     }
 
     /// `idx = part index + c` with `array` shaped like the part's result: `c`.

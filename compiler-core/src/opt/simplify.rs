@@ -669,6 +669,38 @@ impl Simplify {
                     }
                 }
             }
+            // `0 * shp` (a generator's lower bound in library code) of a known
+            // shape: zeros.
+            Prim::Bin(BinOp::Mul)
+                if matches!(f.ty(d).elem, Elem::Base(b) if b.is_integer())
+                    && args.iter().any(|a| self.is_int_const(*a, 0)) =>
+            {
+                let int = f.ty(d).elem == Elem::Base(crate::syntax::ast::BaseType::Int);
+                match util::extents(f, d).as_deref() {
+                    Some([]) if int => return self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::int(0))),
+                    Some([n]) if int && *n <= MAX_FOLDED_ELEMENTS => {
+                        return self.replace_by_const(f, s.clone(), Value::int_vector(&vec![0; *n]));
+                    }
+                    _ => {}
+                }
+            }
+            // One element of a vector written out replaced: the vector written
+            // out (`[0, 0]` with `c` on axis 0 is `[c, 0]`).
+            Prim::IdxModarray if f.ty(args[2]).shape.is_scalar() && f.ty(args[2]).elem == f.ty(args[0]).elem => {
+                let written = matches!(self.defs.get(&args[0]), Some(Def::Array(_))) || self.konst(args[0]).is_some();
+                let at = self.konst(args[1]).and_then(util::int_scalar);
+                if let (true, Some(at), Some(n)) = (written, at, crate::sema::prim_ty::vector_len(f.ty(args[0]))) {
+                    if (0..n as i64).contains(&at) {
+                        let mut out = Vec::new();
+                        if let Some(mut elems) = self.index_components(f, args[0], &mut out, s.span) {
+                            elems[at as usize] = args[2];
+                            self.counts.folded += 1;
+                            out.push(Stmt { defs: vec![d], op: Op::Array(elems), span: s.span, blame: s.blame });
+                            return Action::Splice(out);
+                        }
+                    }
+                }
+            }
             Prim::Take | Prim::Drop => {
                 // `drop(1, [a, b, c])` is `[b, c]`: shape vectors written out stay so.
                 if let (Some(n), Some(Def::Array(elems))) =

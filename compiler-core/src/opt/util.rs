@@ -410,3 +410,68 @@ pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
     });
     out
 }
+
+/// Whether the boxes `lower <= iv < upper` together cover `0 <= iv < frame`:
+/// every cell of the grid their bounds cut the frame into lies in some box.
+/// Gives up (false) on grids of more than 4096 cells. Code generation skips
+/// filling a `genarray` result with its default when its parts tile the frame
+/// (statically, or at run time in `wl_fill_uncovered`).
+pub fn boxes_cover(boxes: &[(Vec<i64>, Vec<i64>)], frame: &[i64]) -> bool {
+    let n = frame.len();
+    if boxes.iter().any(|(l, u)| l.len() != n || u.len() != n) || frame.iter().any(|&e| e < 0) {
+        return false;
+    }
+    let mut cuts: Vec<Vec<i64>> = Vec::with_capacity(n);
+    for (d, &extent) in frame.iter().enumerate() {
+        let mut c: Vec<i64> = vec![0, extent];
+        for (l, u) in boxes {
+            c.push(l[d].clamp(0, extent));
+            c.push(u[d].clamp(0, extent));
+        }
+        c.sort_unstable();
+        c.dedup();
+        cuts.push(c);
+    }
+    let cells: usize = cuts.iter().map(|c| c.len() - 1).product();
+    if cells > 4096 {
+        return false;
+    }
+    let mut at = vec![0usize; n];
+    for _ in 0..cells {
+        // The grid cell's first index; empty cells (zero extent) need nothing.
+        let corner: Vec<i64> = (0..n).map(|d| cuts[d][at[d]]).collect();
+        let empty = (0..n).any(|d| cuts[d][at[d]] == cuts[d][at[d] + 1]);
+        if !empty && !boxes.iter().any(|(l, u)| (0..n).all(|d| l[d] <= corner[d] && corner[d] < u[d])) {
+            return false;
+        }
+        for d in (0..n).rev() {
+            at[d] += 1;
+            if at[d] + 1 < cuts[d].len() {
+                break;
+            }
+            at[d] = 0;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod boxes_tests {
+    use super::boxes_cover;
+
+    #[test]
+    fn border_strips_and_interior_cover_the_frame() {
+        let strips = vec![
+            (vec![0, 0], vec![1, 6]),
+            (vec![1, 0], vec![4, 1]),
+            (vec![1, 1], vec![4, 5]),
+            (vec![1, 5], vec![4, 6]),
+            (vec![4, 0], vec![5, 6]),
+        ];
+        assert!(boxes_cover(&strips, &[5, 6]));
+        // Without the right-hand strip, column 5 of rows 1..4 is left.
+        assert!(!boxes_cover(&strips[..3].iter().chain(&strips[4..]).cloned().collect::<Vec<_>>(), &[5, 6]));
+        assert!(boxes_cover(&[], &[0, 3]));
+        assert!(!boxes_cover(&[], &[2, 3]));
+    }
+}
