@@ -1431,8 +1431,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let n = self.const_i64(elems.len() as i64);
                     let mut bad = self.b.build_int_compare(IntPredicate::SGT, n, n_shape, "toolong")?;
                     for (d, e) in elems.iter().enumerate() {
-                        let x = self.value(fx, *e)?.into_int_value();
-                        let i = self.widen(x, BaseType::Int)?;
+                        let i = self.index_i64(fx, *e)?;
                         let at = self.const_i64(d as i64);
                         let inside = self.b.build_int_compare(IntPredicate::SLT, at, n_shape, "inside")?;
                         let safe = self.b.build_select(inside, at, self.const_i64(0), "safe")?.into_int_value();

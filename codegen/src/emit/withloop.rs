@@ -393,10 +393,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// the indices covered).
     pub(super) fn covers_frame(&self, fx: &Fx<'ctx, 'a>, w: &With, shape: ValueId) -> bool {
         let ints = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec());
-        let dense = |p: &compiler_core::ir::Part| {
-            p.step.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)))
-                && p.width.is_none_or(|s| ints(s).is_some_and(|v| v.iter().all(|&x| x == 1)))
-        };
+        let dense = |p: &compiler_core::ir::Part| dense_part(fx, p);
         let one_part_covers = w.parts.iter().any(|p| {
             let zero_lower = ints(p.lower).is_some_and(|l| l.iter().all(|&x| x == 0));
             let full_upper = p.upper == shape || matches!((ints(p.upper), ints(shape)), (Some(a), Some(b)) if a == b);
@@ -678,8 +675,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             } else {
                 (v.into_pointer_value(), self.const_i64(0))
             };
-            let dense = |p: &compiler_core::ir::Part| p.step.is_none() && p.width.is_none();
-            if !w.parts.is_empty() && w.parts.len() <= 16 && w.parts.iter().all(dense) {
+            if !w.parts.is_empty() && w.parts.len() <= 16 && w.parts.iter().all(|p| dense_part(fx, p)) {
                 // Bounds known only at run time: the runtime skips the fill
                 // when the parts tile the frame.
                 let n = w.parts.len() as u32;
@@ -1610,4 +1606,11 @@ fn int_min(t: BaseType) -> i64 {
         BaseType::UByte | BaseType::UShort | BaseType::UInt | BaseType::ULong | BaseType::ULongLong => 0,
         _ => i64::MIN,
     }
+}
+
+/// Whether a part writes every index between its bounds (no step or width
+/// other than 1).
+fn dense_part(fx: &Fx<'_, '_>, p: &compiler_core::ir::Part) -> bool {
+    let ones = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec()).is_some_and(|v| v.iter().all(|&x| x == 1));
+    p.step.is_none_or(ones) && p.width.is_none_or(ones)
 }

@@ -315,12 +315,7 @@ impl Simplify {
             }
             Op::Array(args) => {
                 self.defs.insert(s.defs[0], Def::Array(args.clone()));
-                let tys: Vec<Ty> = args.iter().map(|a| f.ty(*a).clone()).collect();
-                if let Some(first) = tys.first() {
-                    let mut cell = first.shape.clone();
-                    for t in &tys[1..] {
-                        cell = cell.meet(&t.shape).unwrap_or(cell);
-                    }
+                if let Some(cell) = met_shapes(args.iter().map(|a| &f.ty(*a).shape)) {
                     let shape = Shape::known(&[args.len()]).concat(&cell);
                     self.refine(f, s.defs[0], &shape);
                 }
@@ -341,27 +336,17 @@ impl Simplify {
                                 let ps = pieces([(0, *shape)].into_iter().chain(cell.iter().copied()));
                                 self.shape_src.insert(d, ShapeSrc::Pieces(ps));
                             }
-                            // A shape vector of known length: the frame's rank.
-                            if let Some(n) = crate::sema::prim_ty::vector_len(f.ty(*shape)) {
-                                if let Some(cell) = genarray_cell(f, w, k, default.map(|d| f.ty(d).shape.clone())) {
-                                    self.refine(f, d, &Shape::rank(n).concat(&cell));
+                            // The frame's extents when constant, else its rank when the
+                            // shape vector's length is known; then the cells'.
+                            let frame = match self.konst(*shape).and_then(util::int_vec) {
+                                Some(e) if e.iter().all(|&x| x >= 0) => {
+                                    Some(Shape::known(&e.iter().map(|&x| x as usize).collect::<Vec<_>>()))
                                 }
-                            }
-                            // Static frame and cells: a static type.
-                            if let Some(frame) = self.konst(*shape).and_then(util::int_vec) {
-                                if frame.iter().all(|&e| e >= 0) {
-                                    let frame: Vec<usize> = frame.iter().map(|&e| e as usize).collect();
-                                    let mut cell: Option<Shape> = default.map(|d| f.ty(d).shape.clone());
-                                    for p in &w.parts {
-                                        let t = f.ty(w.element_yield(p, k)).shape.clone();
-                                        cell = Some(match cell {
-                                            Some(c) => c.meet(&t).unwrap_or(c),
-                                            None => t,
-                                        });
-                                    }
-                                    if let Some(cell) = cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone())) {
-                                        self.refine(f, d, &Shape::known(&frame).concat(&cell));
-                                    }
+                                _ => crate::sema::prim_ty::vector_len(f.ty(*shape)).map(Shape::rank),
+                            };
+                            if let Some(frame) = frame {
+                                if let Some(cell) = genarray_cell(w, k, *default, |v| f.ty(v)) {
+                                    self.refine(f, d, &frame.concat(&cell));
                                 }
                             }
                         }
@@ -672,13 +657,12 @@ impl Simplify {
             // `0 * shp` (a generator's lower bound in library code) of a known
             // shape: zeros.
             Prim::Bin(BinOp::Mul)
-                if matches!(f.ty(d).elem, Elem::Base(b) if b.is_integer())
+                if f.ty(d).elem == Elem::Base(crate::syntax::ast::BaseType::Int)
                     && args.iter().any(|a| self.is_int_const(*a, 0)) =>
             {
-                let int = f.ty(d).elem == Elem::Base(crate::syntax::ast::BaseType::Int);
                 match util::extents(f, d).as_deref() {
-                    Some([]) if int => return self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::int(0))),
-                    Some([n]) if int && *n <= MAX_FOLDED_ELEMENTS => {
+                    Some([]) => return self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::int(0))),
+                    Some([n]) if *n <= MAX_FOLDED_ELEMENTS => {
                         return self.replace_by_const(f, s.clone(), Value::int_vector(&vec![0; *n]));
                     }
                     _ => {}
@@ -1407,19 +1391,23 @@ impl Simplify {
     }
 }
 
-/// Values defined anywhere inside a block (statements and bound values).
 /// The cell shape of a `genarray` operator: what every part yields and the
 /// default, met; `None` when nothing says.
-fn genarray_cell(f: &Function, w: &With, k: usize, default: Option<Shape>) -> Option<Shape> {
-    let mut cell = default;
-    for p in &w.parts {
-        let t = f.ty(w.element_yield(p, k)).shape.clone();
-        cell = Some(match cell {
-            Some(c) => c.meet(&t).unwrap_or(c),
-            None => t,
-        });
-    }
-    cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone()))
+fn genarray_cell<'t>(w: &With, k: usize, default: Option<ValueId>, ty: impl Fn(ValueId) -> &'t Ty) -> Option<Shape> {
+    let yields = w.parts.iter().map(|p| &ty(w.element_yield(p, k)).shape);
+    met_shapes(default.map(|d| &ty(d).shape).into_iter().chain(yields))
+        .or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone()))
+}
+
+/// The meet of shapes (a shape that does not meet the others is left out);
+/// `None` for none.
+fn met_shapes<'s>(shapes: impl IntoIterator<Item = &'s Shape>) -> Option<Shape> {
+    shapes.into_iter().fold(None, |acc, t| {
+        Some(match acc {
+            Some(c) => c.meet(t).unwrap_or(c),
+            None => t.clone(),
+        })
+    })
 }
 
 /// The types of the values `b` defines when some values (in `tys`) have
@@ -1451,15 +1439,7 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
                 }
             }
             Op::Array(args) => {
-                let mut cell: Option<Shape> = None;
-                for a in args {
-                    let t = ty(f, tys, *a).shape.clone();
-                    cell = Some(match cell {
-                        Some(c) => c.meet(&t).unwrap_or(c),
-                        None => t,
-                    });
-                }
-                if let Some(cell) = cell {
+                if let Some(cell) = met_shapes(args.iter().map(|a| &ty(f, tys, *a).shape)) {
                     narrow(f, tys, s.defs[0], &Shape::known(&[args.len()]).concat(&cell));
                 }
             }
@@ -1483,15 +1463,7 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
                     match op {
                         WithOp::Genarray { shape, default } => {
                             let Some(n) = crate::sema::prim_ty::vector_len(ty(f, tys, *shape)) else { continue };
-                            let mut cell = default.map(|d| ty(f, tys, d).shape.clone());
-                            for p in &w.parts {
-                                let t = ty(f, tys, w.element_yield(p, k)).shape.clone();
-                                cell = Some(match cell {
-                                    Some(c) => c.meet(&t).unwrap_or(c),
-                                    None => t,
-                                });
-                            }
-                            if let Some(cell) = cell.or_else(|| w.cells[k].as_ref().map(|c| c.shape.clone())) {
+                            if let Some(cell) = genarray_cell(w, k, *default, |v| ty(f, tys, v)) {
                                 narrow(f, tys, d, &Shape::rank(n).concat(&cell));
                             }
                         }
@@ -1508,6 +1480,7 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
     }
 }
 
+/// Values defined anywhere inside a block (statements and bound values).
 pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
     let mut out = std::collections::HashSet::new();
     b.walk(&mut |s| {
