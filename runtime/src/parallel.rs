@@ -1,9 +1,11 @@
 //! Parallel with-loops: the outer index range split into contiguous chunks, one
-//! per thread. Each chunk runs with a private context; afterwards the error of
+//! per thread, run by the calling thread and a process-wide pool of workers
+//! (`pool`). Each chunk runs with a private context; afterwards the error of
 //! the lowest chunk (if any) becomes the caller's, so errors are the same ones a
 //! sequential run reports first.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::error::WlCtx;
 
@@ -57,22 +59,8 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
             ..WlCtx::default()
         })
         .collect();
-    struct Send<T>(T);
-    // SAFETY: chunks touch disjoint parts of the results; contexts are private.
-    unsafe impl<T> std::marker::Send for Send<T> {}
-    let env = Send(env);
-    std::thread::scope(|s| {
-        for (k, c) in privates.iter_mut().enumerate() {
-            let lo = outer * k as i64 / chunks;
-            let hi = outer * (k as i64 + 1) / chunks;
-            let job = Send((c as *mut WlCtx, &env));
-            s.spawn(move || {
-                let job = job;
-                let (c, env) = job.0;
-                unsafe { f(c, env.0, k as i64, lo, hi) };
-            });
-        }
-    });
+    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, chunks, next: AtomicI64::new(0) };
+    pool::run(&job);
     if let Some(failed) = privates.iter().find(|c| c.error != 0) {
         let p = unsafe { &mut *ctx };
         if p.error == 0 {
@@ -81,5 +69,250 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
             p.code = failed.code;
             p.message = failed.message;
         }
+    }
+}
+
+/// One parallel with-loop: its chunks are claimed one at a time (`next`) by the
+/// calling thread and the pool's workers alike.
+struct Job {
+    f: WlChunkFn,
+    env: *mut c_void,
+    /// One private context per chunk.
+    ctxs: *mut WlCtx,
+    outer: i64,
+    chunks: i64,
+    next: AtomicI64,
+}
+
+impl Job {
+    /// Claims and runs chunks until none is left; how many it ran.
+    fn work(&self) -> i64 {
+        let mut ran = 0;
+        loop {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            if k >= self.chunks {
+                return ran;
+            }
+            let lo = self.outer * k / self.chunks;
+            let hi = self.outer * (k + 1) / self.chunks;
+            // SAFETY: chunk `k` (claimed once) owns context `k` and its part of
+            // the results; `run`'s contract makes `f` safe on disjoint chunks.
+            unsafe { (self.f)(self.ctxs.add(k as usize), self.env, k, lo, hi) };
+            ran += 1;
+        }
+    }
+}
+
+/// A process-wide pool of worker threads, started on first use and grown to
+/// the most chunks any with-loop asked for. Spawning threads per with-loop cost
+/// tens of microseconds each time, which a loop of small parallel with-loops
+/// (Floyd–Warshall: one per step) paid hundreds of times per call.
+///
+/// One job runs at a time; a with-loop that finds the pool busy (another host
+/// thread's with-loop) runs its chunks on scoped threads of its own instead.
+mod pool {
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+    use std::sync::{Condvar, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use super::Job;
+
+    #[derive(Default)]
+    struct State {
+        /// The job being run (a pointer to the caller's stack while `run` waits).
+        job: Option<*const Job>,
+        /// Bumped per job, so a worker takes each job at most once.
+        generation: u64,
+        /// Workers that hold `job` right now.
+        active: usize,
+        /// Chunks finished.
+        done: i64,
+        workers: usize,
+    }
+
+    // SAFETY: the job pointer is only dereferenced by workers registered in
+    // `active`, and `run` does not return (freeing the job) before they leave.
+    unsafe impl Send for State {}
+
+    struct Pool {
+        state: Mutex<State>,
+        /// Workers wait here for a job.
+        work: Condvar,
+        /// `run` waits here for the last chunk and the last worker.
+        finished: Condvar,
+        busy: AtomicBool,
+        /// Mirrors of `State`'s fields, read without the lock while spinning
+        /// (the decision to stop waiting is always re-checked under the lock).
+        generation: AtomicU64,
+        /// `done` minus `chunks` plus `active`: zero when the job is over.
+        pending: AtomicI64,
+    }
+
+    /// How long a thread spins before it sleeps: a loop of small with-loops
+    /// hands out its next job sooner than a sleeping thread wakes (a futex
+    /// wake-up and context switch cost several microseconds per job).
+    const SPIN: Duration = Duration::from_micros(50);
+
+    /// Spins until `ready` or [`SPIN`] has passed.
+    fn spin(ready: impl Fn() -> bool) {
+        let start = Instant::now();
+        let mut i = 0u32;
+        while !ready() {
+            std::hint::spin_loop();
+            i = i.wrapping_add(1);
+            if i % 64 == 0 && start.elapsed() > SPIN {
+                return;
+            }
+        }
+    }
+
+    fn pool() -> &'static Pool {
+        static POOL: OnceLock<Pool> = OnceLock::new();
+        POOL.get_or_init(|| Pool {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            finished: Condvar::new(),
+            busy: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            pending: AtomicI64::new(0),
+        })
+    }
+
+    fn lock(p: &Pool) -> std::sync::MutexGuard<'_, State> {
+        // A chunk function never unwinds (it is `extern "C"`), so a poisoned
+        // lock can only come from a bug here; the state stays consistent anyway.
+        p.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn run(job: &Job) {
+        let p = pool();
+        if p.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return scoped(job);
+        }
+        let helpers = (job.chunks - 1) as usize;
+        {
+            let mut s = lock(p);
+            while s.workers < helpers {
+                let spawned = std::thread::Builder::new().name("withloop-worker".into()).spawn(worker);
+                if spawned.is_err() {
+                    break; // fewer helpers: the caller runs the rest itself
+                }
+                s.workers += 1;
+            }
+            s.job = Some(job as *const Job);
+            s.generation += 1;
+            s.done = 0;
+            p.pending.store(job.chunks, Ordering::Relaxed);
+            p.generation.store(s.generation, Ordering::Release);
+        }
+        p.work.notify_all();
+        let ran = job.work();
+        p.pending.fetch_sub(ran, Ordering::Relaxed);
+        spin(|| p.pending.load(Ordering::Acquire) == 0);
+        let mut s = lock(p);
+        s.done += ran;
+        while s.done < job.chunks || s.active > 0 {
+            s = p.finished.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.job = None;
+        drop(s);
+        p.busy.store(false, Ordering::Release);
+    }
+
+    fn worker() {
+        let p = pool();
+        let mut seen = 0u64;
+        loop {
+            spin(|| p.generation.load(Ordering::Acquire) != seen);
+            let job = {
+                let mut s = lock(p);
+                loop {
+                    if let Some(job) = s.job
+                        && s.generation != seen
+                    {
+                        seen = s.generation;
+                        s.active += 1;
+                        p.pending.fetch_add(1, Ordering::Relaxed);
+                        break job;
+                    }
+                    s = p.work.wait(s).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // SAFETY: registered in `active`, so `run` keeps the job alive.
+            let ran = unsafe { &*job }.work();
+            let mut s = lock(p);
+            s.done += ran;
+            s.active -= 1;
+            p.pending.fetch_sub(ran + 1, Ordering::Release);
+            drop(s);
+            p.finished.notify_one();
+        }
+    }
+
+    /// The pool is busy: one scoped thread per chunk but the first, which the
+    /// caller runs.
+    fn scoped(job: &Job) {
+        struct Shared<'a>(&'a Job);
+        // SAFETY: `Job::work` hands each chunk to one thread only.
+        unsafe impl std::marker::Sync for Shared<'_> {}
+        let shared = Shared(job);
+        std::thread::scope(|s| {
+            for _ in 1..job.chunks {
+                let shared = &shared;
+                s.spawn(move || {
+                    shared.0.work();
+                });
+            }
+            shared.0.work();
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `k + 1` (the chunk's number) into every element of its range of
+    /// the `i64` buffer `env`; chunk 2 of a job also records an error.
+    unsafe extern "C" fn mark(ctx: *mut WlCtx, env: *mut c_void, k: i64, lo: i64, hi: i64) {
+        let out = env as *mut i64;
+        for i in lo..hi {
+            unsafe { *out.add(i as usize) = k + 1 };
+        }
+        if k == 2 {
+            unsafe { (*ctx).error = 7 };
+        }
+    }
+
+    fn job(chunks: i64, outer: i64) {
+        let mut ctx = WlCtx::default();
+        let mut out = vec![0i64; outer as usize];
+        unsafe { wl_parallel_for(&mut ctx, outer, chunks, mark, out.as_mut_ptr() as *mut c_void) };
+        for k in 0..chunks {
+            let (lo, hi) = (outer * k / chunks, outer * (k + 1) / chunks);
+            assert!(out[lo as usize..hi as usize].iter().all(|&x| x == k + 1), "chunk {k} of {chunks}");
+        }
+        assert_eq!(ctx.error, if chunks > 2 { 7 } else { 0 }, "the failed chunk's error reaches the caller");
+    }
+
+    #[test]
+    fn every_chunk_runs_once_in_a_loop_of_jobs() {
+        for round in 0..200 {
+            job(2 + round % 3, 1000 + round);
+        }
+    }
+
+    #[test]
+    fn jobs_from_several_host_threads_run_side_by_side() {
+        // Only one job holds the pool; the others run on scoped threads.
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                s.spawn(move || {
+                    for round in 0..50 {
+                        job(2 + (t + round) % 3, 500 + round);
+                    }
+                });
+            }
+        });
     }
 }
