@@ -113,7 +113,46 @@ def jax_relax_apl(a, iters):
     return lax.fori_loop(0, iters, step, a)
 
 
+def jax_det(a):
+    # LU (O(n^3)): what a JAX user writes; tracing the Laplace recursion would
+    # unroll its n! calls.
+    return jnp.linalg.det(a)
+
+
+def jax_implies(a, b):
+    return jnp.logical_or(jnp.logical_not(a), b)
+
+
+def jax_smooth(a, iters):
+    def step(_, a):
+        return a.at[1:-1].set((a[:-2] + a[1:-1] + a[2:]) / 3.0)
+
+    return lax.fori_loop(0, iters, step, a)
+
+
+MG3_WEIGHTS = (0.5, 1.0 / 24.0, 1.0 / 72.0, 1.0 / 96.0)
+
+
+def jax_mg3(u, iters):
+    def step(_, u):
+        n0, n1, n2 = u.shape
+        acc = jnp.zeros((n0 - 2, n1 - 2, n2 - 2))
+        for o0 in range(3):
+            for o1 in range(3):
+                for o2 in range(3):
+                    w = MG3_WEIGHTS[abs(o0 - 1) + abs(o1 - 1) + abs(o2 - 1)]
+                    acc = acc + w * u[o0:n0 - 2 + o0, o1:n1 - 2 + o1, o2:n2 - 2 + o2]
+        return u.at[1:-1, 1:-1, 1:-1].set(acc)
+
+    return lax.fori_loop(0, iters, step, u)
+
+
 JAX = dict(
+    det=jax.jit(jax_det),
+    implies=jax.jit(jax_implies),
+    smooth=jax.jit(jax_smooth, static_argnums=1),
+    relax_iv=jax.jit(jax_relax, static_argnums=1),
+    mg3=jax.jit(jax_mg3, static_argnums=1),
     neg=jax.jit(jax_neg),
     relax=jax.jit(jax_relax, static_argnums=1),
     matmul=jax.jit(jax_matmul),
@@ -123,7 +162,8 @@ JAX = dict(
     floyd=jax.jit(jax_floyd),
     relax_apl=jax.jit(jax_relax_apl, static_argnums=1),
 )
-JAX_SOURCE = dict(neg=jax_neg, relax=jax_relax, matmul=jax_matmul, dot=jax_dot, mandel=jax_mandel,
+JAX_SOURCE = dict(det=jax_det, implies=jax_implies, smooth=jax_smooth, relax_iv=jax_relax, mg3=jax_mg3,
+                  neg=jax_neg, relax=jax_relax, matmul=jax_matmul, dot=jax_dot, mandel=jax_mandel,
                   blackscholes=jax_blackscholes, floyd=jax_floyd, relax_apl=jax_relax_apl)
 
 
@@ -231,5 +271,73 @@ def numba_floyd(d0):
     return d
 
 
-NUMBA = dict(neg=numba_neg, relax=numba_relax, matmul=numba_matmul, dot=numba_dot, mandel=numba_mandel,
+@njit(cache=False)
+def numba_det_rec(a, scratch, level):
+    n = a.shape[0]
+    if n == 2:
+        return a[0, 0] * a[1, 1] - a[1, 0] * a[0, 1]
+    m = n - 1
+    b = scratch[level, :m, :m]
+    s = 0.0
+    for i in range(n):
+        rr = 0
+        for r in range(n):
+            if r != i:
+                for c in range(1, n):
+                    b[rr, c - 1] = a[r, c]
+                rr += 1
+        sign = -1.0 if i % 2 else 1.0
+        s += sign * a[i, 0] * numba_det_rec(b, scratch, level + 1)
+    return s
+
+
+@njit(cache=False)
+def numba_det(a):
+    n = a.shape[0]
+    return numba_det_rec(a, np.empty((n, n, n)), 0)
+
+
+@njit(cache=False)
+def numba_implies(a, b):
+    out = np.empty_like(a)
+    fa = a.reshape(-1)
+    fb = b.reshape(-1)
+    fo = out.reshape(-1)
+    for i in range(fa.size):
+        fo[i] = (not fa[i]) or fb[i]
+    return out
+
+
+@njit(cache=False)
+def numba_smooth(a, iters):
+    n = a.size
+    for _ in range(iters):
+        b = a.copy()
+        for i in range(1, n - 1):
+            b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0
+        a = b
+    return a
+
+
+@njit(cache=False)
+def numba_mg3(u, iters):
+    n0, n1, n2 = u.shape
+    w = np.array([0.5, 1.0 / 24.0, 1.0 / 72.0, 1.0 / 96.0])
+    for _ in range(iters):
+        b = u.copy()
+        for i in range(1, n0 - 1):
+            for j in range(1, n1 - 1):
+                for k in range(1, n2 - 1):
+                    s = 0.0
+                    for o0 in range(3):
+                        for o1 in range(3):
+                            for o2 in range(3):
+                                s += w[abs(o0 - 1) + abs(o1 - 1) + abs(o2 - 1)] * u[i + o0 - 1, j + o1 - 1, k + o2 - 1]
+                    b[i, j, k] = s
+        u = b
+    return u
+
+
+NUMBA = dict(det=numba_det, implies=numba_implies, smooth=numba_smooth, relax_iv=numba_relax, mg3=numba_mg3,
+             neg=numba_neg, relax=numba_relax, matmul=numba_matmul, dot=numba_dot, mandel=numba_mandel,
              blackscholes=numba_blackscholes, floyd=numba_floyd, relax_apl=numba_relax)

@@ -69,9 +69,9 @@ def withloop_binary():
 def sizes(quick):
     if quick:
         return dict(neg=(1000, 1000), relax=(500, 500, 5), matmul=128, dot=1_000_000, mandel=(200, 200, 64),
-                    blackscholes=200_000, floyd=128)
+                    blackscholes=200_000, floyd=128, det=7, smooth=(100_000, 5), mg3=(32, 2))
     return dict(neg=(4000, 4000), relax=(2000, 2000, 10), matmul=512, dot=20_000_000, mandel=(1000, 1000, 256),
-                blackscholes=4_000_000, floyd=512)
+                blackscholes=4_000_000, floyd=512, det=10, smooth=(4_000_000, 20), mg3=(128, 4))
 
 
 def build(work, sz):
@@ -89,6 +89,15 @@ def build(work, sz):
         f"blackscholes.t=double[{sz['blackscholes']}]",
         f"floyd.d=double[{sz['floyd']},{sz['floyd']}]",
         f"relax_apl.a=double[{sz['relax'][0]},{sz['relax'][1]}]",
+        f"det.a=double[{sz['det']},{sz['det']}]",
+        "det.a=double[.,.]",
+        f"implies.a=bool[{sz['neg'][0]},{sz['neg'][1]}]",
+        f"implies.b=bool[{sz['neg'][0]},{sz['neg'][1]}]",
+        "implies.a=bool[.,.]",
+        "implies.b=bool[.,.]",
+        f"smooth.a=double[{sz['smooth'][0]}]",
+        f"relax_iv.a=double[{sz['relax'][0]},{sz['relax'][1]}]",
+        f"mg3.u=double[{sz['mg3'][0]},{sz['mg3'][0]},{sz['mg3'][0]}]",
     ]
     cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", work / "libwlbench.so"]
     for h in hints:
@@ -96,12 +105,36 @@ def build(work, sz):
     compile_times = dict(so=timed_build(cmd))
     obj_cmd = cmd[:3] + ["--emit", "obj", "-o", work / "wlbench.o"] + cmd[7:]
     compile_times["obj"] = timed_build(obj_cmd)
+    compile_times["phases"] = phase_times(obj_cmd)
     header_cmd = cmd[:3] + ["--emit", "header", "-o", work / "wlbench.h"] + cmd[7:]
     run(header_cmd)
+    # The L0 versions of seed 004's programs (generic shapes: L0 has no shape hints).
+    l0_cmd = [wl, "compile", BENCH / "kernels.l0", "--emit", "so", "-o", work / "libwll0.so"]
+    compile_times["l0_so"] = timed_build(l0_cmd)
+    compile_times["l0_phases"] = phase_times(l0_cmd[:3] + ["--emit", "obj", "-o", work / "wll0.o"])
+    # One library per optimisation switched off (the ablation table).
+    for pass_name in ABLATIONS:
+        off = cmd[:5] + ["-o", work / f"libwlbench-no-{pass_name}.so", "--disable", pass_name] + cmd[7:]
+        run(off)
     cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c",
           "-lm"]
     compile_times["gcc"] = timed_build(cc)
-    return [" ".join(map(str, cmd)), " ".join(map(str, cc))], compile_times
+    return [" ".join(map(str, cmd)), " ".join(map(str, cc)), " ".join(map(str, l0_cmd))], compile_times
+
+
+# The optimisations switched off one at a time (`withloop compile --disable PASS`).
+ABLATIONS = ["wlf", "fusion", "ive", "licm", "reuse"]
+
+
+def phase_times(cmd):
+    """Runs a compile with `--time-phases`; its phases' wall times in seconds."""
+    out = subprocess.run([*cmd, "--time-phases"], check=True, capture_output=True, text=True).stderr
+    phases = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "phase" and parts[3] == "ms":
+            phases[parts[1]] = float(parts[2]) / 1e3
+    return phases
 
 
 def describe(a):
@@ -162,7 +195,7 @@ class Wl:
     def to_numpy(self, r, dtype):
         shape = tuple(r.shape[k] for k in range(r.rank))
         n = int(np.prod(shape)) if shape else 1
-        ctype = {np.float64: ctypes.c_double, np.int32: ctypes.c_int32}[dtype]
+        ctype = {np.float64: ctypes.c_double, np.int32: ctypes.c_int32, np.bool_: ctypes.c_bool}[dtype]
         buf = ctypes.cast(r.data, ctypes.POINTER(ctype * n)).contents
         out = np.frombuffer(buf, dtype=dtype, count=n).reshape(shape).copy()
         self.lib.wl_array_release(ctypes.byref(r))
@@ -201,12 +234,14 @@ def numpy_mandel(h, w, limit):
 def benchmarks(wl, c, sz, rng):
     """Every benchmark: (name, size, {implementation: callable}). Each one's
     inputs live in its own function so the callables keep their own arrays."""
-    return [f(wl, c, sz, rng) for f in (bench_neg, bench_relax, bench_relax_apl, bench_matmul, bench_dot,
-                                        bench_mandel, bench_blackscholes, bench_floyd)]
+    return [f(wl, c, sz, rng) for f in BENCHMARKS]
 
 
 def p(a):
     return a.ctypes.data_as(ctypes.c_void_p)
+
+
+L0 = None  # the L0 library (bench/kernels.l0), a Wl
 
 
 PEERS = None  # bench/peers.py, when used
@@ -219,7 +254,8 @@ def peers_for(name, check, args):
     if PEERS is None:
         return {}
     jargs = tuple(PEERS.jnp.asarray(x) if isinstance(x, np.ndarray) else x for x in args)
-    static = {"relax": (1,), "relax_apl": (1,), "mandel": (0, 1, 2)}.get(name, ())
+    static = {"relax": (1,), "relax_apl": (1,), "relax_iv": (1,), "smooth": (1,), "mg3": (1,),
+              "mandel": (0, 1, 2)}.get(name, ())
     dynamic = [x for i, x in enumerate(jargs) if i not in static]
     src = PEERS.JAX_SOURCE[name]
     if static:
@@ -236,6 +272,141 @@ def peers_for(name, check, args):
     assert check(PEERS.ready(jfn(*jargs))), f"JAX {name} disagrees"
     assert check(nfn(*args)), f"Numba {name} disagrees"
     return {"JAX": lambda: PEERS.ready(jfn(*jargs)), "Numba": lambda: nfn(*args)}
+
+
+def l0_for(call, check):
+    """The L0 column of a benchmark: `call` (an L0 library call returning an
+    array), after checking its output."""
+    if L0 is None:
+        return {}
+    assert check(L0.to_numpy(call(), np.float64)), "L0 disagrees"
+    return {"L0": lambda: L0.release(call())}
+
+
+def bench_det(wl, c, sz, rng):
+    """Kreye's determinant (seed 003): Laplace expansion, recursive over
+    shrinking shapes (O(n!)); NumPy and JAX use LU instead (their users' way)."""
+    n = sz["det"]
+    a = rng.random((n, n))
+    c.c_det.restype = ctypes.c_double
+    want = float(np.linalg.det(a))
+
+    def close(x):
+        return abs(float(x) - want) <= 1e-9 + 1e-6 * abs(want)
+
+    assert close(c.c_det(p(a), ctypes.c_long(n)))
+    for name in [f"wl_det__d_{n}_{n}", "wl_det__d_X_X", "wl_det__d_S"]:
+        assert close(wl.call(name, a, out="double")), name
+    return ("det", f"{n}x{n}", {
+        "C -O3": lambda: c.c_det(p(a), ctypes.c_long(n)),
+        "NumPy": lambda: np.linalg.det(a),
+        "SaC AKS": lambda: wl.call(f"wl_det__d_{n}_{n}", a, out="double"),
+        "SaC AKD": lambda: wl.call("wl_det__d_X_X", a, out="double"),
+        "SaC AUD": lambda: wl.call("wl_det__d_S", a, out="double"),
+        **peers_for("det", close, (a,)),
+    })
+
+
+def bench_implies(wl, c, sz, rng):
+    """Logical implication composed of negation and disjunction (seed 000's
+    case study): AKS vs AKD vs AUD."""
+    h, w = sz["neg"]
+    a = rng.random((h, w)) < 0.5
+    b = rng.random((h, w)) < 0.5
+    want = ~a | b
+    out = np.empty_like(a)
+    c.c_implies(p(a), p(b), p(out), ctypes.c_long(a.size))
+    assert np.array_equal(out, want)
+    for name in [f"wl_implies__b_{h}_{w}__b_{h}_{w}", "wl_implies__b_X_X__b_X_X", "wl_implies__b_S__b_S"]:
+        assert np.array_equal(wl.to_numpy(wl.call(name, a, b), np.bool_), want), name
+    return ("implies", f"{h}x{w}", {
+        "C -O3": lambda: c.c_implies(p(a), p(b), p(out), ctypes.c_long(a.size)),
+        "NumPy": lambda: ~a | b,
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_implies__b_{h}_{w}__b_{h}_{w}", a, b)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_implies__b_X_X__b_X_X", a, b)),
+        "SaC AUD": lambda: wl.release(wl.call("wl_implies__b_S__b_S", a, b)),
+        **peers_for("implies", lambda o: np.array_equal(np.asarray(o), want), (a, b)),
+    })
+
+
+def numpy_smooth(a, iters):
+    for _ in range(iters):
+        b = a.copy()
+        b[1:-1] = (a[:-2] + a[1:-1] + a[2:]) / 3.0
+        a = b
+    return a
+
+
+def bench_smooth(wl, c, sz, rng):
+    """A rank-1 index-vector stencil (seed 001's style: a[iv - 1] + a[iv] + a[iv + 1])."""
+    n, iters = sz["smooth"]
+    a = rng.random(n)
+    r = np.empty_like(a)
+    c.c_smooth(p(a), p(r), ctypes.c_long(n), iters)
+    want = numpy_smooth(a, iters)
+    got = wl.to_numpy(wl.call("wl_smooth", a, iters), np.float64)
+    assert np.allclose(r, want) and np.allclose(got, want)
+    return ("smooth", f"{n}, {iters} steps", {
+        "C -O3": lambda: c.c_smooth(p(a), p(r), ctypes.c_long(n), iters),
+        "NumPy": lambda: numpy_smooth(a, iters),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_smooth__d_{n}__i", a, iters)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_smooth__d_X__i", a, iters)),
+        **peers_for("smooth", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
+    })
+
+
+def bench_relax_iv(wl, c, sz, rng):
+    """The relaxation with index-vector selections (a[iv - [1, 0]] …), seed 001's
+    rank-2 case: IVE must make it the scalar-indexed `relax`."""
+    h, w, iters = sz["relax"]
+    a = rng.random((h, w))
+    r = np.empty_like(a)
+    c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters)
+    want = numpy_relax(a, iters)
+    got = wl.to_numpy(wl.call("wl_relax_iv", a, iters), np.float64)
+    assert np.allclose(got, want)
+    return ("relax_iv", f"{h}x{w}, {iters} steps", {
+        "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
+        "NumPy": lambda: numpy_relax(a, iters),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_relax_iv__d_{h}_{w}__i", a, iters)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_relax_iv__d_X_X__i", a, iters)),
+        **peers_for("relax_iv", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
+    })
+
+
+def numpy_mg3(u, iters):
+    weights = (0.5, 1.0 / 24.0, 1.0 / 72.0, 1.0 / 96.0)
+    n0, n1, n2 = u.shape
+    for _ in range(iters):
+        acc = np.zeros((n0 - 2, n1 - 2, n2 - 2))
+        for o0 in range(3):
+            for o1 in range(3):
+                for o2 in range(3):
+                    wgt = weights[abs(o0 - 1) + abs(o1 - 1) + abs(o2 - 1)]
+                    acc += wgt * u[o0:n0 - 2 + o0, o1:n1 - 2 + o1, o2:n2 - 2 + o2]
+        b = u.copy()
+        b[1:-1, 1:-1, 1:-1] = acc
+        u = b
+    return u
+
+
+def bench_mg3(wl, c, sz, rng):
+    """A NAS-MG-like 27-point 3-D smoother (weights by distance class)."""
+    n, iters = sz["mg3"]
+    u = rng.random((n, n, n))
+    r = np.empty_like(u)
+    nl = ctypes.c_long(n)
+    c.c_mg3(p(u), p(r), nl, nl, nl, iters)
+    want = numpy_mg3(u, iters)
+    got = wl.to_numpy(wl.call("wl_mg3", u, iters), np.float64)
+    assert np.allclose(r, want) and np.allclose(got, want)
+    return ("mg3", f"{n}^3, {iters} steps", {
+        "C -O3": lambda: c.c_mg3(p(u), p(r), nl, nl, nl, iters),
+        "NumPy": lambda: numpy_mg3(u, iters),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_mg3__d_{n}_{n}_{n}__i", u, iters)),
+        "SaC AKD": lambda: wl.release(wl.call("wl_mg3__d_X_X_X__i", u, iters)),
+        **peers_for("mg3", lambda out: np.allclose(np.asarray(out), want), (u, iters)),
+    })
 
 
 def bench_neg(wl, c, sz, rng):
@@ -287,6 +458,7 @@ def bench_matmul(wl, c, sz, rng):
         "NumPy": lambda: a @ b,
         "SaC AKS": lambda: wl.release(wl.call(f"wl_matmul__d_{n}_{n}__d_{n}_{n}", a, b)),
         "SaC AKD": lambda: wl.release(wl.call("wl_matmul__d_X_X__d_X_X", a, b)),
+        **l0_for(lambda: L0.call("wl_matmul", a, b), lambda out: np.allclose(out, a @ b)),
         **peers_for("matmul", lambda out: np.allclose(np.asarray(out), a @ b), (a, b)),
     })
 
@@ -384,6 +556,7 @@ def bench_blackscholes(wl, c, sz, rng):
         "NumPy": lambda: numpy_blackscholes(s, x, t, r, v),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_blackscholes__d_{n}__d_{n}__d_{n}__d__d", s, x, t, cr, cv)),
         "SaC AKD": lambda: wl.release(wl.call("wl_blackscholes__d_X__d_X__d_X__d__d", s, x, t, cr, cv)),
+        **l0_for(lambda: L0.call("wl_blackscholes", s, x, t, cr, cv), lambda o: np.allclose(o, want)),
         **peers_for("blackscholes", lambda o: np.allclose(np.asarray(o), want), (s, x, t, r, v)),
     })
 
@@ -409,8 +582,13 @@ def bench_floyd(wl, c, sz, rng):
         "NumPy": lambda: numpy_floyd(d),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_floyd__d_{n}_{n}", d)),
         "SaC AKD": lambda: wl.release(wl.call("wl_floyd__d_X_X", d)),
+        **l0_for(lambda: L0.call("wl_floyd", d), lambda o: np.array_equal(o, want)),
         **peers_for("floyd", lambda o: np.array_equal(np.asarray(o), want), (d,)),
     })
+
+
+BENCHMARKS = (bench_det, bench_neg, bench_implies, bench_relax, bench_relax_iv, bench_smooth, bench_relax_apl,
+              bench_mg3, bench_matmul, bench_dot, bench_mandel, bench_blackscholes, bench_floyd)
 
 
 def main():
@@ -431,6 +609,8 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     commands, compile_times = build(work, sz)
     wl = Wl(work / "libwlbench.so")
+    global L0
+    L0 = Wl(work / "libwll0.so")
     c = ctypes.CDLL(str(work / "libcbench.so"))
     rng = np.random.default_rng(2026)
     rows = []
@@ -446,6 +626,19 @@ def main():
         print(f"{name:8} 2 threads  {figures['SaC AKS, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         wl.threads(1)
         rows.append(dict(benchmark=name, size=size, figures=figures))
+    # Each optimisation switched off in turn: every benchmark's outputs are
+    # checked again against that library, then its SaC AKS version timed.
+    ablation = {}
+    saved_peers, saved_l0 = PEERS, L0
+    PEERS, L0 = None, None
+    for pass_name in ABLATIONS:
+        off = Wl(work / f"libwlbench-no-{pass_name}.so")
+        off.threads(1)
+        ablation[pass_name] = {}
+        for name, _, impls in benchmarks(off, c, sz, rng):
+            ablation[pass_name][name] = timed(impls["SaC AKS"], 3, min_total=0.3)
+            print(f"{name:8} no {pass_name:7} {ablation[pass_name][name]['median'] * 1e3:9.2f} ms", file=sys.stderr)
+    PEERS, L0 = saved_peers, saved_l0
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
     cpu = "unknown"
     try:
@@ -461,11 +654,11 @@ def main():
         machine.update(PEERS.VERSIONS)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
                   command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
-                  compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
+                  ablation=ablation, compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
     args.out.mkdir(parents=True, exist_ok=True)
     base = args.out / (f"{stamp}{'-quick' if args.quick else ''}")
     base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "NumPy"] + (["JAX", "Numba"] if PEERS is not None else [])
+    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if PEERS is not None else [])
     lines = [f"# withloop benchmarks, {stamp}", "",
              f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}"
              + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if PEERS is not None else "."),
@@ -482,15 +675,33 @@ def main():
         speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
         lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
                      + f" | {speedup:.2f}× |")
-    lines += ["", "Min/median/max of every figure: the JSON file beside this one.", ""]
+    lines += ["", "Min/median/max of every figure: the JSON file beside this one. L0: bench/kernels.l0 "
+              "(seed 004's programs in L0, generic shapes). det: NumPy and JAX use LU (O(n³)), the others the "
+              "Laplace expansion (O(n!)), so that row compares algorithms as much as compilers.", ""]
     by_name = {row["benchmark"]: row["figures"] for row in rows}
+    aks = {k: v["SaC AKS"]["median"] for k, v in by_name.items()}
+    generic = []
+    for name, f in by_name.items():
+        for i in ["SaC AKD", "SaC AUD"]:
+            if i in f:
+                generic.append(f"{name} {i[4:]} {f[i]['median'] / aks[name]:.2f}")
+    lines += ["Generic / AKS-specialised (target ≤ 1.3): " + ", ".join(generic) + ".", ""]
+    lines += ["## Optimisations switched off", "",
+              "SaC AKS, one thread, built with `--disable PASS`; each figure is time with the pass off / time "
+              "with every pass on (higher: the pass matters more). Outputs are checked with each pass off.", "",
+              "| benchmark | all on (ms) | " + " | ".join(f"no {x}" for x in ABLATIONS) + " |",
+              "|---|---|" + "---|" * len(ABLATIONS)]
+    for name in by_name:
+        cells = [f"{ablation[x][name]['median'] / aks[name]:.2f}" for x in ABLATIONS]
+        lines.append(f"| {name} | {aks[name] * 1e3:.1f} | " + " | ".join(cells) + " |")
+    lines += [""]
     if "relax" in by_name and "relax_apl" in by_name:
         composed = by_name["relax_apl"]["SaC AKS"]["median"] / by_name["relax"]["SaC AKS"]["median"]
         lines += [f"Composed (rotate/take/drop/cat) / hand-fused relaxation, SaC AKS: {composed:.2f} "
                   f"(target ≤ 1.05).", ""]
     ours = compile_times
     lines += ["## Compile times", "",
-              f"- withloop, all of bench/kernels.sac (8 kernels, their AKS variants and generic instances, "
+              f"- withloop, all of bench/kernels.sac (13 kernels, their AKS variants and generic instances, "
               f"-O3): {ours['obj'] * 1e3:.0f} ms to an object file, {ours['so'] * 1e3:.0f} ms to a linked shared "
               f"library (the `withloop` process included); gcc -O3 of the C kernels: {ours['gcc'] * 1e3:.0f} ms."]
     if JAX_COMPILE:
@@ -498,6 +709,11 @@ def main():
         each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items())
         lines += [f"- JAX jit (trace + lower + compile, in-process, one shape each): {each}; total {total * 1e3:.0f} ms. "
                   f"withloop object / JAX total: {ours['obj'] / total:.2f}× (target ≤ 0.5×)."]
+    for label, key in [("bench/kernels.sac", "phases"), ("bench/kernels.l0", "l0_phases")]:
+        ph = ours.get(key, {})
+        if ph:
+            lines += [f"- Phases of the object-file compile of {label} (`--time-phases`): "
+                      + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in ph.items()) + "."]
     lines += [""]
     base.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -95,3 +95,74 @@ void c_floyd(const double *d0, double *d, long n) {
       }
     }
 }
+
+/* Kreye's determinant: Laplace expansion along the first column; each level's
+   minors are built in its own slice of one scratch buffer. */
+static double det_rec(const double *a, long n, double *scratch) {
+  if (n == 2) return a[0] * a[3] - a[2] * a[1];
+  long m = n - 1;
+  double *b = scratch, s = 0.0;
+  for (long i = 0; i < n; i++) {
+    for (long r = 0, rr = 0; r < n; r++) {
+      if (r == i) continue;
+      for (long c = 1; c < n; c++) b[rr * m + c - 1] = a[r * n + c];
+      rr++;
+    }
+    s += (i % 2 ? -1.0 : 1.0) * a[i * n] * det_rec(b, m, scratch + m * m);
+  }
+  return s;
+}
+
+double c_det(const double *a, long n) {
+  double *scratch = malloc(sizeof(double) * n * n * n);
+  double d = n == 1 ? a[0] : det_rec(a, n, scratch);
+  free(scratch);
+  return d;
+}
+
+/* Logical implication, a new result per call. */
+void c_implies(const unsigned char *a, const unsigned char *b, unsigned char *out, long n) {
+  for (long i = 0; i < n; i++) out[i] = !a[i] | b[i];
+}
+
+/* Three-point smoothing, `iters` steps (ends kept). */
+void c_smooth(const double *in, double *out, long n, int iters) {
+  double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n);
+  memcpy(a, in, sizeof(double) * n);
+  for (int k = 0; k < iters; k++) {
+    b[0] = a[0];
+    for (long i = 1; i < n - 1; i++) b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0;
+    b[n - 1] = a[n - 1];
+    double *t = a; a = b; b = t;
+  }
+  memcpy(out, a, sizeof(double) * n);
+  free(a);
+  free(b);
+}
+
+/* The 27-point smoother of bench/kernels.sac's mg3, as NAS MG's C code writes
+   such stencils: sums per distance class, one multiplication per class. */
+void c_mg3(const double *in, double *out, long n0, long n1, long n2, int iters) {
+  const double c0 = 0.5, c1 = 1.0 / 24.0, c2 = 1.0 / 72.0, c3 = 1.0 / 96.0;
+  long size = n0 * n1 * n2, s1 = n2, s0 = n1 * n2;
+  double *a = malloc(sizeof(double) * size), *b = malloc(sizeof(double) * size);
+  memcpy(a, in, sizeof(double) * size);
+  for (int it = 0; it < iters; it++) {
+    memcpy(b, a, sizeof(double) * size);
+    for (long i = 1; i < n0 - 1; i++)
+      for (long j = 1; j < n1 - 1; j++)
+        for (long k = 1; k < n2 - 1; k++) {
+          const double *p = a + i * s0 + j * s1 + k;
+          double faces = p[-s0] + p[s0] + p[-s1] + p[s1] + p[-1] + p[1];
+          double edges = p[-s0 - s1] + p[-s0 + s1] + p[s0 - s1] + p[s0 + s1] + p[-s0 - 1] + p[-s0 + 1] +
+                         p[s0 - 1] + p[s0 + 1] + p[-s1 - 1] + p[-s1 + 1] + p[s1 - 1] + p[s1 + 1];
+          double corners = p[-s0 - s1 - 1] + p[-s0 - s1 + 1] + p[-s0 + s1 - 1] + p[-s0 + s1 + 1] +
+                           p[s0 - s1 - 1] + p[s0 - s1 + 1] + p[s0 + s1 - 1] + p[s0 + s1 + 1];
+          b[i * s0 + j * s1 + k] = c0 * p[0] + c1 * faces + c2 * edges + c3 * corners;
+        }
+    double *t = a; a = b; b = t;
+  }
+  memcpy(out, a, sizeof(double) * size);
+  free(a);
+  free(b);
+}

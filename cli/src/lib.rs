@@ -2,6 +2,7 @@
 //! functions the binary does, so what the tests check is what users get.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use compiler_core::diagnostics::render::{render, render_short};
 use compiler_core::diagnostics::{Diagnostic, Severity};
@@ -60,6 +61,8 @@ pub struct Invocation {
     pub list_library_instances: bool,
     /// Run without the typed program (every call dispatched at run time).
     pub untyped: bool,
+    /// `compile --time-phases`: print each compile phase's wall time to stderr.
+    pub time_phases: bool,
     /// What runs the program.
     pub engine: Engine,
 }
@@ -345,9 +348,39 @@ impl Emit {
 
 /// Front end and lowering: the program as IR, or the report of why not.
 pub fn lowered(inv: &Invocation) -> Result<(driver::Frontend, ir::Module), Report> {
+    lowered_timed(inv, &mut Phases::default())
+}
+
+/// Wall times of compile phases, printed by `compile --time-phases`.
+#[derive(Default)]
+struct Phases(Vec<(&'static str, Duration)>);
+
+impl Phases {
+    /// Runs `f` as phase `name`.
+    fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let x = f();
+        self.0.push((name, start.elapsed()));
+        x
+    }
+
+    /// `phase NAME MS ms` lines and the total.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (name, d) in &self.0 {
+            out.push_str(&format!("phase {name:<13} {:9.2} ms\n", d.as_secs_f64() * 1e3));
+        }
+        let total: Duration = self.0.iter().map(|(_, d)| *d).sum();
+        out.push_str(&format!("phase {:<13} {:9.2} ms\n", "total", total.as_secs_f64() * 1e3));
+        out
+    }
+}
+
+fn lowered_timed(inv: &Invocation, phases: &mut Phases) -> Result<(driver::Frontend, ir::Module), Report> {
     let mut report = Report::default();
     let Some(text) = read(inv, &mut report) else { return Err(report) };
-    let fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
+    let fe =
+        phases.time("front-end", || driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend));
     add_diagnostics(&mut report, &fe.sources, &fe.diagnostics);
     if fe.has_errors() {
         let errors = fe.diagnostics.iter().filter(|d| d.is_error()).count();
@@ -355,7 +388,7 @@ pub fn lowered(inv: &Invocation) -> Result<(driver::Frontend, ir::Module), Repor
         report.exit_code = EXIT_COMPILE_ERROR;
         return Err(report);
     }
-    let module = lower(&fe);
+    let module = phases.time("lowering", || lower(&fe));
     Ok((fe, module))
 }
 
@@ -372,8 +405,16 @@ pub fn optimised(
     inv: &Invocation,
     options: &opt::PipelineOptions,
 ) -> Result<(driver::Frontend, ir::Module, opt::Outcome), Report> {
-    let (fe, mut module) = lowered(inv)?;
-    match opt::optimise(&mut module, &fe.sources, options) {
+    optimised_timed(inv, options, &mut Phases::default())
+}
+
+fn optimised_timed(
+    inv: &Invocation,
+    options: &opt::PipelineOptions,
+    phases: &mut Phases,
+) -> Result<(driver::Frontend, ir::Module, opt::Outcome), Report> {
+    let (fe, mut module) = lowered_timed(inv, phases)?;
+    match phases.time("optimisation", || opt::optimise(&mut module, &fe.sources, options)) {
         Ok(outcome) => Ok((fe, module, outcome)),
         Err(broken) => {
             let mut report = Report::default();
@@ -403,7 +444,8 @@ pub fn compile(
     native: &withloop_codegen::Options,
     output: Option<&Path>,
 ) -> Report {
-    let (fe, module, outcome) = match optimised(inv, options) {
+    let mut phases = Phases::default();
+    let (fe, module, outcome) = match optimised_timed(inv, options, &mut phases) {
         Ok(x) => x,
         Err(report) => return report,
     };
@@ -431,8 +473,11 @@ pub fn compile(
         report
     };
     use withloop_codegen::Output;
-    let native_bytes =
-        |executable: bool, out: Output| withloop_codegen::compile(&module, &fe.sources, native, executable, out);
+    let mut native_bytes = |executable: bool, out: Output| {
+        let (bytes, times) = withloop_codegen::compile_timed(&module, &fe.sources, native, executable, out)?;
+        phases.0.extend(times);
+        Ok::<_, withloop_codegen::CodegenError>(bytes)
+    };
     let bytes: Result<Vec<u8>, withloop_codegen::CodegenError> = match emit {
         Emit::Ir => Ok(ir::print::module_text(&module).into_bytes()),
         Emit::Report => Ok(build().to_text().into_bytes()),
@@ -451,7 +496,9 @@ pub fn compile(
             let target = output.map(Path::to_path_buf).or_else(|| emit.default_output(&inv.file));
             match (native_bytes(emit == Emit::Executable, Output::Object), target) {
                 (Err(e), _) => Err(e),
-                (Ok(obj), Some(target)) => withloop_codegen::link::link(&obj, kind, &target).map(|()| Vec::new()),
+                (Ok(obj), Some(target)) => {
+                    phases.time("link", || withloop_codegen::link::link(&obj, kind, &target)).map(|()| Vec::new())
+                }
                 (Ok(_), None) => Ok(Vec::new()),
             }
         }
@@ -464,6 +511,9 @@ pub fn compile(
             return report;
         }
     };
+    if inv.time_phases {
+        report.stderr.push_str(&phases.text());
+    }
     if matches!(emit, Emit::Shared | Emit::Executable) {
         return report;
     }

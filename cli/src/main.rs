@@ -82,6 +82,11 @@ enum Command {
         /// Leave run times out of the report.
         #[arg(long)]
         no_timing: bool,
+        /// Print the wall time of each compile phase to stderr (front end,
+        /// lowering, optimisation, LLVM emission, LLVM optimisation, machine
+        /// code, link; the native ones only for native outputs).
+        #[arg(long)]
+        time_phases: bool,
         #[command(flatten)]
         passes: PassArgs,
     },
@@ -238,9 +243,10 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit, output, native, passes, library, no_timing } => {
+        Command::Compile { source, emit, output, native, passes, library, no_timing, time_phases } => {
             let mut inv = source.invocation();
             inv.list_library_instances = library;
+            inv.time_phases = time_phases;
             let Some(emit) = Emit::parse(&emit) else {
                 let names: Vec<String> = Emit::NAMES.iter().map(|(n, _)| format!("`{n}`")).collect();
                 eprintln!("error: unknown --emit `{emit}` (expected one of {})", names.join(", "));

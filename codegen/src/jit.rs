@@ -118,7 +118,8 @@ pub fn run(
     let mut e = Emitter::new(&ctx, module, sources, options.parallel);
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;
-    let (llmod, _tm) = e.finish(&spec, options)?;
+    let (llmod, tm) = e.finish(&spec, options)?;
+    crate::emit::optimise(&llmod, &tm, options)?;
     let engine = llmod
         .create_jit_execution_engine(options_level(options))
         .map_err(|e| CodegenError::Llvm(format!("JIT: {}", e.to_string_lossy())))?;

@@ -175,6 +175,29 @@ pub fn compile(
     executable: bool,
     output: Output,
 ) -> Result<Vec<u8>, CodegenError> {
+    compile_timed(module, sources, options, executable, output).map(|(bytes, _)| bytes)
+}
+
+/// The wall time of each phase of a native compile, in order: `llvm-emit`
+/// (our IR to LLVM IR, verified), `llvm-opt` (LLVM's pipeline), and
+/// `machine-code` (object or assembly; absent for LLVM IR).
+pub type PhaseTimes = Vec<(&'static str, std::time::Duration)>;
+
+/// [`compile`], also giving the time each phase took.
+pub fn compile_timed(
+    module: &IrModule,
+    sources: &SourceMap,
+    options: &Options,
+    executable: bool,
+    output: Output,
+) -> Result<(Vec<u8>, PhaseTimes), CodegenError> {
+    let mut times = PhaseTimes::new();
+    let mut clock = std::time::Instant::now();
+    let mut lap = |times: &mut PhaseTimes, name: &'static str| {
+        let now = std::time::Instant::now();
+        times.push((name, now - clock));
+        clock = now;
+    };
     let spec = target_spec(options);
     let ctx = Context::create();
     let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
@@ -184,14 +207,19 @@ pub fn compile(
         e.executable_main()?;
     }
     let (llmod, tm) = e.finish(&spec, options)?;
-    match output {
-        Output::LlvmIr => Ok(llmod.print_to_string().to_bytes().to_vec()),
+    lap(&mut times, "llvm-emit");
+    emit::optimise(&llmod, &tm, options)?;
+    lap(&mut times, "llvm-opt");
+    let bytes = match output {
+        Output::LlvmIr => llmod.print_to_string().to_bytes().to_vec(),
         Output::Object | Output::Assembly => {
             let ft = if output == Output::Object { FileType::Object } else { FileType::Assembly };
             let buf = tm
                 .write_to_memory_buffer(&llmod, ft)
                 .map_err(|e| CodegenError::Llvm(format!("writing {output:?}: {}", e.to_string_lossy())))?;
-            Ok(buf.as_slice().to_vec())
+            lap(&mut times, "machine-code");
+            buf.as_slice().to_vec()
         }
-    }
+    };
+    Ok((bytes, times))
 }

@@ -844,8 +844,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(fx.func)
     }
 
-    /// Marks every defined function for the target CPU, verifies the module and
-    /// runs LLVM's optimisation pipeline on it.
+    /// Marks every defined function for the target CPU and verifies the module;
+    /// [`optimise`] then runs LLVM's pipeline on it.
     pub fn finish(self, spec: &TargetSpec, options: &Options) -> R<(Module<'ctx>, inkwell::targets::TargetMachine)> {
         let tm = crate::target_machine(spec, options)?;
         self.module.set_triple(&tm.get_triple());
@@ -868,12 +868,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if let Err(e) = self.module.verify() {
             return Err(CodegenError::Bug(format!("the LLVM module does not verify: {}", e.to_string_lossy())));
         }
-        let passes = format!("default<O{}>", options.opt_level.min(3));
-        self.module
-            .run_passes(&passes, &tm, inkwell::passes::PassBuilderOptions::create())
-            .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
         Ok((self.module, tm))
     }
+}
+
+/// Runs LLVM's optimisation pipeline (`default<O0…O3>`) on a finished module.
+pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, options: &Options) -> R<()> {
+    let passes = format!("default<O{}>", options.opt_level.min(3));
+    module
+        .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
+        .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))
 }
 
 pub(crate) fn is_undef(v: BasicValueEnum<'_>) -> bool {
