@@ -7,7 +7,9 @@ JAX (jit on CPU, float64) and Numba are installed with pip when missing
 (bench/peers.py); `--no-peers` leaves them out.
 
 Builds bench/kernels.sac into a shared library with `withloop compile --emit so`
-(AKS variants from shape hints, plus the generic AKD/AUD instances), builds
+(AKS variants from shape hints, plus the generic AKD/AUD instances), the L0
+versions of seed 004's programs (bench/kernels.l0) into another, one more SaC
+library per optimisation switched off (ABLATIONS), builds
 bench/c/kernels.c with `gcc -O3 -march=native`, and times every kernel in this
 one process through ctypes: the same inputs, outputs cross-checked before
 timing, min/median/max over repetitions. Writes a markdown table and JSON to

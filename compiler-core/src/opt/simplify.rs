@@ -76,6 +76,9 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("shapes_resolved", c.shapes);
         cx.count("types_refined", c.refined);
         cx.count("with_loops_simplified", c.withs);
+        cx.count("short_circuits_flattened", c.flattened);
+        cx.count("reshapes_removed", c.reshapes);
+        cx.count("element_selections_found", c.elements);
     }
 }
 
@@ -88,6 +91,12 @@ struct Counts {
     shapes: u64,
     refined: u64,
     withs: u64,
+    /// `a || b` / `a && b` computed without a branch.
+    flattened: u64,
+    /// `reshape` to the shape the array has.
+    reshapes: u64,
+    /// Selections of unknown rank found to select an element.
+    elements: u64,
 }
 
 /// What a value was defined as (what the rules look at).
@@ -274,6 +283,10 @@ impl Simplify {
                     self.unchecked_sels.insert(s.defs[0]);
                 }
                 self.refine_prim(f, prim, args, s.defs[0]);
+                if *prim == Prim::Sel && !f.ty(s.defs[0]).shape.is_scalar() && self.full_selection(args[0], args[1]) {
+                    self.refine(f, s.defs[0], &Shape::Fixed(Vec::new()));
+                    self.counts.elements += 1;
+                }
                 let a0 = args.first().copied();
                 let like = |a: ValueId| Some(self.shape_src.get(&a).cloned().unwrap_or(ShapeSrc::SameAs(a)));
                 let src = match prim {
@@ -435,6 +448,47 @@ impl Simplify {
         }
     }
 
+    /// Whether `sel(iv, x)` selects an element, i.e. `iv` is as long as `x`'s rank
+    /// (seed 000's symbolic attributes): `iv` ranges over a with-loop frame that
+    /// is `shape(x)`, or the shape of an array known to have `x`'s rank. In
+    /// shape-generic code (`bool[*] a; with { (. <= iv <= .) : a[iv]; }`) this
+    /// makes `a[iv]` a scalar without knowing the rank.
+    fn full_selection(&self, iv: ValueId, x: ValueId) -> bool {
+        let (a, b) = (self.length_key(iv, 0), self.rank_key(x, 0));
+        a.is_some() && a == b
+    }
+
+    /// A key equal for vectors of equal length: the array whose rank the length
+    /// is, else the vector itself.
+    fn length_key(&self, v: ValueId, depth: u32) -> Option<ValueId> {
+        if depth > 16 {
+            return None;
+        }
+        if let Some(Def::Prim(Prim::Shape, args)) = self.defs.get(&v) {
+            return self.rank_key(args[0], depth + 1);
+        }
+        match self.shape_src.get(&v) {
+            Some(ShapeSrc::SameAs(u)) if *u != v => self.length_key(*u, depth + 1),
+            _ => Some(v),
+        }
+    }
+
+    /// A key equal for arrays of equal rank ([`Self::length_key`]).
+    fn rank_key(&self, x: ValueId, depth: u32) -> Option<ValueId> {
+        if depth > 16 {
+            return None;
+        }
+        match self.shape_src.get(&x) {
+            // `x`'s shape is in `shape(x)` itself: `x` is the key.
+            Some(ShapeSrc::Value(sv)) if matches!(self.defs.get(sv), Some(Def::Prim(Prim::Shape, a)) if a[0] == x) => {
+                Some(x)
+            }
+            Some(ShapeSrc::Value(sv)) => self.length_key(*sv, depth + 1),
+            Some(ShapeSrc::SameAs(y)) if *y != x => self.rank_key(*y, depth + 1),
+            _ => Some(x),
+        }
+    }
+
     fn refine(&mut self, f: &mut Function, v: ValueId, shape: &Shape) {
         let cur = f.ty(v).shape.clone();
         if let Some(m) = cur.meet(shape) {
@@ -483,6 +537,9 @@ impl Simplify {
                     // The taken branch was simplified (and recorded) already.
                     self.forward(f, &s.defs, &taken.yields);
                     return Action::Splice(taken.stmts);
+                }
+                if let Some(action) = self.short_circuit(f, &s, *cond, then_block, else_block) {
+                    return action;
                 }
                 // Values both branches yield from outside the `if`.
                 let inner = defined_in(then_block)
@@ -537,6 +594,55 @@ impl Simplify {
         }
     }
 
+    /// `a || b` and `a && b` (lowered as `if a { true } else { b }` and
+    /// `if a { b } else { false }`) where computing `b` is cheap and cannot fail:
+    /// both sides evaluated and combined with `or`/`and`, so a with-loop over
+    /// booleans has no branch per element (a data-dependent branch mispredicts
+    /// about every other element on random data, and blocks vectorisation).
+    fn short_circuit(
+        &mut self,
+        f: &mut Function,
+        s: &Stmt,
+        cond: ValueId,
+        then_block: &Block,
+        else_block: &Block,
+    ) -> Option<Action> {
+        const MOST_STATEMENTS: usize = 6;
+        let bool_ty = Elem::Base(crate::syntax::ast::BaseType::Bool);
+        if s.defs.len() != 1 || f.ty(s.defs[0]).elem != bool_ty || !f.ty(s.defs[0]).shape.is_scalar() {
+            return None;
+        }
+        let is = |this: &Self, v: ValueId, b: bool| matches!(this.konst(v).and_then(|c| c.as_scalar()), Some(Scalar::Bool(x)) if x == b);
+        let cheap = |b: &Block| {
+            b.stmts.len() <= MOST_STATEMENTS
+                && b.stmts.iter().all(|st| match &st.op {
+                    Op::Const(_) => true,
+                    // In bounds wherever the branch is (bounds-check elimination
+                    // proves selections from index ranges, not branch conditions).
+                    Op::Prim { prim: Prim::IdxSel | Prim::Sel, checked: false, .. } => true,
+                    Op::Prim { .. } => !util::may_fail(&st.op),
+                    _ => false,
+                })
+        };
+        let (op, rest) = if is(self, then_block.yields[0], true) && then_block.stmts.len() <= 1 && cheap(else_block) {
+            (BinOp::Or, else_block)
+        } else if is(self, else_block.yields[0], false) && else_block.stmts.len() <= 1 && cheap(then_block) {
+            (BinOp::And, then_block)
+        } else {
+            return None;
+        };
+        self.counts.flattened += 1;
+        let mut stmts = rest.stmts.clone();
+        let mut both = s.clone();
+        both.op = Op::prim(Prim::Bin(op), vec![cond, rest.yields[0]]);
+        both.op = match both.op {
+            Op::Prim { prim, args, .. } => Op::Prim { prim, args, checked: false, in_place: false },
+            other => other,
+        };
+        stmts.push(both);
+        Some(Action::Splice(stmts))
+    }
+
     fn replace_by_const(&mut self, f: &mut Function, s: Stmt, v: Value) -> Action {
         self.counts.folded += 1;
         let d = s.defs[0];
@@ -575,6 +681,19 @@ impl Simplify {
         }
         // Shape algebra.
         match prim {
+            // `reshape(s, x)` to the shape `x` has: `x` (no copy).
+            Prim::Reshape => {
+                let x = args[1];
+                let same = match (self.konst(args[0]).and_then(Value::as_int_vec), util::extents(f, x)) {
+                    (Some(sv), Some(e)) => sv.len() == e.len() && sv.iter().zip(&e).all(|(&a, &b)| a == b as i64),
+                    _ => false,
+                };
+                if same && f.ty(x).subset_of(f.ty(d)) {
+                    self.counts.reshapes += 1;
+                    self.forward(f, &[d], &[x]);
+                    return Action::Forward;
+                }
+            }
             Prim::Dim => {
                 let x = args[0];
                 let rank = f.ty(x).shape.rank_if_known().or_else(|| match self.shape_src.get(&x) {
