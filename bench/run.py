@@ -360,20 +360,7 @@ def bench_smooth(wl, c, sz, rng):
 def bench_relax_iv(wl, c, sz, rng):
     """The relaxation with index-vector selections (a[iv - [1, 0]] …), seed 001's
     rank-2 case: IVE must make it the scalar-indexed `relax`."""
-    h, w, iters = sz["relax"]
-    a = rng.random((h, w))
-    r = np.empty_like(a)
-    c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters)
-    want = numpy_relax(a, iters)
-    got = wl.to_numpy(wl.call("wl_relax_iv", a, iters), np.float64)
-    assert np.allclose(got, want)
-    return ("relax_iv", f"{h}x{w}, {iters} steps", {
-        "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
-        "NumPy": lambda: numpy_relax(a, iters),
-        "SaC AKS": lambda: wl.release(wl.call(f"wl_relax_iv__d_{h}_{w}__i", a, iters)),
-        "SaC AKD": lambda: wl.release(wl.call("wl_relax_iv__d_X_X__i", a, iters)),
-        **peers_for("relax_iv", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
-    })
+    return relaxation("relax_iv", numpy_relax, wl, c, sz, rng)
 
 
 def numpy_mg3(u, iters):
@@ -427,22 +414,28 @@ def bench_neg(wl, c, sz, rng):
     })
 
 
-def bench_relax(wl, c, sz, rng):
-    """Jacobi relaxation (a 5-point stencil, iterated)."""
+def relaxation(kernel, numpy_version, wl, c, sz, rng):
+    """A relaxation benchmark: SaC `kernel` against the hand-written C stencil and
+    `numpy_version`, all checked against `numpy_relax`."""
     h, w, iters = sz["relax"]
     a = rng.random((h, w))
     r = np.empty_like(a)
     c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters)
     want = numpy_relax(a, iters)
-    got = wl.to_numpy(wl.call("wl_relax", a, iters), np.float64)
-    assert np.allclose(r, want) and np.allclose(got, want)
-    return ("relax", f"{h}x{w}, {iters} steps", {
+    got = wl.to_numpy(wl.call(f"wl_{kernel}", a, iters), np.float64)
+    assert np.allclose(r, want) and np.allclose(got, want) and np.allclose(numpy_version(a, iters), want)
+    return (kernel, f"{h}x{w}, {iters} steps", {
         "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
-        "NumPy": lambda: numpy_relax(a, iters),
-        "SaC AKS": lambda: wl.release(wl.call(f"wl_relax__d_{h}_{w}__i", a, iters)),
-        "SaC AKD": lambda: wl.release(wl.call("wl_relax__d_X_X__i", a, iters)),
-        **peers_for("relax", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
+        "NumPy": lambda: numpy_version(a, iters),
+        "SaC AKS": lambda: wl.release(wl.call(f"wl_{kernel}__d_{h}_{w}__i", a, iters)),
+        "SaC AKD": lambda: wl.release(wl.call(f"wl_{kernel}__d_X_X__i", a, iters)),
+        **peers_for(kernel, lambda out: np.allclose(np.asarray(out), want), (a, iters)),
     })
+
+
+def bench_relax(wl, c, sz, rng):
+    """Jacobi relaxation (a 5-point stencil, iterated)."""
+    return relaxation("relax", numpy_relax, wl, c, sz, rng)
 
 
 def bench_matmul(wl, c, sz, rng):
@@ -512,20 +505,7 @@ def numpy_relax_apl(a, iters):
 def bench_relax_apl(wl, c, sz, rng):
     """Seed 002's relaxation composed from rotate/take/drop/cat (with-loop folding
     must turn it into the hand-fused `relax`)."""
-    h, w, iters = sz["relax"]
-    a = rng.random((h, w))
-    r = np.empty_like(a)
-    c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters)
-    want = numpy_relax(a, iters)
-    got = wl.to_numpy(wl.call("wl_relax_apl", a, iters), np.float64)
-    assert np.allclose(got, want) and np.allclose(numpy_relax_apl(a, iters), want)
-    return ("relax_apl", f"{h}x{w}, {iters} steps", {
-        "C -O3": lambda: c.c_relax(p(a), p(r), ctypes.c_long(h), ctypes.c_long(w), iters),
-        "NumPy": lambda: numpy_relax_apl(a, iters),
-        "SaC AKS": lambda: wl.release(wl.call(f"wl_relax_apl__d_{h}_{w}__i", a, iters)),
-        "SaC AKD": lambda: wl.release(wl.call("wl_relax_apl__d_X_X__i", a, iters)),
-        **peers_for("relax_apl", lambda out: np.allclose(np.asarray(out), want), (a, iters)),
-    })
+    return relaxation("relax_apl", numpy_relax_apl, wl, c, sz, rng)
 
 
 def numpy_blackscholes(s, x, t, r, v):

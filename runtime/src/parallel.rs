@@ -123,15 +123,11 @@ mod pool {
         job: Option<*const Job>,
         /// Bumped per job, so a worker takes each job at most once.
         generation: u64,
-        /// Workers that hold `job` right now.
-        active: usize,
-        /// Chunks finished.
-        done: i64,
         workers: usize,
     }
 
     // SAFETY: the job pointer is only dereferenced by workers registered in
-    // `active`, and `run` does not return (freeing the job) before they leave.
+    // `Pool::pending`, and `run` does not return (freeing the job) before they leave.
     unsafe impl Send for State {}
 
     struct Pool {
@@ -141,10 +137,11 @@ mod pool {
         /// `run` waits here for the last chunk and the last worker.
         finished: Condvar,
         busy: AtomicBool,
-        /// Mirrors of `State`'s fields, read without the lock while spinning
-        /// (the decision to stop waiting is always re-checked under the lock).
+        /// `State::generation`, read without the lock while spinning.
         generation: AtomicU64,
-        /// `done` minus `chunks` plus `active`: zero when the job is over.
+        /// Chunks not finished plus workers holding the job: zero when the job
+        /// is over. Workers change it only under the lock, so `run`'s final
+        /// check under the lock is exact; spinning reads it without.
         pending: AtomicI64,
     }
 
@@ -201,7 +198,6 @@ mod pool {
             }
             s.job = Some(job as *const Job);
             s.generation += 1;
-            s.done = 0;
             p.pending.store(job.chunks, Ordering::Relaxed);
             p.generation.store(s.generation, Ordering::Release);
         }
@@ -210,8 +206,7 @@ mod pool {
         p.pending.fetch_sub(ran, Ordering::Relaxed);
         spin(|| p.pending.load(Ordering::Acquire) == 0);
         let mut s = lock(p);
-        s.done += ran;
-        while s.done < job.chunks || s.active > 0 {
+        while p.pending.load(Ordering::Acquire) != 0 {
             s = p.finished.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.job = None;
@@ -231,18 +226,15 @@ mod pool {
                         && s.generation != seen
                     {
                         seen = s.generation;
-                        s.active += 1;
                         p.pending.fetch_add(1, Ordering::Relaxed);
                         break job;
                     }
                     s = p.work.wait(s).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            // SAFETY: registered in `active`, so `run` keeps the job alive.
+            // SAFETY: registered in `pending`, so `run` keeps the job alive.
             let ran = unsafe { &*job }.work();
-            let mut s = lock(p);
-            s.done += ran;
-            s.active -= 1;
+            let s = lock(p);
             p.pending.fetch_sub(ran + 1, Ordering::Release);
             drop(s);
             p.finished.notify_one();

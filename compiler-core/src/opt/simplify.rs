@@ -13,12 +13,15 @@
 //! * removes checks it proves (equal shape values, constant indices inside static
 //!   shapes, types that already conform, patterns that static shapes satisfy);
 //! * resolves `if`s on constant conditions, forwards values that both branches
-//!   yield, drops loop-carried values a loop never changes;
+//!   yield, drops loop-carried values a loop never changes, and computes
+//!   `a || b` / `a && b` without a branch when `b` is cheap and cannot fail;
 //! * simplifies selections from array literals and fills, identities (`x + 0`,
 //!   `x * 1` on integers, `!!b`, conversion to the same type), and trivial
 //!   with-loops (no parts, empty parts, a part that copies its whole argument);
 //! * refines value types from what it learns (a primitive's result type from its
-//!   arguments' refined types).
+//!   arguments' refined types; `a[iv]` with `iv` over `shape(a)` is an element
+//!   even where `a`'s rank is unknown); `reshape` to an array's own shape is the
+//!   array.
 //!
 //! ```text
 //! %1: int[.] = prim shape(%0)                 %4: int[*] = with { … } genarray(%1)
@@ -624,22 +627,18 @@ impl Simplify {
                     _ => false,
                 })
         };
-        let (op, rest) = if is(self, then_block.yields[0], true) && then_block.stmts.len() <= 1 && cheap(else_block) {
+        // The constant side holds nothing but constants (nothing dropped with it).
+        let only_consts = |b: &Block| b.stmts.iter().all(|st| matches!(st.op, Op::Const(_)));
+        let (op, rest) = if is(self, then_block.yields[0], true) && only_consts(then_block) && cheap(else_block) {
             (BinOp::Or, else_block)
-        } else if is(self, else_block.yields[0], false) && else_block.stmts.len() <= 1 && cheap(then_block) {
+        } else if is(self, else_block.yields[0], false) && only_consts(else_block) && cheap(then_block) {
             (BinOp::And, then_block)
         } else {
             return None;
         };
         self.counts.flattened += 1;
         let mut stmts = rest.stmts.clone();
-        let mut both = s.clone();
-        both.op = Op::prim(Prim::Bin(op), vec![cond, rest.yields[0]]);
-        both.op = match both.op {
-            Op::Prim { prim, args, .. } => Op::Prim { prim, args, checked: false, in_place: false },
-            other => other,
-        };
-        stmts.push(both);
+        stmts.push(Stmt { op: Op::prim(Prim::Bin(op), vec![cond, rest.yields[0]]), ..s.clone() });
         Some(Action::Splice(stmts))
     }
 
