@@ -2,6 +2,7 @@
 """withloop's benchmark suite: compiled SaC against hand-written C, NumPy, JAX and Numba.
 
     python3 bench/run.py [--quick] [--reps N] [--out bench/results] [--no-peers]
+    python3 bench/run.py --only implies,det [--no-peers]   # a few kernels, no table written
 
 JAX (jit on CPU, float64) and Numba are installed with pip when missing
 (bench/peers.py); `--no-peers` leaves them out.
@@ -76,7 +77,7 @@ def sizes(quick):
                 blackscholes=4_000_000, floyd=512, det=10, smooth=(4_000_000, 20), mg3=(128, 4))
 
 
-def build(work, sz):
+def build(work, sz, ablations=True):
     wl = withloop_binary()
     hints = [
         f"neg.a=double[{sz['neg'][0]},{sz['neg'][1]}]",
@@ -115,7 +116,7 @@ def build(work, sz):
     compile_times["l0_so"] = timed_build(l0_cmd)
     compile_times["l0_phases"] = phase_times(l0_cmd[:3] + ["--emit", "obj", "-o", work / "wll0.o"])
     # One library per optimisation switched off (the ablation table).
-    for pass_name in ABLATIONS:
+    for pass_name in ABLATIONS if ablations else []:
         off = cmd[:5] + ["-o", work / f"libwlbench-no-{pass_name}.so", "--disable", pass_name] + cmd[7:]
         run(off)
     cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c",
@@ -233,10 +234,12 @@ def numpy_mandel(h, w, limit):
     return k
 
 
-def benchmarks(wl, c, sz, rng):
-    """Every benchmark: (name, size, {implementation: callable}). Each one's
-    inputs live in its own function so the callables keep their own arrays."""
-    return [f(wl, c, sz, rng) for f in BENCHMARKS]
+def benchmarks(wl, c, sz, rng, only=None):
+    """Every benchmark (or those named in `only`): (name, size, {implementation:
+    callable}). Each one's inputs live in its own function so the callables keep
+    their own arrays."""
+    chosen = [f for f in BENCHMARKS if only is None or f.__name__.removeprefix("bench_") in only]
+    return [f(wl, c, sz, rng) for f in chosen]
 
 
 def p(a):
@@ -579,7 +582,14 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=BENCH / "results")
     ap.add_argument("--no-peers", action="store_true", help="leave out JAX and Numba")
+    ap.add_argument("--only", help="comma-separated benchmarks (det, implies, mg3, …): time just these, "
+                    "no ablation, no results written (for working on one kernel)")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    if only is not None:
+        unknown = only - {f.__name__.removeprefix("bench_") for f in BENCHMARKS}
+        if unknown:
+            ap.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
     global PEERS
     if not args.no_peers:
         sys.path.insert(0, str(BENCH))
@@ -589,14 +599,14 @@ def main():
     sz = sizes(args.quick)
     work = ROOT / "target" / "bench"
     work.mkdir(parents=True, exist_ok=True)
-    commands, compile_times = build(work, sz)
+    commands, compile_times = build(work, sz, ablations=only is None)
     wl = Wl(work / "libwlbench.so")
     global L0
     L0 = Wl(work / "libwll0.so")
     c = ctypes.CDLL(str(work / "libcbench.so"))
     rng = np.random.default_rng(2026)
     rows = []
-    for name, size, impls in benchmarks(wl, c, sz, rng):
+    for name, size, impls in benchmarks(wl, c, sz, rng, only):
         figures = {}
         for impl, fn in impls.items():
             if impl.startswith("SaC"):
@@ -608,6 +618,8 @@ def main():
         print(f"{name:8} 2 threads  {figures['SaC AKS, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         wl.threads(1)
         rows.append(dict(benchmark=name, size=size, figures=figures))
+    if only is not None:
+        return
     # Each optimisation switched off in turn: every benchmark's outputs are
     # checked again against that library, then its SaC AKS version timed.
     ablation = {}

@@ -217,6 +217,9 @@ macro_rules! paste_addr {
     (take_cells) => {
         withloop_rt::wl_take_cells as *const () as usize
     };
+    (reshape) => {
+        withloop_rt::wl_reshape as *const () as usize
+    };
 }
 
 runtime! {
@@ -258,6 +261,7 @@ runtime! {
     ctx_clear = "wl_ctx_clear"(P);
     stack_frame = "wl_stack_frame"(P, P, I32, I64, P, I64, P, I64, P) -> P;
     take_cells = "wl_take_cells"(P, P, I64) -> P;
+    reshape = "wl_reshape"(P, P, P, P) -> P;
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);
 }

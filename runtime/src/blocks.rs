@@ -1,4 +1,4 @@
-//! A small cache of large freed array blocks.
+//! Caches of freed array blocks: large ones process-wide, small ones per thread.
 //!
 //! Iterative array code allocates a same-sized array every step and frees the
 //! previous one (`a = with { … } : genarray(shape(a), …)` in a loop). Blocks that
@@ -9,9 +9,52 @@
 //! first) and handed out again for an allocation of exactly the same layout.
 //! Arrays' elements are uninitialised at allocation anyway, so a reused block
 //! behaves like a fresh one.
+//!
+//! Recursive array code allocates many small arrays (Kreye's determinant builds
+//! a minor per call), and the system allocator's aligned allocations are slow
+//! (glibc's `memalign` path). Blocks of at most [`SMALL_MAX`] bytes are
+//! rounded up to a multiple of [`SMALL_CLASS`] bytes and recycled through
+//! per-thread free lists (at most [`SMALL_PER_CLASS`] per size; a block freed
+//! on another thread joins that thread's lists, the allocator does not care).
 
-use std::alloc::{Layout, dealloc};
+use std::alloc::{Layout, alloc, dealloc};
+use std::cell::RefCell;
 use std::sync::Mutex;
+
+/// Largest block the per-thread lists recycle.
+const SMALL_MAX: usize = 8192;
+/// Small blocks are rounded up to multiples of this (also their alignment).
+const SMALL_CLASS: usize = 64;
+/// Most blocks kept per size and thread.
+const SMALL_PER_CLASS: usize = 16;
+
+/// Per size class (`(k + 1) * SMALL_CLASS` bytes), free blocks.
+struct SmallLists(Vec<Vec<usize>>);
+
+impl Drop for SmallLists {
+    fn drop(&mut self) {
+        for (k, list) in self.0.iter().enumerate() {
+            for &p in list {
+                // SAFETY: every kept block was allocated with its class's layout.
+                unsafe { dealloc(p as *mut u8, class_layout(k)) };
+            }
+        }
+    }
+}
+
+thread_local! {
+    static SMALL: RefCell<SmallLists> = RefCell::new(SmallLists(vec![Vec::new(); SMALL_MAX / SMALL_CLASS]));
+}
+
+/// The class of a small layout, if it is one.
+fn small_class(layout: Layout) -> Option<usize> {
+    (layout.size() <= SMALL_MAX && layout.align() <= SMALL_CLASS)
+        .then(|| layout.size().max(1).div_ceil(SMALL_CLASS) - 1)
+}
+
+fn class_layout(k: usize) -> Layout {
+    Layout::from_size_align((k + 1) * SMALL_CLASS, SMALL_CLASS).expect("a valid small layout")
+}
 
 /// Smallest block worth keeping.
 const MIN_BYTES: usize = 1 << 20;
@@ -23,8 +66,15 @@ const MAX_BLOCKS: usize = 8;
 /// Kept blocks (address, layout), oldest first.
 static KEPT: Mutex<Vec<(usize, Layout)>> = Mutex::new(Vec::new());
 
-/// A kept block of exactly `layout`, if there is one.
+/// A kept block of exactly `layout`, if there is one; for a small layout
+/// always a block (a recycled one or a new one of its class; null when the
+/// allocator fails).
 pub fn take(layout: Layout) -> Option<*mut u8> {
+    if let Some(k) = small_class(layout) {
+        let kept = SMALL.try_with(|s| s.borrow_mut().0[k].pop()).ok().flatten();
+        // SAFETY: a non-zero layout.
+        return Some(kept.map_or_else(|| unsafe { alloc(class_layout(k)) }, |p| p as *mut u8));
+    }
     if layout.size() < MIN_BYTES {
         return None;
     }
@@ -38,6 +88,23 @@ pub fn take(layout: Layout) -> Option<*mut u8> {
 /// # Safety
 /// `p` was allocated by the global allocator with `layout` and is not used again.
 pub unsafe fn give(p: *mut u8, layout: Layout) {
+    if let Some(k) = small_class(layout) {
+        let kept = SMALL
+            .try_with(|s| {
+                let list = &mut s.borrow_mut().0[k];
+                let room = list.len() < SMALL_PER_CLASS;
+                if room {
+                    list.push(p as usize);
+                }
+                room
+            })
+            .unwrap_or(false);
+        if !kept {
+            // SAFETY: small blocks are allocated with their class's layout (`take`).
+            unsafe { dealloc(p, class_layout(k)) };
+        }
+        return;
+    }
     if layout.size() < MIN_BYTES || layout.size() > MAX_BYTES {
         // SAFETY: the caller's guarantee.
         unsafe { dealloc(p, layout) };
@@ -76,7 +143,23 @@ mod tests {
         assert_eq!(take(big), Some(p));
         assert_eq!(take(big), None, "handed out once");
         unsafe { give(p, big) };
-        let small = Layout::from_size_align(4096, 64).unwrap();
-        assert_eq!(take(small), None);
+    }
+
+    #[test]
+    fn small_blocks_are_recycled_per_size_class() {
+        let a = Layout::from_size_align(100, 64).unwrap();
+        let p = take(a).expect("small layouts always get a block");
+        assert!(!p.is_null());
+        // SAFETY: the block has at least `a.size()` bytes.
+        unsafe { std::ptr::write_bytes(p, 7, a.size()) };
+        unsafe { give(p, a) };
+        // 128 bytes is the same class as 100.
+        let b = Layout::from_size_align(128, 64).unwrap();
+        assert_eq!(take(b), Some(p));
+        unsafe { give(p, b) };
+        let other = Layout::from_size_align(4096, 64).unwrap();
+        let q = take(other).unwrap();
+        assert_ne!(q, p, "another size class");
+        unsafe { give(q, other) };
     }
 }

@@ -359,3 +359,42 @@ pub unsafe fn describe(a: *const WlArray) -> String {
 pub unsafe fn element_bits(a: *const WlArray, i: usize) -> u64 {
     crate::values::scalar_bits(element(unsafe { &*a }, i)).1
 }
+
+/// `reshape(shp, a)`: `a` itself (one more reference) when it already has
+/// that shape, which shape-generic code meets often (`reshape(shape(a), b)`
+/// to align two arguments), else a new array with `a`'s elements; null after
+/// recording the interpreter's error when the sizes differ.
+///
+/// # Safety
+/// Valid context, location, int vector `shp` and array `a`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_reshape(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    shp: *const WlArray,
+    a: *mut WlArray,
+) -> *mut WlArray {
+    let (shp, arr) = unsafe { (&*shp, &*a) };
+    let extents: Vec<i64> = (0..shp.size as usize).map(|i| element(shp, i).as_i64().unwrap_or(0)).collect();
+    if extents.as_slice() == arr.shape() {
+        unsafe { crate::array::wl_inc(a) };
+        return a;
+    }
+    let size = extents.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) });
+    if size != Some(arr.size) {
+        // The interpreter's message (the cold path).
+        let e = compiler_core::interp::prims::reshape(&extents, &array_to_value(arr)).err().map_or_else(
+            || ("R0005".to_string(), "reshape failed".to_string()),
+            |e| (e.code.id.to_string(), e.message),
+        );
+        unsafe { set_error(ctx, loc, &e.0, &e.1) };
+        return std::ptr::null_mut();
+    }
+    let out = unsafe { wl_alloc(ctx, arr.elem, extents.len() as i64, extents.as_ptr()) };
+    if !out.is_null() {
+        let bytes = arr.bytes();
+        // SAFETY: `out` holds as many elements of the same type.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data, bytes.len()) };
+    }
+    out
+}

@@ -138,6 +138,9 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// vectorises; the `i32` value (wrapping, as the interpreter) serves
     /// every other use.
     pub wide: HashMap<ValueId, IntValue<'ctx>>,
+    /// The function's constant, primitive and array definitions (the
+    /// optimiser's view, for analyses such as [`compiler_core::opt::util::flat_part`]).
+    pub defs: std::rc::Rc<HashMap<ValueId, compiler_core::opt::index::Def>>,
 }
 
 /// The `[i, j]` literals of integer scalars in `f` whose every use is as the
@@ -433,6 +436,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             virt: std::rc::Rc::new(virtual_index_vectors(irf)),
             comps: HashMap::new(),
             wide: HashMap::new(),
+            defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -802,6 +806,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             virt: std::rc::Rc::new(HashSet::new()),
             comps: HashMap::new(),
             wide: HashMap::new(),
+            defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
         })
     }
 

@@ -350,6 +350,23 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.vect2offset(fx, args)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
+            Prim::Reshape
+                if !scalar_repr(ty(args[0]))
+                    && !scalar_repr(ty(args[1]))
+                    && !scalar_repr(ty(d))
+                    && ty(args[1]).elem != Elem::String =>
+            {
+                // Inline, not through the interpreter's values: the same array
+                // when the shape does not change, else one copy of the bytes.
+                let shp = self.value(fx, args[0])?;
+                let a = self.value(fx, args[1])?;
+                let loc = fx.loc;
+                let r = self
+                    .call(self.rt.reshape, &[fx.ctxp.into(), loc.into(), shp.into(), a.into()])?
+                    .ok_or_else(|| CodegenError::Bug("wl_reshape".into()))?;
+                self.check_error(fx)?;
+                Ok(r)
+            }
             Prim::Hide(_) => {
                 // `_hideShape_SxA_(0, a)`: the value is the last argument.
                 let a = *args.last().ok_or_else(|| CodegenError::Bug("hide without arguments".into()))?;

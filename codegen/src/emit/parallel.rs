@@ -4,7 +4,9 @@
 //! (genarray with a static cell shape, modarray), every fold is a scalar fold
 //! with a primitive that has an identity (no extra arguments, no fixpoint), no
 //! part's body calls a function or prints, `first_match` does not matter,
-//! every part's index length is static, and there is no scan or filter (they
+//! every part's index length is static or the part is flat (one loop over
+//! its frame's offsets, `compiler_core::opt::util::flat_part`; its chunks
+//! are ranges of offsets), and there is no scan or filter (they
 //! make a sequential pass over their frame after the parts, see `scan.rs`).
 //! For such a part the emitter outlines the loop nest into a chunk function
 //!
@@ -130,7 +132,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         results_ready
             && w.parts.iter().all(|p| {
                 let n = p.scalars.as_ref().map(Vec::len).or_else(|| static_extent(fx.irf.ty(p.lower), 0));
-                n.is_some_and(|n| n >= 1) && !sequential_only(&p.body)
+                let flat = n.is_none() && compiler_core::opt::util::flat_part(&*fx.defs, w, p);
+                (n.is_some_and(|n| n >= 1) || flat) && !sequential_only(&p.body)
             })
     }
 
@@ -145,35 +148,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         states: &mut [OpState<'ctx, 'a>],
     ) -> R<()> {
         let lty = fx.irf.ty(part.lower).clone();
-        let n = part
-            .scalars
-            .as_ref()
-            .map(Vec::len)
-            .or_else(|| static_extent(&lty, 0))
-            .ok_or_else(|| CodegenError::Bug("a parallel part without a static index length".into()))?;
-        let ploc = self.sub_loc(s, part.span, fx.loc);
-        // The outer trip count and the part's size decide.
-        let g = self.load_generator(fx, part, n, ploc)?;
-        let zero = self.const_i64(0);
-        let nonneg = |this: &mut Self, x: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-            let neg = this.b.build_int_compare(IntPredicate::SLT, x, zero, "neg")?;
-            Ok(this.b.build_select(neg, zero, x, "clamp")?.into_int_value())
+        let n = part.scalars.as_ref().map(Vec::len).or_else(|| static_extent(&lty, 0));
+        let (outer, total) = match n {
+            Some(n) => self.outer_and_total(fx, s, part, n)?,
+            // A flat part (rank-generic): its offsets are the outer loop.
+            None if compiler_core::opt::util::flat_part(&*fx.defs, w, part) => {
+                let t = self.flat_count(fx, part)?;
+                (t, t)
+            }
+            None => return Err(CodegenError::Bug("a parallel part without a static index length".into())),
         };
-        let span0 = self.b.build_int_sub(g.hi[0], g.lo[0], "span")?;
-        let span0 = nonneg(self, span0)?;
-        let outer = if g.dense[0] {
-            span0
-        } else {
-            let sm1 = self.b.build_int_sub(g.step[0], self.const_i64(1), "sm1")?;
-            let padded = self.b.build_int_add(span0, sm1, "padded")?;
-            self.b.build_int_signed_div(padded, g.step[0], "blocks")?
-        };
-        let mut total = outer;
-        for d in 1..n {
-            let e = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
-            let e = nonneg(self, e)?;
-            total = self.b.build_int_mul(total, e, "total")?;
-        }
         let chunks = self
             .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), total.into()])?
             .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
@@ -273,6 +257,39 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
+    /// A part of static index length `n`: its outer trip count and its size.
+    fn outer_and_total(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        part: &'a Part,
+        n: usize,
+    ) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let ploc = self.sub_loc(s, part.span, fx.loc);
+        let g = self.load_generator(fx, part, n, ploc)?;
+        let zero = self.const_i64(0);
+        let nonneg = |this: &mut Self, x: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            let neg = this.b.build_int_compare(IntPredicate::SLT, x, zero, "neg")?;
+            Ok(this.b.build_select(neg, zero, x, "clamp")?.into_int_value())
+        };
+        let span0 = self.b.build_int_sub(g.hi[0], g.lo[0], "span")?;
+        let span0 = nonneg(self, span0)?;
+        let outer = if g.dense[0] {
+            span0
+        } else {
+            let sm1 = self.b.build_int_sub(g.step[0], self.const_i64(1), "sm1")?;
+            let padded = self.b.build_int_add(span0, sm1, "padded")?;
+            self.b.build_int_signed_div(padded, g.step[0], "blocks")?
+        };
+        let mut total = outer;
+        for d in 1..n {
+            let e = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
+            let e = nonneg(self, e)?;
+            total = self.b.build_int_mul(total, e, "total")?;
+        }
+        Ok((outer, total))
+    }
+
     /// The chunk function of a part (see the module documentation).
     #[allow(clippy::too_many_arguments)]
     fn chunk_function(
@@ -323,6 +340,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             virt: fx.virt.clone(),
             comps: HashMap::new(),
             wide: HashMap::new(),
+            defs: fx.defs.clone(),
         };
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());

@@ -20,7 +20,9 @@
 //! (`reuse`), both only when the reference count says no one else holds it.
 //!
 //! Generators whose length is only known at run time (shape-generic code) run
-//! as an odometer over index buffers instead of a loop nest.
+//! as an odometer over index buffers instead of a loop nest, unless the part
+//! is flat (`compiler_core::opt::util::flat_part`: over all of its frame,
+//! reading only its offset), which runs as one loop over the offsets.
 //!
 //! Scans and filters (L0) only store what each index yields while the parts
 //! run; their result comes from one pass over the frame in row-major order
@@ -121,7 +123,12 @@ impl<'ctx> OpState<'ctx, '_> {
 #[derive(Clone)]
 pub(crate) enum Index<'ctx> {
     Static(Vec<IntValue<'ctx>>),
-    Dynamic { buf: PointerValue<'ctx>, n: IntValue<'ctx> },
+    Dynamic {
+        buf: PointerValue<'ctx>,
+        n: IntValue<'ctx>,
+    },
+    /// A flat part's row-major offset (see [`compiler_core::opt::util::flat_part`]).
+    Flat(IntValue<'ctx>),
 }
 
 /// An open counted loop (see [`Emitter::open_loop`]).
@@ -358,6 +365,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// The row-major cell number of `index` over the first axes of `f`.
     fn frame_offset(&mut self, fx: &mut Fx<'ctx, 'a>, index: &Index<'ctx>, f: &Frame<'ctx>) -> R<IntValue<'ctx>> {
         match index {
+            Index::Flat(o) => Ok(*o),
             Index::Static(idx) => {
                 let mut off = self.const_i64(0);
                 for (d, i) in idx.iter().enumerate() {
@@ -820,8 +828,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let iv = self.alloc_array(fx, BaseType::Int, self.const_i64(1), shape)?;
             self.b.build_store(iv_slot, iv)?;
         }
+        let flat = n_static.is_none() && compiler_core::opt::util::flat_part(&*fx.defs, pcx.w, part);
         match n_static {
             Some(n) => self.static_part(fx, pcx, states, n, ploc, outer)?,
+            None if flat => {
+                let total = self.flat_count(fx, part)?;
+                let (lo, hi) = outer.unwrap_or((self.const_i64(0), total));
+                let (l, o) = self.open_loop(fx, lo, hi)?;
+                self.iteration(fx, pcx, states, &Index::Flat(o))?;
+                self.close_loop(l)?;
+            }
             None => self.dynamic_part(fx, pcx, states, ploc)?,
         }
         if let Some(iv_slot) = pcx.iv_slot {
@@ -829,6 +845,26 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.dec(iv)?;
         }
         Ok(())
+    }
+
+    /// The number of iterations of a flat part: the product of its upper
+    /// bound's components (none negative, or the part is empty).
+    pub(crate) fn flat_count(&mut self, fx: &mut Fx<'ctx, 'a>, part: &Part) -> R<IntValue<'ctx>> {
+        let uty = fx.irf.ty(part.upper).clone();
+        let uv = self.value(fx, part.upper)?.into_pointer_value();
+        let len = self.vec_len(uv, &uty)?;
+        let acc = self.alloca(fx, self.i64().into(), "flat.n")?;
+        self.b.build_store(acc, self.const_i64(1))?;
+        self.for_range(fx, self.const_i64(0), len, &mut |e, _fx, d| {
+            let x = e.int_elem(uv, &uty, d)?;
+            let neg = e.b.build_int_compare(IntPredicate::SLT, x, e.const_i64(0), "neg")?;
+            let x = e.b.build_select(neg, e.const_i64(0), x, "ext")?.into_int_value();
+            let p = e.b.build_load(e.i64(), acc, "n")?.into_int_value();
+            let p = e.b.build_int_mul(p, x, "n")?;
+            e.b.build_store(acc, p)?;
+            Ok(())
+        })?;
+        Ok(self.b.build_load(self.i64(), acc, "flat.n")?.into_int_value())
     }
 
     /// Loads a generator of static length `n`.
@@ -1281,6 +1317,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         e.store_elem(data, d, BaseType::Int, x.into())
                     })?;
                 }
+                Index::Flat(_) => return Err(CodegenError::Bug("an index vector in a flat part".into())),
             }
             fx.vals.insert(iv, ivp.into());
         }
@@ -1289,6 +1326,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let i = match index {
                     Index::Static(idx) => idx[d],
                     Index::Dynamic { buf, .. } => self.buf_get(*buf, self.const_i64(d as i64))?,
+                    Index::Flat(_) => return Err(CodegenError::Bug("index scalars in a flat part".into())),
                 };
                 let x = self.as_int(i)?;
                 fx.vals.insert(*sv, x.into());
@@ -1309,6 +1347,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let n_index = match index {
             Index::Static(idx) => self.const_i64(idx.len() as i64),
             Index::Dynamic { n, .. } => *n,
+            // Only modarray results use it, and a flat part has none.
+            Index::Flat(_) => self.const_i64(1),
         };
         for (k, st) in states.iter_mut().enumerate() {
             let yi = w.yield_index(k);

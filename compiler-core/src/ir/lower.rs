@@ -1143,6 +1143,13 @@ impl FnLower<'_, '_> {
             // The index length: from the pattern, a bound, step/width, or the frame.
             let n_static = p.index_scalars.as_ref().map(|s| s.len());
             let len_source = lower.or(upper).or(step).or(width);
+            if frame.is_none() && n_static.is_none() && len_source.is_none() {
+                // `(. <= iv <= .)` in a fold: no bound, no result shape to
+                // take the index length from (the interpreter's run-time error).
+                let no = self.b.constant(out, Value::Scalar(Scalar::Bool(false)), p.span);
+                let message = "cannot tell how long this generator's index is".to_string();
+                self.b.check(out, Check::Assert(no), codes::BAD_GENERATOR_VALUE, message, p.span);
+            }
             let frame_prefix = |this: &mut Self, out: &mut Vec<Stmt>| -> ValueId {
                 let f = frame.unwrap_or_else(|| this.b.constant(out, Value::int_vector(&[]), span));
                 match (n_static, len_source) {

@@ -21,9 +21,15 @@
 //! loops: a loop-carried int that starts at `lo`, never decreases (`k = k + c`,
 //! `c >= 0`) and is tested by `k < hi` (or `k <= hi - 1`) before every iteration
 //! lies in `[lo, hi)` in the body, like a with-loop index (Floyd–Warshall's
-//! `d[[i, k]]`). Invariant checks are moved out of loops by `licm`. Limits:
-//! offsets must be affine with factor 1 in one index component each; conditions
-//! inside the body (`i > 0 ? a[i-1] : 0`) are not used.
+//! `d[[i, k]]`). In rank-generic code, whose index vectors have no known
+//! length, a part over `[0, s)` (lower bound `0 * s`) proves its index inside
+//! `s` and inside every array whose shape is `s`: `shape(a)`, `reshape(s, x)`,
+//! a genarray over `s` (seed 000's `iv` over `shape(a)` selecting in `a`).
+//! Invariant checks are moved out of loops by `licm`. Limits:
+//! offsets must be affine with factor 1 in one index component each; a
+//! component chosen by a conditional (`where(iv < pos, iv, iv + 1)` in
+//! Kreye's `elim`) lies between the extremes of its choices, but the
+//! conditions themselves (`i > 0 ? a[i-1] : 0`) are not used.
 
 use std::collections::HashMap;
 
@@ -42,13 +48,22 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
         let defs = index::defs(f);
         let shapes = Shapes::of(f);
+        let choices = choices(f);
         let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
         let mut proven_prims: Vec<ValueId> = Vec::new();
         {
             let reader = Reader::new(f, &defs);
             let mut ranges: Ranges = Vec::new();
             let mut facts = Vec::new();
-            let mut w = Walk { reader: &reader, shapes: &shapes, checks: &mut proven_checks, prims: &mut proven_prims };
+            let mut w = Walk {
+                reader: &reader,
+                defs: &defs,
+                shapes: &shapes,
+                choices: &choices,
+                whole: Vec::new(),
+                checks: &mut proven_checks,
+                prims: &mut proven_prims,
+            };
             w.block(&f.body, &mut ranges, &mut facts);
         }
         let mut removed = 0;
@@ -57,28 +72,6 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("checks_removed", removed);
         cx.count("selections_unchecked", unchecked);
     }
-}
-
-/// For arrays of unknown shape: the value holding `shape(a)`, where one exists.
-fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
-    let mut out = HashMap::new();
-    f.body.walk(&mut |s| match &s.op {
-        Op::Prim { prim: Prim::Shape, args, .. } => {
-            out.entry(args[0]).or_insert(s.defs[0]);
-        }
-        Op::With(w) => {
-            for (k, op) in w.ops.iter().enumerate() {
-                if let WithOp::Genarray { shape, .. } = op {
-                    let scalar_cells = w.parts.iter().all(|p| f.ty(w.element_yield(p, k)).shape.is_scalar());
-                    if scalar_cells {
-                        out.entry(s.defs[k]).or_insert(*shape);
-                    }
-                }
-            }
-        }
-        _ => {}
-    });
-    out
 }
 
 /// Where array shapes come from: `shape` values, and genarray with-loops
@@ -102,7 +95,7 @@ impl Shapes {
                 }
             }
         });
-        Shapes { values: shape_values(f), withs }
+        Shapes { values: super::util::shape_values(f), withs }
     }
 
     /// The shape of an array as affine components, or a prefix of it (what a
@@ -175,8 +168,26 @@ fn positive(d: &Affine, facts: &Facts) -> bool {
     d.as_const().is_some_and(|x| x > 0)
 }
 
+/// Int scalars chosen by a conditional (`i < k ? i : i + 1`, what `where`
+/// leaves): the values its branches yield.
+type Choices = HashMap<ValueId, [ValueId; 2]>;
+
+fn choices(f: &Function) -> Choices {
+    let mut out = HashMap::new();
+    f.body.walk(&mut |s| {
+        if let Op::If { then_block, else_block, .. } = &s.op {
+            for (k, d) in s.defs.iter().enumerate() {
+                if let (Some(t), Some(e)) = (then_block.yields.get(k), else_block.yields.get(k)) {
+                    out.insert(*d, [*t, *e]);
+                }
+            }
+        }
+    });
+    out
+}
+
 /// Whether `idx` lies inside `shape` for every index of the enclosing parts.
-fn proven(reader: &Reader, ranges: &Ranges, facts: &Facts, idx: ValueId, shape: &[Affine]) -> bool {
+fn proven(reader: &Reader, ranges: &Ranges, choices: &Choices, facts: &Facts, idx: ValueId, shape: &[Affine]) -> bool {
     let comps: Vec<Affine> = match reader.ty(idx).shape.is_scalar() {
         true => vec![reader.scalar(idx)],
         false => match reader.vector(idx) {
@@ -188,23 +199,48 @@ fn proven(reader: &Reader, ranges: &Ranges, facts: &Facts, idx: ValueId, shape: 
         return false;
     }
     comps.iter().zip(shape).all(|(c, n)| {
-        // Lowest and highest value of the component over the enclosing parts.
-        let (mut lo, mut hi) = (c.clone(), c.clone());
-        for (atom, k) in &c.terms {
-            let Some((bounds, axis)) = ranges.iter().rev().find_map(|(atoms, b)| atoms.get(atom).map(|ax| (b, *ax)))
-            else {
-                continue;
-            };
-            let Some((l, h)) = bounds.get(axis) else { return false };
-            if *k != 1 {
-                return false;
-            }
-            lo = lo.sub(&Affine::atom(*atom)).add(l);
-            hi = hi.sub(&Affine::atom(*atom)).add(&h.plus(-1));
-        }
+        let Some((lo, hi)) = extremes(reader, ranges, choices, c, 0) else { return false };
         // Remaining atoms must cancel against the shape.
         lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)
     })
+}
+
+/// The lowest and highest value of an index component over the enclosing
+/// parts; a component chosen by a conditional takes the extremes of both
+/// choices (when they compare).
+fn extremes(reader: &Reader, ranges: &Ranges, choices: &Choices, c: &Affine, depth: usize) -> Option<(Affine, Affine)> {
+    let chosen = c.terms.iter().find_map(|(atom, k)| match atom.component {
+        None => choices.get(&atom.value).map(|alts| (*atom, *k, *alts)),
+        Some(_) => None,
+    });
+    if let Some((atom, k, alts)) = chosen.filter(|_| depth < 4) {
+        let rest = c.sub(&Affine::atom(atom).scale(k));
+        let mut out: Option<(Affine, Affine)> = None;
+        for alt in alts {
+            if !reader.is_int_scalar(alt) {
+                return None;
+            }
+            let (l, h) = extremes(reader, ranges, choices, &rest.add(&reader.scalar(alt).scale(k)), depth + 1)?;
+            out = Some(match out {
+                None => (l, h),
+                Some((l0, h0)) => (l0.min(&l)?, h0.max(&h)?),
+            });
+        }
+        return out;
+    }
+    let (mut lo, mut hi) = (c.clone(), c.clone());
+    for (atom, k) in &c.terms {
+        let Some((bounds, axis)) = ranges.iter().rev().find_map(|(atoms, b)| atoms.get(atom).map(|ax| (b, *ax))) else {
+            continue;
+        };
+        let (l, h) = bounds.get(axis)?;
+        if *k != 1 {
+            return None;
+        }
+        lo = lo.sub(&Affine::atom(*atom)).add(l);
+        hi = hi.sub(&Affine::atom(*atom)).add(&h.plus(-1));
+    }
+    Some((lo, hi))
 }
 
 /// Per enclosing part: its index atoms (→ axis) and bounds per axis.
@@ -212,7 +248,13 @@ type Ranges = Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)>;
 
 struct Walk<'a, 'r> {
     reader: &'a Reader<'r>,
+    defs: &'a HashMap<ValueId, Def>,
     shapes: &'a Shapes,
+    choices: &'a Choices,
+    /// Enclosing parts whose index vector ranges over all of `[0, upper)`:
+    /// (index vector, upper). What proves rank-generic selections, whose
+    /// index length is unknown (seed 000: `iv` over `shape(a)` selects in `a`).
+    whole: Vec<(ValueId, ValueId)>,
     checks: &'a mut Vec<(ValueId, ValueId)>,
     prims: &'a mut Vec<ValueId>,
 }
@@ -224,8 +266,10 @@ impl Walk<'_, '_> {
         for s in &b.stmts {
             match &s.op {
                 Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
-                    if let Some(comps) = reader.vector(*shape) {
-                        if proven(reader, ranges, facts, *index, &comps) {
+                    if self.whole_index(*index, *shape) {
+                        self.checks.push((*index, *shape));
+                    } else if let Some(comps) = reader.vector(*shape) {
+                        if proven(reader, ranges, self.choices, facts, *index, &comps) {
                             self.checks.push((*index, *shape));
                         }
                     }
@@ -244,9 +288,12 @@ impl Walk<'_, '_> {
                     } else {
                         (args[1], args[0])
                     };
-                    if let Some(comps) = self.shapes.of_array(reader, array, 0) {
+                    let whole = self.shapes.values.get(&array).is_some_and(|sv| self.whole_index(idx, *sv));
+                    if whole {
+                        self.prims.push(s.defs[0]);
+                    } else if let Some(comps) = self.shapes.of_array(reader, array, 0) {
                         if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
-                            && proven(reader, ranges, facts, idx, &comps)
+                            && proven(reader, ranges, self.choices, facts, idx, &comps)
                         {
                             self.prims.push(s.defs[0]);
                         }
@@ -277,7 +324,14 @@ impl Walk<'_, '_> {
                             }
                         }
                         ranges.push((atoms, bounds));
+                        let whole = p.index.filter(|_| super::util::zero_lower(self.defs, p));
+                        if let Some(iv) = whole {
+                            self.whole.push((iv, p.upper));
+                        }
                         self.block(&p.body, ranges, facts);
+                        if whole.is_some() {
+                            self.whole.pop();
+                        }
                         ranges.pop();
                     }
                     continue;
@@ -287,6 +341,14 @@ impl Walk<'_, '_> {
             s.op.walk_blocks(&mut |inner| self.block(inner, ranges, facts));
         }
         facts.truncate(facts_before);
+    }
+}
+
+impl Walk<'_, '_> {
+    /// Whether `idx` is the index vector of an enclosing part over `[0, s)`
+    /// for a shape value equal to `shape`.
+    fn whole_index(&self, idx: ValueId, shape: ValueId) -> bool {
+        self.whole.iter().any(|(iv, upper)| *iv == idx && super::util::same_shape_value(self.defs, *upper, shape))
     }
 }
 

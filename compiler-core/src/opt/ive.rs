@@ -45,11 +45,12 @@ pub const PASS: Pass = Pass {
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
         let defs = index::defs(f);
-        let shapes = shape_values(f);
+        let shapes = util::shape_values(f);
         // The reader sees the values as they were before this rewrite.
         let values = f.values.clone();
         let reader = Reader { values: &values, defs: &defs };
-        let mut ive = Ive { reader: &reader, shapes: &shapes, enclosing: Vec::new(), counts: Counts::default() };
+        let mut ive =
+            Ive { reader: &reader, defs: &defs, shapes: &shapes, enclosing: Vec::new(), counts: Counts::default() };
         util::with_body(f, |f, body| ive.block(f, body));
         cx.count("index_components_scalarised", ive.counts.components);
         cx.count("selections_to_offsets", ive.counts.split);
@@ -80,17 +81,9 @@ struct Enclosing {
     index: Option<(ValueId, usize)>,
     /// The part's index components, once something needs them.
     scalars: Option<Vec<ValueId>>,
-}
-
-/// Arrays whose shape is held in a value.
-fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
-    let mut out = HashMap::new();
-    f.body.walk(&mut |s| {
-        if let Op::Prim { prim: Prim::Shape, args, .. } = &s.op {
-            out.entry(args[0]).or_insert(s.defs[0]);
-        }
-    });
-    out
+    /// For a dense part over all of its result's frame `[0, s)` whose length
+    /// may be unknown (rank-generic code): its index vector and `s`.
+    whole: Option<(ValueId, ValueId)>,
 }
 
 fn same(a: &[Affine], b: &[Affine]) -> bool {
@@ -99,6 +92,7 @@ fn same(a: &[Affine], b: &[Affine]) -> bool {
 
 struct Ive<'a> {
     reader: &'a Reader<'a>,
+    defs: &'a HashMap<ValueId, index::Def>,
     shapes: &'a HashMap<ValueId, ValueId>,
     enclosing: Vec<Enclosing>,
     counts: Counts,
@@ -127,8 +121,24 @@ impl Ive<'_> {
                             other => other.frame_operand().map(|s| self.reader.vector(s)),
                         })
                         .flatten();
+                    // The frame's shape value (rank-generic REUSE compares values).
+                    let frame_value: Option<ValueId> = w.ops.iter().find_map(|op| match op {
+                        WithOp::Modarray { array } => self.shapes.get(array).copied(),
+                        other => other.frame_operand(),
+                    });
                     for p in &mut w.parts {
                         let n = self.reader.vector(p.lower).map(|v| v.len());
+                        let dense = p.step.is_none() && p.width.is_none();
+                        let whole = match (p.index, frame_value) {
+                            (Some(iv), Some(fv))
+                                if dense
+                                    && util::zero_lower(self.defs, p)
+                                    && util::same_shape_value(self.defs, p.upper, fv) =>
+                            {
+                                Some((iv, p.upper))
+                            }
+                            _ => None,
+                        };
                         // The write offset is the index's offset in the result
                         // only when the index covers the whole frame.
                         let frame = frame.clone().filter(|fr| Some(fr.len()) == n);
@@ -151,6 +161,7 @@ impl Ive<'_> {
                             is_part: true,
                             index,
                             scalars: p.scalars.clone(),
+                            whole,
                         });
                         self.block(f, &mut p.body);
                         let e = self.enclosing.pop().expect("pushed");
@@ -166,6 +177,7 @@ impl Ive<'_> {
                         is_part: false,
                         index: None,
                         scalars: None,
+                        whole: None,
                     });
                     self.block(f, cond);
                     self.block(f, body);
@@ -227,6 +239,21 @@ impl Ive<'_> {
             return None;
         };
         let (idx, array) = if *prim == Prim::Sel { (args[0], args[1]) } else { (args[1], args[0]) };
+        if let Some(offset) = self.whole_offset(f, s, idx, array) {
+            self.counts.split += 1;
+            self.counts.reused += 1;
+            let op = if *prim == Prim::Sel {
+                Op::Prim { prim: Prim::IdxSel, args: vec![offset, array], checked: *checked, in_place: false }
+            } else {
+                Op::Prim {
+                    prim: Prim::IdxModarray,
+                    args: vec![array, offset, args[2]],
+                    checked: *checked,
+                    in_place: *in_place,
+                }
+            };
+            return Some(Stmt { defs: s.defs.clone(), op, span: s.span, blame: s.blame });
+        }
         let rank = self.reader.ty(array).shape.rank_if_known()?;
         let n = crate::sema::prim_ty::vector_len(self.reader.ty(idx))?;
         let scalar_value = *prim == Prim::Sel || self.reader.ty(args[2]).shape.is_scalar();
@@ -284,6 +311,25 @@ impl Ive<'_> {
             }
         };
         Some(Stmt { defs: s.defs.clone(), op, span, blame: s.blame })
+    }
+
+    /// Rank-generic REUSE: `sel(iv, a)` (or an update at `iv`) where `iv` is
+    /// the innermost part's index over all of its frame `[0, s)` and `a` has
+    /// shape `s` too: the element at the part's write offset, whatever the
+    /// rank (seed 000's generic code as fast as specialised code).
+    fn whole_offset(&mut self, f: &mut Function, s: &Stmt, idx: ValueId, array: ValueId) -> Option<ValueId> {
+        let scalar_elem = match &s.op {
+            Op::Prim { prim: Prim::Sel, .. } => self.reader.ty(s.defs[0]).shape.is_scalar(),
+            Op::Prim { args, .. } => self.reader.ty(args[2]).shape.is_scalar(),
+            _ => false,
+        };
+        let encl = self.enclosing.last_mut()?;
+        let (iv, upper) = encl.whole?;
+        let shape = *self.shapes.get(&array)?;
+        if !scalar_elem || !encl.is_part || iv != idx || !util::same_shape_value(self.defs, upper, shape) {
+            return None;
+        }
+        Some(*encl.offset.get_or_insert_with(|| f.new_value(util::int_ty(), None)))
     }
 
     /// `iv ± v` on the innermost part's index vector and a vector written out

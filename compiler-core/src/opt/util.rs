@@ -455,6 +455,76 @@ pub fn boxes_cover(boxes: &[(Vec<i64>, Vec<i64>)], frame: &[i64]) -> bool {
     true
 }
 
+/// For arrays whose shape is held in a value: that value. `shape(a)` (the
+/// first one met), `reshape(s, x)` (shape `s`), and genarray with-loops of
+/// scalar cells (their frame shape).
+pub fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
+    let mut out = HashMap::new();
+    f.body.walk(&mut |s| match &s.op {
+        Op::Prim { prim: Prim::Shape, args, .. } => {
+            out.entry(args[0]).or_insert(s.defs[0]);
+        }
+        Op::Prim { prim: Prim::Reshape, args, .. } => {
+            out.entry(s.defs[0]).or_insert(args[0]);
+        }
+        Op::With(w) => {
+            for (k, op) in w.ops.iter().enumerate() {
+                if let WithOp::Genarray { shape, .. } = op {
+                    let scalar_cells = w.parts.iter().all(|p| f.ty(w.element_yield(p, k)).shape.is_scalar());
+                    if scalar_cells {
+                        out.entry(s.defs[k]).or_insert(*shape);
+                    }
+                }
+            }
+        }
+        _ => {}
+    });
+    out
+}
+
+/// Whether two int vectors are the same shape value: one value, or `shape(x)`
+/// of one array `x` twice.
+pub fn same_shape_value(defs: &dyn super::index::Defs, a: ValueId, b: ValueId) -> bool {
+    use super::index::Def;
+    a == b
+        || matches!((defs.def(a), defs.def(b)),
+            (Some(Def::Prim(Prim::Shape, x)), Some(Def::Prim(Prim::Shape, y))) if x[0] == y[0])
+}
+
+/// Whether a with-loop part's index ranges over all of `[0, upper)` (step and
+/// width aside): its lower bound is zeros, a constant or `0 * upper` (what the
+/// front end makes of a rank-generic `.` lower bound).
+pub fn zero_lower(defs: &dyn super::index::Defs, part: &Part) -> bool {
+    use super::index::Def;
+    let zero_scalar = |v: &ValueId| matches!(defs.def(*v), Some(Def::Const(c)) if int_scalar(&c) == Some(0));
+    match defs.def(part.lower) {
+        Some(Def::Const(c)) => int_vec(&c).is_some_and(|v| v.iter().all(|&x| x == 0)),
+        Some(Def::Prim(Prim::Bin(crate::interp::ops::BinOp::Mul), args)) if args.len() == 2 => {
+            (zero_scalar(&args[0]) && args[1] == part.upper) || (zero_scalar(&args[1]) && args[0] == part.upper)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a with-loop part can run as one flat loop over the row-major
+/// offsets `0 .. prod(upper)` of its frame: it binds neither its index vector
+/// nor index scalars (only, if anything, its offset), it is dense, ranges over
+/// all of `[0, upper)`, and every result is a genarray over `upper` or a fold.
+/// Rank-generic code after index vector elimination (`bneg` on `bool[*]`) runs
+/// like code of rank 1 this way, instead of stepping an odometer per element.
+pub fn flat_part(defs: &dyn super::index::Defs, w: &With, part: &Part) -> bool {
+    part.index.is_none()
+        && part.scalars.is_none()
+        && part.step.is_none()
+        && part.width.is_none()
+        && zero_lower(defs, part)
+        && w.ops.iter().all(|op| match op {
+            WithOp::Genarray { shape, .. } => same_shape_value(defs, part.upper, *shape),
+            WithOp::Fold { .. } => true,
+            _ => false,
+        })
+}
+
 #[cfg(test)]
 mod boxes_tests {
     use super::boxes_cover;

@@ -26,7 +26,10 @@
 //! Conditions, each reported as a missed remark when it fails:
 //! * the index is affine in the consumer's index — per component `j_a + o` or an
 //!   invariant `o`, where `o` may be symbolic (seed 002's linear projections with
-//!   factor 1);
+//!   factor 1); when the index length is not known statically (rank-generic
+//!   code), only the identity: a one-part producer over all of its frame
+//!   `[0, s)`, selected at the consumer's own index over `[0, s)` (seed 000's
+//!   `implies = disj(bneg(a), b)` on `bool[*]`);
 //! * `B`'s parts are dense boxes, and the bounds involved compare (constants, or
 //!   symbolic bounds that differ by constants, as `shape(a)` and `shape(a) - 1`);
 //! * every index of the consumer's part selects inside `B` (otherwise the
@@ -184,14 +187,18 @@ fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer
         _ => Source::Default,
     };
     regions.extend(rest.into_iter().map(|p| (p, src.clone())));
-    let cheap = w.parts.iter().all(|p| {
-        util::size(&p.body) <= CHEAP && {
-            let mut simple = true;
-            p.body.walk(&mut |s| simple &= !matches!(s.op, Op::With(_) | Op::Loop { .. } | Op::Call { .. }));
-            simple
-        }
-    });
+    let cheap = w.parts.iter().all(cheap_part);
     Ok(Producer { with: (**w).clone(), op, frame, regions, cheap })
+}
+
+/// A few scalar operations: recomputing its element costs about as much as
+/// storing and loading it.
+fn cheap_part(p: &Part) -> bool {
+    util::size(&p.body) <= CHEAP && {
+        let mut simple = true;
+        p.body.walk(&mut |s| simple &= !matches!(s.op, Op::With(_) | Op::Loop { .. } | Op::Call { .. }));
+        simple
+    }
 }
 
 /// Exactly associative and commutative folds (their order does not matter).
@@ -563,6 +570,16 @@ fn plan(
     if effect {
         return Err("it prints".into());
     }
+    let static_length = match &pstmt.op {
+        Op::With(w) => w.parts.first().is_some_and(|p| r.vector(p.lower).is_some()),
+        _ => false,
+    };
+    if !static_length {
+        let prod = whole_plan(r, rf, pstmt, op, consumer)?;
+        no_duplicated_work(&prod, rf, consumer, uses, consumers_of, true)?;
+        let regions = prod.regions.clone();
+        return Ok(Plan { regions, producer: prod, whole: true, tail: 0 });
+    }
     let prod = producer(f, pstmt, op, r)?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
@@ -633,30 +650,71 @@ fn plan(
             return Err(format!("the consumer would have more than {MAX_PARTS} parts"));
         }
     }
-    // Work duplication.
-    if !prod.cheap {
-        let refs_here = count_refs(&part.body, rf.array);
-        let total_uses = uses[rf.array.0 as usize] as usize;
-        if consumers_of.get(&rf.array).is_some_and(|c| c.len() > 1) {
-            return Err(
-                "it has several consumers, each would compute its elements again (fusing them first avoids that)"
-                    .into(),
-            );
-        }
-        if refs_here > 1 {
-            return Err(format!(
-                "it is read {refs_here} times per element here, so its elements would be computed {refs_here} times"
-            ));
-        }
-        if total_uses > count_refs_in_consumer(consumer, rf.array) {
-            return Err("it is also used elsewhere, so its elements would be computed twice".into());
-        }
-        let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
-        if used_axes.len() < m {
-            return Err("the same element would be computed for several consumer indices".into());
-        }
-    }
+    let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
+    no_duplicated_work(&prod, rf, consumer, uses, consumers_of, used_axes.len() == m)?;
     Ok(Plan { regions, producer: prod, whole, tail })
+}
+
+/// Folding must not compute a producer's element more often than the producer
+/// did (unless its parts are cheap): seed 002 §5's criterion.
+fn no_duplicated_work(
+    prod: &Producer,
+    rf: &Reference,
+    consumer: &With,
+    uses: &[u32],
+    consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
+    every_axis_used: bool,
+) -> Result<(), String> {
+    if prod.cheap {
+        return Ok(());
+    }
+    let refs_here = count_refs(&consumer.parts[rf.part].body, rf.array);
+    let total_uses = uses[rf.array.0 as usize] as usize;
+    if consumers_of.get(&rf.array).is_some_and(|c| c.len() > 1) {
+        return Err(
+            "it has several consumers, each would compute its elements again (fusing them first avoids that)".into()
+        );
+    }
+    if refs_here > 1 {
+        return Err(format!(
+            "it is read {refs_here} times per element here, so its elements would be computed {refs_here} times"
+        ));
+    }
+    if total_uses > count_refs_in_consumer(consumer, rf.array) {
+        return Err("it is also used elsewhere, so its elements would be computed twice".into());
+    }
+    if !every_axis_used {
+        return Err("the same element would be computed for several consumer indices".into());
+    }
+    Ok(())
+}
+
+/// Rank-generic folding (index lengths unknown, seed 000's case): the producer
+/// is one dense part over all of its frame `[0, s)`, and the consumer part
+/// selects it at its own index `iv`, ranging over `[0, s)` for the same `s`.
+/// Then every selection hits the producer's part at `iv` — the identity
+/// projection, whatever the rank.
+fn whole_plan(r: &Reader, rf: &Reference, pstmt: &Stmt, op: usize, consumer: &With) -> Result<Producer, String> {
+    let Op::With(w) = &pstmt.op else { return Err("not a with-loop".into()) };
+    let WithOp::Genarray { shape, .. } = &w.ops[op] else {
+        return Err("its index length is not known statically, and it is not a genarray".into());
+    };
+    let [p] = &w.parts[..] else {
+        return Err("its index length is not known statically, and it has several parts".into());
+    };
+    let whole = |q: &Part| util::zero_lower(r.defs, q) && util::same_shape_value(r.defs, q.upper, *shape);
+    if p.step.is_some() || p.width.is_some() || !whole(p) {
+        return Err("its index length is not known statically, and its part does not cover its frame".into());
+    }
+    let cp = &consumer.parts[rf.part];
+    if cp.index != Some(rf.idx) || !whole(cp) {
+        return Err("its index length is not known statically, and the consumer does not select it at its own \
+                    index over the same shape"
+            .into());
+    }
+    let cheap = cheap_part(p);
+    let none = IndexBox { lo: Vec::new(), hi: Vec::new() };
+    Ok(Producer { with: (**w).clone(), op, frame: none.clone(), regions: vec![(none, Source::Part(0))], cheap })
 }
 
 /// Whether a cell a producer part yields is a view: a value from outside the
