@@ -18,7 +18,13 @@
 //!
 //! Constant folding then usually finishes the job (shape comparisons in library
 //! code, small index computations). Limits: at most [`MAX_COPIED`] statements are
-//! copied (nested with-loops would multiply otherwise); `foldfix` (it stops early) and
+//! copied (nested with-loops would multiply otherwise). Folds inside with-loop
+//! parts whose bodies are straight-line (no with-loops, loops or calls) are
+//! unrolled up to
+//! [`MAX_FOLD_INDICES`] indices and [`MAX_FOLD_COPIED`] statements: the weighted
+//! sum over a stencil's 27 offsets (`with { ([0,0,0] <= o < [3,3,3]) : c[…] *
+//! u[iv + o - 1]; } : fold(+, 0.0)`) becomes 27 multiply-adds with constant
+//! weights and offsets, combined in the fold's own index order; `foldfix` (it stops early) and
 //! with-loops whose generators are not constant or leave their frame stay, and
 //! so do arrays other with-loops select from (folding them is better).
 
@@ -39,6 +45,10 @@ pub const MAX_INDICES: usize = 8;
 /// The most statements unrolling may copy (indices times body size), so that
 /// nested with-loops do not multiply code.
 pub const MAX_COPIED: usize = 160;
+/// [`MAX_INDICES`] for folds of straight-line bodies.
+pub const MAX_FOLD_INDICES: usize = 64;
+/// [`MAX_COPIED`] for folds of straight-line bodies.
+pub const MAX_FOLD_COPIED: usize = 768;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
@@ -56,22 +66,30 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 }
             }
         });
-        let n = util::with_body(f, |f, b| block(f, b, &consts, &selected));
+        let n = util::with_body(f, |f, b| block(f, b, &consts, &selected, false));
         cx.count("with_loops_unrolled", n);
     }
 }
 
-fn block(f: &mut Function, b: &mut Block, consts: &HashMap<ValueId, Value>, selected: &HashSet<ValueId>) -> u64 {
+/// `in_part`: the block runs per index of an enclosing with-loop.
+fn block(
+    f: &mut Function,
+    b: &mut Block,
+    consts: &HashMap<ValueId, Value>,
+    selected: &HashSet<ValueId>,
+    in_part: bool,
+) -> u64 {
     let mut n = 0;
     let stmts = std::mem::take(&mut b.stmts);
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts {
-        s.op.walk_blocks_mut(&mut |inner| n += block(f, inner, consts, selected));
+        let inner_in_part = in_part || matches!(s.op, Op::With(_));
+        s.op.walk_blocks_mut(&mut |inner| n += block(f, inner, consts, selected, inner_in_part));
         if s.defs.iter().any(|d| selected.contains(d)) {
             out.push(s);
             continue;
         }
-        match unroll(f, &s, consts) {
+        match unroll(f, &s, consts, in_part) {
             Some(stmts) => {
                 out.extend(stmts);
                 n += 1;
@@ -84,7 +102,7 @@ fn block(f: &mut Function, b: &mut Block, consts: &HashMap<ValueId, Value>, sele
 }
 
 /// The indices of a constant generator, in order (`None`: not constant or too many).
-fn indices(p: &Part, consts: &HashMap<ValueId, Value>) -> Option<Vec<Vec<i64>>> {
+fn indices(p: &Part, consts: &HashMap<ValueId, Value>, max: usize) -> Option<Vec<Vec<i64>>> {
     let get = |v: Option<ValueId>| v.map(|x| consts.get(&x).and_then(util::int_vec));
     let lo = consts.get(&p.lower).and_then(util::int_vec)?;
     let hi = consts.get(&p.upper).and_then(util::int_vec)?;
@@ -107,7 +125,7 @@ fn indices(p: &Part, consts: &HashMap<ValueId, Value>) -> Option<Vec<Vec<i64>>> 
         while i < hi[d] {
             if (i - lo[d]) % step[d] < width[d] {
                 c.push(i);
-                if c.len() > MAX_INDICES {
+                if c.len() > max {
                     return None;
                 }
             }
@@ -126,7 +144,7 @@ fn indices(p: &Part, consts: &HashMap<ValueId, Value>) -> Option<Vec<Vec<i64>>> 
             }
         }
         out = next;
-        if out.len() > MAX_INDICES {
+        if out.len() > max {
             return None;
         }
     }
@@ -136,22 +154,31 @@ fn indices(p: &Part, consts: &HashMap<ValueId, Value>) -> Option<Vec<Vec<i64>>> 
     Some(out)
 }
 
-fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>) -> Option<Vec<Stmt>> {
+fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part: bool) -> Option<Vec<Stmt>> {
     let Op::With(w) = &s.op else { return None };
+    let straight_fold = in_part
+        && w.ops.iter().all(|op| matches!(op, WithOp::Fold { fixpoint: None, .. }))
+        && w.parts.iter().all(|p| {
+            let mut straight = true;
+            p.body.walk(&mut |t| straight &= !matches!(t.op, Op::With(_) | Op::Loop { .. } | Op::Call { .. }));
+            straight
+        });
+    let (max_indices, max_copied) =
+        if straight_fold { (MAX_FOLD_INDICES, MAX_FOLD_COPIED) } else { (MAX_INDICES, MAX_COPIED) };
     let mut all: Vec<(usize, Vec<i64>)> = Vec::new();
     for (k, p) in w.parts.iter().enumerate() {
         if p.offset.is_some() {
             return None;
         }
-        for iv in indices(p, consts)? {
+        for iv in indices(p, consts, max_indices)? {
             all.push((k, iv));
         }
     }
-    if all.is_empty() || all.len() > MAX_INDICES {
+    if all.is_empty() || all.len() > max_indices {
         return None;
     }
     let copied: usize = all.iter().map(|(k, _)| util::size(&w.parts[*k].body) + 1).sum();
-    if copied > MAX_COPIED {
+    if copied > max_copied {
         return None;
     }
     // Frames (genarray shapes, modarray arguments) must be constant and hold
