@@ -603,6 +603,7 @@ def main():
     wl = Wl(work / "libwlbench.so")
     global L0
     L0 = Wl(work / "libwll0.so")
+    L0.threads(1)
     c = ctypes.CDLL(str(work / "libcbench.so"))
     rng = np.random.default_rng(2026)
     rows = []

@@ -13,10 +13,15 @@ use crate::error::WlCtx;
 pub type WlChunkFn = unsafe extern "C" fn(*mut WlCtx, *mut c_void, i64, i64, i64);
 
 fn machine_threads() -> i64 {
-    if let Some(n) = std::env::var("WITHLOOP_THREADS").ok().and_then(|s| s.parse::<i64>().ok()) {
-        return n.max(1);
-    }
-    std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
+    // Read once: `available_parallelism` reads cgroup files on Linux, far too
+    // slow for every with-loop (nested ones ask once per outer element).
+    static THREADS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        if let Some(n) = std::env::var("WITHLOOP_THREADS").ok().and_then(|s| s.parse::<i64>().ok()) {
+            return n.max(1);
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
+    })
 }
 
 /// How many chunks to split `outer` iterations (of `total` elements in all)
