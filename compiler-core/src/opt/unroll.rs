@@ -19,8 +19,8 @@
 //! Constant folding then usually finishes the job (shape comparisons in library
 //! code, small index computations). Limits: at most [`MAX_COPIED`] statements are
 //! copied (nested with-loops would multiply otherwise). Folds inside with-loop
-//! parts whose bodies are straight-line (no with-loops, loops or calls) are
-//! unrolled up to
+//! parts whose bodies are straight-line (no with-loops, loops or calls) and
+//! small (at most [`MAX_FOLD_BODY`] statements) are unrolled up to
 //! [`MAX_FOLD_INDICES`] indices and [`MAX_FOLD_COPIED`] statements: the weighted
 //! sum over a stencil's 27 offsets (`with { ([0,0,0] <= o < [3,3,3]) : c[…] *
 //! u[iv + o - 1]; } : fold(+, 0.0)`) becomes 27 multiply-adds with constant
@@ -49,6 +49,10 @@ pub const MAX_COPIED: usize = 160;
 pub const MAX_FOLD_INDICES: usize = 64;
 /// [`MAX_COPIED`] for folds of straight-line bodies.
 pub const MAX_FOLD_COPIED: usize = 768;
+/// The largest body (statements per index) of such a fold: many indices of a
+/// small body (a stencil's weighted terms), not large bodies (recursion that
+/// inlining flattened, Kreye's determinant) whose copies only cost compile time.
+pub const MAX_FOLD_BODY: usize = 40;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
@@ -157,6 +161,7 @@ fn indices(p: &Part, consts: &HashMap<ValueId, Value>, max: usize) -> Option<Vec
 fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part: bool) -> Option<Vec<Stmt>> {
     let Op::With(w) = &s.op else { return None };
     let straight_fold = in_part
+        && w.parts.iter().all(|p| util::size(&p.body) <= MAX_FOLD_BODY)
         && w.ops.iter().all(|op| matches!(op, WithOp::Fold { fixpoint: None, .. }))
         && w.parts.iter().all(|p| {
             let mut straight = true;
