@@ -269,6 +269,26 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// A loop `for i in lo..hi` (i64); `body` emits one iteration.
+    /// The product of `factor(d)` for `d` in `lo..hi` (1 when empty), as an `i64`.
+    pub fn product_range(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        factor: &mut dyn FnMut(&mut Self, IntValue<'ctx>) -> R<IntValue<'ctx>>,
+    ) -> R<IntValue<'ctx>> {
+        let acc = self.alloca(fx, self.i64().into(), "prod")?;
+        self.b.build_store(acc, self.const_i64(1))?;
+        self.for_range(fx, lo, hi, &mut |e, _fx, d| {
+            let x = factor(e, d)?;
+            let p = e.b.build_load(e.i64(), acc, "prod")?.into_int_value();
+            let p = e.b.build_int_mul(p, x, "prod")?;
+            e.b.build_store(acc, p)?;
+            Ok(())
+        })?;
+        Ok(self.b.build_load(self.i64(), acc, "prod")?.into_int_value())
+    }
+
     pub fn for_range(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
@@ -783,16 +803,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             return Ok(self.const_i64(ext.iter().skip(k.max(0) as usize).product::<usize>() as i64));
         }
         let rank = self.rank_of(a, aty)?;
-        let acc = self.alloca(fx, self.i64().into(), "cell")?;
-        self.b.build_store(acc, self.const_i64(1))?;
-        self.for_range(fx, n, rank, &mut |e, _fx, dd| {
-            let ext = e.extent(a, dd)?;
-            let c = e.b.build_load(e.i64(), acc, "cell")?.into_int_value();
-            let c = e.b.build_int_mul(c, ext, "cell")?;
-            e.b.build_store(acc, c)?;
-            Ok(())
-        })?;
-        Ok(self.b.build_load(self.i64(), acc, "cell")?.into_int_value())
+        self.product_range(fx, n, rank, &mut |e, d| e.extent(a, d))
     }
 
     /// `a[iv]`: an element, or a new array holding the cell.

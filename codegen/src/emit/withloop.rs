@@ -349,17 +349,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             return Ok(p);
         }
-        let acc = self.alloca(fx, self.i64().into(), "prod")?;
-        self.b.build_store(acc, self.const_i64(1))?;
         let buf = f.buf;
-        self.for_range(fx, from, f.len, &mut |e, _fx, d| {
-            let x = e.buf_get(buf, d)?;
-            let p = e.b.build_load(e.i64(), acc, "prod")?.into_int_value();
-            let p = e.b.build_int_mul(p, x, "prod")?;
-            e.b.build_store(acc, p)?;
-            Ok(())
-        })?;
-        Ok(self.b.build_load(self.i64(), acc, "prod")?.into_int_value())
+        self.product_range(fx, from, f.len, &mut |e, d| e.buf_get(buf, d))
     }
 
     /// The row-major cell number of `index` over the first axes of `f`.
@@ -853,18 +844,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let uty = fx.irf.ty(part.upper).clone();
         let uv = self.value(fx, part.upper)?.into_pointer_value();
         let len = self.vec_len(uv, &uty)?;
-        let acc = self.alloca(fx, self.i64().into(), "flat.n")?;
-        self.b.build_store(acc, self.const_i64(1))?;
-        self.for_range(fx, self.const_i64(0), len, &mut |e, _fx, d| {
+        self.product_range(fx, self.const_i64(0), len, &mut |e, d| {
             let x = e.int_elem(uv, &uty, d)?;
             let neg = e.b.build_int_compare(IntPredicate::SLT, x, e.const_i64(0), "neg")?;
-            let x = e.b.build_select(neg, e.const_i64(0), x, "ext")?.into_int_value();
-            let p = e.b.build_load(e.i64(), acc, "n")?.into_int_value();
-            let p = e.b.build_int_mul(p, x, "n")?;
-            e.b.build_store(acc, p)?;
-            Ok(())
-        })?;
-        Ok(self.b.build_load(self.i64(), acc, "flat.n")?.into_int_value())
+            Ok(e.b.build_select(neg, e.const_i64(0), x, "ext")?.into_int_value())
+        })
     }
 
     /// Loads a generator of static length `n`.

@@ -57,7 +57,6 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             let mut facts = Vec::new();
             let mut w = Walk {
                 reader: &reader,
-                defs: &defs,
                 shapes: &shapes,
                 choices: &choices,
                 whole: Vec::new(),
@@ -248,7 +247,6 @@ type Ranges = Vec<(HashMap<Atom, usize>, Vec<(Affine, Affine)>)>;
 
 struct Walk<'a, 'r> {
     reader: &'a Reader<'r>,
-    defs: &'a HashMap<ValueId, Def>,
     shapes: &'a Shapes,
     choices: &'a Choices,
     /// Enclosing parts whose index vector ranges over all of `[0, upper)`:
@@ -324,7 +322,7 @@ impl Walk<'_, '_> {
                             }
                         }
                         ranges.push((atoms, bounds));
-                        let whole = p.index.filter(|_| super::util::zero_lower(self.defs, p));
+                        let whole = p.index.filter(|_| super::util::zero_lower(self.reader.defs, p));
                         if let Some(iv) = whole {
                             self.whole.push((iv, p.upper));
                         }
@@ -342,13 +340,13 @@ impl Walk<'_, '_> {
         }
         facts.truncate(facts_before);
     }
-}
 
-impl Walk<'_, '_> {
     /// Whether `idx` is the index vector of an enclosing part over `[0, s)`
     /// for a shape value equal to `shape`.
     fn whole_index(&self, idx: ValueId, shape: ValueId) -> bool {
-        self.whole.iter().any(|(iv, upper)| *iv == idx && super::util::same_shape_value(self.defs, *upper, shape))
+        self.whole
+            .iter()
+            .any(|(iv, upper)| *iv == idx && super::util::same_shape_value(self.reader.defs, *upper, shape))
     }
 }
 

@@ -49,8 +49,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         // The reader sees the values as they were before this rewrite.
         let values = f.values.clone();
         let reader = Reader { values: &values, defs: &defs };
-        let mut ive =
-            Ive { reader: &reader, defs: &defs, shapes: &shapes, enclosing: Vec::new(), counts: Counts::default() };
+        let mut ive = Ive { reader: &reader, shapes: &shapes, enclosing: Vec::new(), counts: Counts::default() };
         util::with_body(f, |f, body| ive.block(f, body));
         cx.count("index_components_scalarised", ive.counts.components);
         cx.count("selections_to_offsets", ive.counts.split);
@@ -92,7 +91,6 @@ fn same(a: &[Affine], b: &[Affine]) -> bool {
 
 struct Ive<'a> {
     reader: &'a Reader<'a>,
-    defs: &'a HashMap<ValueId, index::Def>,
     shapes: &'a HashMap<ValueId, ValueId>,
     enclosing: Vec<Enclosing>,
     counts: Counts,
@@ -132,8 +130,8 @@ impl Ive<'_> {
                         let whole = match (p.index, frame_value) {
                             (Some(iv), Some(fv))
                                 if dense
-                                    && util::zero_lower(self.defs, p)
-                                    && util::same_shape_value(self.defs, p.upper, fv) =>
+                                    && util::zero_lower(self.reader.defs, p)
+                                    && util::same_shape_value(self.reader.defs, p.upper, fv) =>
                             {
                                 Some((iv, p.upper))
                             }
@@ -235,24 +233,14 @@ impl Ive<'_> {
                 blame: s.blame,
             });
         }
-        let Op::Prim { prim: prim @ (Prim::Sel | Prim::Modarray), args, checked, in_place } = &s.op else {
+        let Op::Prim { prim: prim @ (Prim::Sel | Prim::Modarray), args, .. } = &s.op else {
             return None;
         };
         let (idx, array) = if *prim == Prim::Sel { (args[0], args[1]) } else { (args[1], args[0]) };
         if let Some(offset) = self.whole_offset(f, s, idx, array) {
             self.counts.split += 1;
             self.counts.reused += 1;
-            let op = if *prim == Prim::Sel {
-                Op::Prim { prim: Prim::IdxSel, args: vec![offset, array], checked: *checked, in_place: false }
-            } else {
-                Op::Prim {
-                    prim: Prim::IdxModarray,
-                    args: vec![array, offset, args[2]],
-                    checked: *checked,
-                    in_place: *in_place,
-                }
-            };
-            return Some(Stmt { defs: s.defs.clone(), op, span: s.span, blame: s.blame });
+            return Some(offset_form(s, offset));
         }
         let rank = self.reader.ty(array).shape.rank_if_known()?;
         let n = crate::sema::prim_ty::vector_len(self.reader.ty(idx))?;
@@ -300,17 +288,7 @@ impl Ive<'_> {
             t.blame = s.blame;
         }
         out.extend(pre);
-        let op = if *prim == Prim::Sel {
-            Op::Prim { prim: Prim::IdxSel, args: vec![offset, array], checked: *checked, in_place: false }
-        } else {
-            Op::Prim {
-                prim: Prim::IdxModarray,
-                args: vec![array, offset, args[2]],
-                checked: *checked,
-                in_place: *in_place,
-            }
-        };
-        Some(Stmt { defs: s.defs.clone(), op, span, blame: s.blame })
+        Some(offset_form(s, offset))
     }
 
     /// Rank-generic REUSE: `sel(iv, a)` (or an update at `iv`) where `iv` is
@@ -326,7 +304,7 @@ impl Ive<'_> {
         let encl = self.enclosing.last_mut()?;
         let (iv, upper) = encl.whole?;
         let shape = *self.shapes.get(&array)?;
-        if !scalar_elem || !encl.is_part || iv != idx || !util::same_shape_value(self.defs, upper, shape) {
+        if !scalar_elem || !encl.is_part || iv != idx || !util::same_shape_value(self.reader.defs, upper, shape) {
             return None;
         }
         Some(*encl.offset.get_or_insert_with(|| f.new_value(util::int_ty(), None)))
@@ -426,4 +404,22 @@ impl Ive<'_> {
         }
         Some(plus)
     }
+}
+
+/// A selection or element update `s` (`sel(iv, a)`, `modarray(a, iv, v)`) as
+/// its offset form at `offset`: `idx_sel(offset, a)`, `idx_modarray(a, offset, v)`.
+fn offset_form(s: &Stmt, offset: ValueId) -> Stmt {
+    let op = match &s.op {
+        Op::Prim { prim: Prim::Sel, args, checked, .. } => {
+            Op::Prim { prim: Prim::IdxSel, args: vec![offset, args[1]], checked: *checked, in_place: false }
+        }
+        Op::Prim { args, checked, in_place, .. } => Op::Prim {
+            prim: Prim::IdxModarray,
+            args: vec![args[0], offset, args[2]],
+            checked: *checked,
+            in_place: *in_place,
+        },
+        other => other.clone(),
+    };
+    Stmt { defs: s.defs.clone(), op, span: s.span, blame: s.blame }
 }
