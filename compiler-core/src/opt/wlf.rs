@@ -79,13 +79,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 normalised += 1;
                 continue;
             }
-            match fold_one(f, &mut misses) {
-                Some(applied) => {
-                    folds += 1;
-                    let name = f.name.clone();
-                    cx.remark(RemarkKind::Applied, &name, applied.0, applied.1);
-                }
-                None => break,
+            let applied = fold_batch(f, &mut misses, MAX_FOLDS - folds);
+            if applied.is_empty() {
+                break;
+            }
+            folds += applied.len();
+            let name = f.name.clone();
+            for (span, msg) in applied {
+                cx.remark(RemarkKind::Applied, &name, span, msg);
             }
         }
         let f = &mut m.functions[i];
@@ -441,31 +442,42 @@ fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context
     Some(out)
 }
 
-/// Finds one selection that can be folded and folds it. Returns the remark.
-fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Option<(Option<Span>, String)> {
+/// Folds the selections that can be folded, as many per analysis as touch
+/// separate parts of the function, at most `limit`. Returns the remarks.
+///
+/// Why batches: unrolled stencils leave hundreds of tiny independent
+/// with-loops (`iv + o - 1` per offset); re-analysing the whole function after
+/// each fold made folding quadratic in their number. Folds in one batch have
+/// disjoint consumers (neither inside the other) and distinct producers that
+/// no other fold of the batch rewrites, so every plan stays valid while the
+/// others are applied: a fold only rewrites its consumer's statement.
+fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit: usize) -> Vec<(Option<Span>, String)> {
     let defs = index::defs(f);
     let uses = util::use_counts(f);
     let reader = Reader::new(f, &defs);
     // Producers: with-loop results by value.
-    let mut producers: HashMap<ValueId, (Stmt, usize)> = HashMap::new();
+    let mut producers: HashMap<ValueId, usize> = HashMap::new();
     f.body.walk(&mut |s| {
         if let Op::With(w) = &s.op {
             for (k, op) in w.ops.iter().enumerate() {
                 if matches!(op, WithOp::Genarray { .. } | WithOp::Modarray { .. }) {
-                    producers.insert(s.defs[k], (s.clone(), k));
+                    producers.insert(s.defs[k], k);
                 }
             }
         }
     });
     if producers.is_empty() {
-        return None;
+        return Vec::new();
     }
-    // References, consumer by consumer.
+    // References, consumer by consumer, and what each consumer's statement holds.
     let mut refs: Vec<Reference> = Vec::new();
+    let mut holds: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
     f.body.walk(&mut |s| {
         if let Op::With(w) = &s.op {
+            let mut inside: HashSet<ValueId> = s.defs.iter().copied().collect();
             for (pi, p) in w.parts.iter().enumerate() {
                 p.body.walk(&mut |t| {
+                    inside.extend(t.defs.iter().copied());
                     if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op {
                         if producers.contains_key(&args[1]) && !s.defs.contains(&args[1]) {
                             refs.push(Reference {
@@ -481,6 +493,9 @@ fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Optio
                     }
                 });
             }
+            for d in &s.defs {
+                holds.insert(*d, inside.clone());
+            }
         }
     });
     // Consumers reading each producer.
@@ -488,11 +503,43 @@ fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Optio
     for r in &refs {
         consumers_of.entry(r.array).or_default().insert(r.consumer);
     }
+    let mut batch: Vec<(Reference, Plan)> = Vec::new();
     for r in refs {
-        let (pstmt, op) = &producers[&r.array];
-        let consumer = find_with(&f.body, r.consumer)?;
-        let plan = match plan(f, &reader, &r, pstmt, *op, consumer, &uses, &consumers_of) {
-            Ok(p) => p,
+        if batch.len() >= limit {
+            break;
+        }
+        let held = &holds[&r.consumer];
+        let clashes = batch.iter().any(|(b, _)| {
+            let b_held = &holds[&b.consumer];
+            (b.array == r.array && b.consumer != r.consumer)
+                || (b.consumer != r.consumer
+                    && (b_held.contains(&r.consumer)
+                        || b_held.contains(&r.array)
+                        || held.contains(&b.consumer)
+                        || held.contains(&b.array)))
+        });
+        if clashes {
+            continue;
+        }
+        let op = producers[&r.array];
+        let Some(pstmt) = find_stmt(&f.body, r.array) else { continue };
+        let Some(Op::With(consumer)) = find_stmt(&f.body, r.consumer).map(|s| &s.op) else { continue };
+        match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of) {
+            Ok(p) => {
+                // Whole folds into one consumer only replace their own selection.
+                let shares_consumer = batch.iter().any(|(b, bp)| {
+                    b.consumer == r.consumer
+                        && !(bp.whole
+                            && p.whole
+                            && !holds[&b.array].contains(&r.def)
+                            && !holds[&r.array].contains(&b.def)
+                            && (b.array == r.array
+                                || (!holds[&b.array].contains(&r.array) && !holds[&r.array].contains(&b.array))))
+                });
+                if !shares_consumer {
+                    batch.push((r, p));
+                }
+            }
             Err(why) => {
                 let name = f.values[r.array.0 as usize]
                     .name
@@ -503,9 +550,11 @@ fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Optio
                 if !misses.iter().any(|(s, m)| *s == at && *m == msg) {
                     misses.push((at, msg));
                 }
-                continue;
             }
-        };
+        }
+    }
+    let mut applied = Vec::new();
+    for (r, plan) in batch {
         let name = f.values[r.array.0 as usize]
             .name
             .as_ref()
@@ -517,27 +566,26 @@ fn fold_one(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>) -> Optio
         } else {
             format!("folded {name} into this with-loop, splitting its index set into {pieces} parts")
         };
-        return Some((Some(r.consumer_span), msg));
+        applied.push((Some(r.consumer_span), msg));
     }
-    None
+    applied
 }
 
-fn find_with(b: &Block, def: ValueId) -> Option<&With> {
-    b.stmts.iter().find_map(|s| find_with_stmt(s, def))
+/// The statement (anywhere in `b`) that defines `def`.
+fn find_stmt(b: &Block, def: ValueId) -> Option<&Stmt> {
+    b.stmts.iter().find_map(|s| find_stmt_in(s, def))
 }
 
-fn find_with_stmt(s: &Stmt, def: ValueId) -> Option<&With> {
-    if s.defs.first() == Some(&def) {
-        if let Op::With(w) = &s.op {
-            return Some(w);
-        }
+fn find_stmt_in(s: &Stmt, def: ValueId) -> Option<&Stmt> {
+    if s.defs.contains(&def) {
+        return Some(s);
     }
     match &s.op {
         Op::If { then_block, else_block, .. } => {
-            then_block.stmts.iter().chain(&else_block.stmts).find_map(|t| find_with_stmt(t, def))
+            then_block.stmts.iter().chain(&else_block.stmts).find_map(|t| find_stmt_in(t, def))
         }
-        Op::Loop { cond, body, .. } => cond.stmts.iter().chain(&body.stmts).find_map(|t| find_with_stmt(t, def)),
-        Op::With(w) => w.parts.iter().flat_map(|p| &p.body.stmts).find_map(|t| find_with_stmt(t, def)),
+        Op::Loop { cond, body, .. } => cond.stmts.iter().chain(&body.stmts).find_map(|t| find_stmt_in(t, def)),
+        Op::With(w) => w.parts.iter().flat_map(|p| &p.body.stmts).find_map(|t| find_stmt_in(t, def)),
         _ => None,
     }
 }
@@ -757,16 +805,18 @@ fn apply(f: &mut Function, rf: &Reference, plan: Plan) {
             let span = stmts[at].span;
             let mut pre = Vec::new();
             let Op::With(w) = &mut stmts[at].op else { return };
+            if plan.whole {
+                // One region: the part stays, only the reference changes.
+                let (_, src) = &plan.regions[0];
+                substitute_reference(f, &mut w.parts[rf.part].body, rf.def, src, &plan, &HashMap::new());
+                return;
+            }
             let original = w.parts[rf.part].clone();
             let mut new_parts = Vec::new();
             for (region, src) in &plan.regions {
-                let (mut part, map) = if plan.whole {
-                    (original.clone(), HashMap::new())
-                } else {
-                    let lower = index::emit_vector(f, &mut pre, &region.lo, span);
-                    let upper = index::emit_vector(f, &mut pre, &region.hi, span);
-                    clone_part(f, &original, lower, upper)
-                };
+                let lower = index::emit_vector(f, &mut pre, &region.lo, span);
+                let upper = index::emit_vector(f, &mut pre, &region.hi, span);
+                let (mut part, map) = clone_part(f, &original, lower, upper);
                 // The reference in this copy; the producer may itself live in the
                 // consumer's part, so what it reads is renamed like the copy.
                 let ref_def = map.get(&rf.def).copied().unwrap_or(rf.def);
