@@ -511,12 +511,13 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         let held = &holds[&r.consumer];
         let clashes = batch.iter().any(|(b, _)| {
             let b_held = &holds[&b.consumer];
-            (b.array == r.array && b.consumer != r.consumer)
-                || (b.consumer != r.consumer
-                    && (b_held.contains(&r.consumer)
-                        || b_held.contains(&r.array)
-                        || held.contains(&b.consumer)
-                        || held.contains(&b.array)))
+            // Separate consumers: neither inside the other, nor holding the other's producer.
+            b.consumer != r.consumer
+                && (b.array == r.array
+                    || b_held.contains(&r.consumer)
+                    || b_held.contains(&r.array)
+                    || held.contains(&b.consumer)
+                    || held.contains(&b.array))
         });
         if clashes {
             continue;
