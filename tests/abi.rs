@@ -140,3 +140,25 @@ fn object_assembly_and_llvm_ir_are_written() {
     assert!(ll.contains(" i32 @wl_total(ptr"), "{}", &ll[..ll.len().min(2000)]);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn entry_options_export_only_the_named_functions() {
+    let work = scratch("entry");
+    let mut inv = invocation("kernels.sac", &[]);
+    inv.frontend.entries = vec!["total".to_string()];
+    emit(&inv, Emit::LlvmIr, &work.join("k.ll"));
+    let ll = std::fs::read_to_string(work.join("k.ll")).expect("llvm ir");
+    assert!(ll.contains(" i32 @wl_total(ptr"), "{}", &ll[..ll.len().min(2000)]);
+    assert!(!ll.contains("@wl_scale("), "scale was not asked for:\n{}", &ll[..ll.len().min(2000)]);
+    inv.frontend.entries = vec!["total".to_string(), "nothing".to_string()];
+    let report =
+        compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, &Default::default(), Some(&work.join("x.ll")));
+    assert_ne!(report.exit_code, 0);
+    assert!(
+        report.stderr.contains("defines no function `nothing` to export")
+            && report.stderr.contains("same, scale, squares, total"),
+        "{}",
+        report.stderr
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}

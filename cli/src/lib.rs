@@ -388,7 +388,13 @@ fn lowered_timed(inv: &Invocation, phases: &mut Phases) -> Result<(driver::Front
         report.exit_code = EXIT_COMPILE_ERROR;
         return Err(report);
     }
-    let module = phases.time("lowering", || lower(&fe));
+    let mut module = phases.time("lowering", || lower(&fe));
+    if let Err(d) = driver::select_entries(&mut module, &inv.frontend.entries, &inv.file.to_string_lossy()) {
+        report.stderr.push_str(&render(&fe.sources, &d));
+        report.diagnostics.push(locate(&fe.sources, &d));
+        report.exit_code = EXIT_COMPILE_ERROR;
+        return Err(report);
+    }
     Ok((fe, module))
 }
 

@@ -74,6 +74,10 @@ enum Command {
         /// (`prog.o`, `libprog.so`, `prog`).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: Option<PathBuf>,
+        /// Export only this function (repeatable; default: every function of
+        /// the file). What it does not call is not compiled.
+        #[arg(long = "entry", value_name = "FUNCTION")]
+        entries: Vec<String>,
         #[command(flatten)]
         native: NativeArgs,
         /// Include library functions in the report.
@@ -243,8 +247,9 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit, output, native, passes, library, no_timing, time_phases } => {
+        Command::Compile { source, emit, output, entries, native, passes, library, no_timing, time_phases } => {
             let mut inv = source.invocation();
+            inv.frontend.entries = entries;
             inv.list_library_instances = library;
             inv.time_phases = time_phases;
             let Some(emit) = Emit::parse(&emit) else {

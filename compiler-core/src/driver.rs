@@ -265,3 +265,28 @@ fn constant(e: &ast::Expr) -> Result<Value, Box<Diagnostic>> {
         _ => Err(not_constant()),
     }
 }
+
+/// Keeps only `entries` as the module's exported entry points (and their
+/// variants); the optimiser's dead-function removal then drops what they do
+/// not call. Empty `entries`: every entry stays. A name the module does not
+/// export is an error naming the ones it does.
+pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: &str) -> Result<(), Box<Diagnostic>> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if let Some(unknown) = entries.iter().find(|e| module.entry(e).is_none()) {
+        let mut names: Vec<String> = module.entries.iter().map(|(n, _)| n.to_string()).collect();
+        names.sort();
+        return Err(Box::new(
+            Diagnostic::error(
+                codes::UNKNOWN_FUNCTION,
+                format!("`{file}` defines no function `{unknown}` to export as an entry point"),
+            )
+            .with_note(format!("its functions are: {}", names.join(", "))),
+        ));
+    }
+    module.entries.retain(|(name, _)| entries.iter().any(|e| e == name.as_str()));
+    let functions = &module.functions;
+    module.variants.retain(|f| entries.iter().any(|e| *e == functions[f.0 as usize].source_name.as_str()));
+    Ok(())
+}

@@ -422,7 +422,8 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
         Some(m) => m.clone(),
         None => ir::lower::lower(&fe.program, &fe.typed, &fe.sources),
     };
-    select_entries(&mut module, &request.entries, &request.file_name)?;
+    driver::select_entries(&mut module, &request.entries, &request.file_name)
+        .map_err(|d| BuildError { diagnostics: vec![DiagnosticData::of(&fe.sources, &d)] })?;
     laps.lap("frontend");
 
     progress(Phase::Optimise);
@@ -515,29 +516,6 @@ fn native(
 
 /// Keeps only the named entries (and their exported variants); the
 /// optimiser's dead-function removal drops what nothing else reaches.
-fn select_entries(module: &mut ir::Module, entries: &[String], file: &str) -> Result<(), BuildError> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let unknown: Vec<&String> = entries.iter().filter(|e| module.entry(e).is_none()).collect();
-    if let Some(first) = unknown.first() {
-        let mut names: Vec<String> = module.entries.iter().map(|(n, _)| n.to_string()).collect();
-        names.sort();
-        let mut d = DiagnosticData::unlocated(
-            codes::UNKNOWN_FUNCTION,
-            format!("`{file}` defines no function `{first}` to export as an entry point"),
-        );
-        d.notes.push(format!("its functions are: {}", names.join(", ")));
-        d.rendered = format!("error[{}]: {}\n  = note: {}\n", d.code, d.message, d.notes[0]);
-        return Err(BuildError { diagnostics: vec![d] });
-    }
-    let wanted: BTreeSet<&str> = entries.iter().map(String::as_str).collect();
-    module.entries.retain(|(name, _)| wanted.contains(name.as_str()));
-    let functions = &module.functions;
-    module.variants.retain(|f| wanted.contains(functions[f.0 as usize].source_name.as_str()));
-    Ok(())
-}
-
 fn variants(report: &opt::report::Report) -> Vec<VariantData> {
     report
         .variants

@@ -219,12 +219,22 @@ fn exact_fold(f: &Function, op: &WithOp) -> bool {
     }
 }
 
-/// The consumer-index atoms of a part: its index vector's components and scalars.
-fn index_atoms(p: &Part) -> HashMap<Atom, usize> {
+/// The axis of `p`'s index space that `atom` (a component of its index vector,
+/// or one of its scalar indices) runs along.
+fn axis_of(p: &Part, atom: &Atom) -> Option<usize> {
+    match atom.component {
+        Some(k) if p.index == Some(atom.value) => Some(k),
+        None => p.scalars.as_ref()?.iter().position(|s| *s == atom.value),
+        _ => None,
+    }
+}
+
+/// The index atoms of a part, `length` components long, and their axes: its
+/// index vector's components and its scalars.
+fn index_atoms(p: &Part, length: usize) -> HashMap<Atom, usize> {
     let mut out = HashMap::new();
     if let Some(iv) = p.index {
-        // The index length is the bounds' length; components up to a generous cap.
-        for k in 0..64 {
+        for k in 0..length {
             out.insert(Atom { value: iv, component: Some(k) }, k);
         }
     }
@@ -238,17 +248,16 @@ fn index_atoms(p: &Part) -> HashMap<Atom, usize> {
 
 fn projection(r: &Reader, idx: ValueId, part: &Part) -> Result<Projection, String> {
     let comps = r.vector(idx).ok_or("the index's length is not known statically")?;
-    let atoms = index_atoms(part);
     let mut out = Vec::with_capacity(comps.len());
     for c in comps {
         let mut axis = None;
         let mut offset = c.clone();
         for (a, k) in &c.terms {
-            if let Some(ax) = atoms.get(a) {
+            if let Some(ax) = axis_of(part, a) {
                 if *k != 1 || axis.is_some() {
                     return Err("the index is not the consumer's index plus an offset".into());
                 }
-                axis = Some(*ax);
+                axis = Some(ax);
                 offset.terms.remove(a);
             }
         }
@@ -378,19 +387,19 @@ fn find_context(
             Op::Check(CheckOp { check: Check::Assert(c), .. }) => asserts.push(*c),
             Op::With(w) => {
                 for p in &w.parts {
-                    let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) else { continue };
-                    let atoms = index_atoms(p);
-                    let pushed = parts.len();
-                    parts.push((lo.clone(), hi.clone()));
-                    if find_context(r, &p.body, consumer, part, asserts, parts, ranges) {
-                        for (atom, axis) in atoms {
+                    // Only the part on the way to the consumer is read (most are not).
+                    if !find_context(r, &p.body, consumer, part, asserts, parts, ranges) {
+                        continue;
+                    }
+                    if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
+                        for (atom, axis) in index_atoms(p, lo.len()) {
                             if let (Some(l), Some(h)) = (lo.get(axis), hi.get(axis)) {
                                 ranges.insert(atom, (l.clone(), h.clone()));
                             }
                         }
-                        return true;
+                        parts.push((lo, hi));
                     }
-                    parts.truncate(pushed);
+                    return true;
                 }
             }
             _ => {
@@ -469,15 +478,12 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
     if producers.is_empty() {
         return Vec::new();
     }
-    // References, consumer by consumer, and what each consumer's statement holds.
+    // References, consumer by consumer.
     let mut refs: Vec<Reference> = Vec::new();
-    let mut holds: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
     f.body.walk(&mut |s| {
         if let Op::With(w) = &s.op {
-            let mut inside: HashSet<ValueId> = s.defs.iter().copied().collect();
             for (pi, p) in w.parts.iter().enumerate() {
                 p.body.walk(&mut |t| {
-                    inside.extend(t.defs.iter().copied());
                     if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op {
                         if producers.contains_key(&args[1]) && !s.defs.contains(&args[1]) {
                             refs.push(Reference {
@@ -493,11 +499,11 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
                     }
                 });
             }
-            for d in &s.defs {
-                holds.insert(*d, inside.clone());
-            }
         }
     });
+    let layout = Layout::of(&f.body);
+    let stmt_of = statements(&f.body);
+    let holds = |x: ValueId, v: ValueId| layout.holds(x, v);
     // Consumers reading each producer.
     let mut consumers_of: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
     for r in &refs {
@@ -508,23 +514,21 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         if batch.len() >= limit {
             break;
         }
-        let held = &holds[&r.consumer];
         let clashes = batch.iter().any(|(b, _)| {
-            let b_held = &holds[&b.consumer];
             // Separate consumers: neither inside the other, nor holding the other's producer.
             b.consumer != r.consumer
                 && (b.array == r.array
-                    || b_held.contains(&r.consumer)
-                    || b_held.contains(&r.array)
-                    || held.contains(&b.consumer)
-                    || held.contains(&b.array))
+                    || holds(b.consumer, r.consumer)
+                    || holds(b.consumer, r.array)
+                    || holds(r.consumer, b.consumer)
+                    || holds(r.consumer, b.array))
         });
         if clashes {
             continue;
         }
         let op = producers[&r.array];
-        let Some(pstmt) = find_stmt(&f.body, r.array) else { continue };
-        let Some(Op::With(consumer)) = find_stmt(&f.body, r.consumer).map(|s| &s.op) else { continue };
+        let Some(&pstmt) = stmt_of.get(&r.array) else { continue };
+        let Some(Op::With(consumer)) = stmt_of.get(&r.consumer).map(|s| &s.op) else { continue };
         match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of) {
             Ok(p) => {
                 // Whole folds into one consumer only replace their own selection.
@@ -532,10 +536,9 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
                     b.consumer == r.consumer
                         && !(bp.whole
                             && p.whole
-                            && !holds[&b.array].contains(&r.def)
-                            && !holds[&r.array].contains(&b.def)
-                            && (b.array == r.array
-                                || (!holds[&b.array].contains(&r.array) && !holds[&r.array].contains(&b.array))))
+                            && !holds(b.array, r.def)
+                            && !holds(r.array, b.def)
+                            && (b.array == r.array || (!holds(b.array, r.array) && !holds(r.array, b.array))))
                 });
                 if !shares_consumer {
                     batch.push((r, p));
@@ -572,23 +575,70 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
     applied
 }
 
-/// The statement (anywhere in `b`) that defines `def`.
-fn find_stmt(b: &Block, def: ValueId) -> Option<&Stmt> {
-    b.stmts.iter().find_map(|s| find_stmt_in(s, def))
+/// Where values are defined: statements numbered in pre-order, so a statement's
+/// nested statements are the numbers between its own and the end of its extent.
+struct Layout {
+    /// Per value: the number of the statement defining it.
+    at: HashMap<ValueId, usize>,
+    /// Per with-loop result: the numbers of its statement and of what it holds.
+    extent: HashMap<ValueId, (usize, usize)>,
 }
 
-fn find_stmt_in(s: &Stmt, def: ValueId) -> Option<&Stmt> {
-    if s.defs.contains(&def) {
-        return Some(s);
-    }
-    match &s.op {
-        Op::If { then_block, else_block, .. } => {
-            then_block.stmts.iter().chain(&else_block.stmts).find_map(|t| find_stmt_in(t, def))
+impl Layout {
+    fn of(body: &Block) -> Layout {
+        fn number(b: &Block, next: &mut usize, l: &mut Layout) {
+            for s in &b.stmts {
+                let start = *next;
+                *next += 1;
+                for d in &s.defs {
+                    l.at.insert(*d, start);
+                }
+                s.op.walk_blocks(&mut |inner| number(inner, next, l));
+                if matches!(s.op, Op::With(_)) {
+                    for d in &s.defs {
+                        l.extent.insert(*d, (start, *next));
+                    }
+                }
+            }
         }
-        Op::Loop { cond, body, .. } => cond.stmts.iter().chain(&body.stmts).find_map(|t| find_stmt_in(t, def)),
-        Op::With(w) => w.parts.iter().flat_map(|p| &p.body.stmts).find_map(|t| find_stmt_in(t, def)),
-        _ => None,
+        let mut l = Layout { at: HashMap::new(), extent: HashMap::new() };
+        number(body, &mut 0, &mut l);
+        l
     }
+
+    /// Whether the with-loop statement defining `x` is, or holds, the definition of `v`.
+    fn holds(&self, x: ValueId, v: ValueId) -> bool {
+        match (self.extent.get(&x), self.at.get(&v)) {
+            (Some((start, end)), Some(at)) => (*start..*end).contains(at),
+            _ => false,
+        }
+    }
+}
+
+/// Every statement of `body` (nested ones too), by the values it defines.
+fn statements(body: &Block) -> HashMap<ValueId, &Stmt> {
+    fn collect<'a>(b: &'a Block, out: &mut HashMap<ValueId, &'a Stmt>) {
+        for s in &b.stmts {
+            for d in &s.defs {
+                out.insert(*d, s);
+            }
+            match &s.op {
+                Op::If { then_block, else_block, .. } => {
+                    collect(then_block, out);
+                    collect(else_block, out);
+                }
+                Op::Loop { cond, body, .. } => {
+                    collect(cond, out);
+                    collect(body, out);
+                }
+                Op::With(w) => w.parts.iter().for_each(|p| collect(&p.body, out)),
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    collect(body, &mut out);
+    out
 }
 
 /// How a reference is folded: the consumer part's pieces and what each reads.
