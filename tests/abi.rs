@@ -162,3 +162,21 @@ fn entry_options_export_only_the_named_functions() {
     );
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn with_loops_known_to_be_small_get_no_parallel_variant() {
+    let work = scratch("small");
+    let inv = invocation("parallel.sac", &[]);
+    let chunks = |native: &withloop_codegen::Options| {
+        let out = work.join("p.ll");
+        let report = compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, native, Some(&out));
+        assert_eq!(report.exit_code, 0, "{}", report.stderr);
+        let ll = std::fs::read_to_string(&out).expect("llvm ir");
+        (ll.contains("@wl.chunk.small"), ll.contains("@wl.chunk.big"))
+    };
+    let o0 = withloop_codegen::Options { opt_level: 0, ..Default::default() };
+    assert_eq!(chunks(&o0), (false, true), "81 iterations are below the compile-time cut");
+    let eager = withloop_codegen::Options { opt_level: 0, parallel_min: Some(1), ..Default::default() };
+    assert_eq!(chunks(&eager), (true, true), "parallel_min 1 splits every with-loop");
+    let _ = std::fs::remove_dir_all(&work);
+}

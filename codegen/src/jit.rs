@@ -116,6 +116,7 @@ pub fn run(
     let spec = crate::target_spec(options);
     let ctx = Context::create();
     let mut e = Emitter::new(&ctx, module, sources, options.parallel);
+    e.static_parallel_min = options.parallel_min.unwrap_or(crate::STATIC_PARALLEL_MIN);
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;
     let (llmod, tm) = e.finish(&spec, options)?;

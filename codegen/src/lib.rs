@@ -75,10 +75,18 @@ pub struct Options {
     /// For in-process runs ([`jit::run`]): the thread count (default: the
     /// context's, i.e. `WITHLOOP_THREADS` or every core) and the smallest
     /// with-loop part, in iterations, that is split (default 32768). Compiled
-    /// libraries and executables take both from their context.
+    /// libraries and executables take both from their context. `parallel_min`
+    /// also replaces [`STATIC_PARALLEL_MIN`] as the compile-time cut.
     pub threads: Option<u32>,
     pub parallel_min: Option<i64>,
 }
+
+/// With-loop parts with fewer iterations than this, when the count is known at
+/// compile time, always run sequentially (the run-time threshold,
+/// `WITHLOOP_PARALLEL_MIN`, decides the rest). Emitting the parallel variant of
+/// every small constant-size with-loop (the 9x9 minors of a determinant) only
+/// doubled their code and compile time.
+pub const STATIC_PARALLEL_MIN: i64 = 4096;
 
 impl Default for Options {
     fn default() -> Self {
@@ -201,6 +209,7 @@ pub fn compile_timed(
     let spec = target_spec(options);
     let ctx = Context::create();
     let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
+    e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
     e.functions()?;
     e.exports()?;
     if executable {

@@ -87,6 +87,10 @@ pub(crate) struct Emitter<'ctx, 'a> {
     locs: HashMap<Span, PointerValue<'ctx>>,
     counter: usize,
     pub parallel: bool,
+    /// Parts whose iteration count is known here and below this run
+    /// sequentially: no chunk function is emitted for them (a copy of the
+    /// part's code that the run-time threshold would never pick).
+    pub static_parallel_min: i64,
     /// Type-based alias tags (LLVM `!tbaa`): array headers (rank, size, data
     /// pointer, extents) and elements never overlap, so a store to an
     /// element cannot change a header. Without this LLVM reloads an array's
@@ -204,6 +208,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             locs: HashMap::new(),
             counter: 0,
             parallel,
+            static_parallel_min: crate::STATIC_PARALLEL_MIN,
             tbaa: Tbaa::new(ctx),
         }
     }

@@ -137,6 +137,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             })
     }
 
+    /// Whether a part is known here to be too small to split over threads
+    /// ([`Emitter::static_parallel_min`]): it then runs inline, without a chunk function.
+    pub(crate) fn statically_small(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
+        compiler_core::opt::util::static_iterations(&*fx.defs, p).is_some_and(|n| n < self.static_parallel_min)
+    }
+
     /// One part of an eligible with-loop: split over threads when the runtime
     /// says it is worth it, else run inline.
     pub(crate) fn parallel_part(

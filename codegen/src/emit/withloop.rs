@@ -533,7 +533,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let parallel = self.parallel && self.parallel_eligible(fx, w, &states);
         for part in &w.parts {
-            if parallel {
+            if parallel && !self.statically_small(fx, part) {
                 self.parallel_part(fx, s, w, part, &mut states)?;
                 continue;
             }

@@ -506,6 +506,18 @@ pub fn zero_lower(defs: &dyn super::index::Defs, part: &Part) -> bool {
     }
 }
 
+/// How many indices a part's bounds span (steps ignored: an upper bound), when
+/// both bounds are constants.
+pub fn static_iterations(defs: &dyn super::index::Defs, part: &Part) -> Option<i64> {
+    use super::index::Def;
+    let vector = |v: ValueId| match defs.def(v) {
+        Some(Def::Const(c)) => int_vec(&c),
+        _ => None,
+    };
+    let (lo, hi) = (vector(part.lower)?, vector(part.upper)?);
+    Some(lo.iter().zip(&hi).map(|(l, h)| (h - l).max(0)).fold(1i64, |n, e| n.saturating_mul(e)))
+}
+
 /// Whether a with-loop part can run as one flat loop over the row-major
 /// offsets `0 .. prod(upper)` of its frame: it binds neither its index vector
 /// nor index scalars (only, if anything, its offset), it is dense, ranges over

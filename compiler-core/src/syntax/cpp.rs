@@ -140,7 +140,8 @@ struct Preprocessor<'a> {
     sources: &'a mut SourceMap,
     loader: &'a dyn SourceLoader,
     diags: &'a mut Diagnostics,
-    macros: HashMap<SmolStr, Macro>,
+    /// Shared so that expanding one does not copy its body.
+    macros: HashMap<SmolStr, std::rc::Rc<Macro>>,
     include_dirs: Vec<String>,
     output: Vec<Token>,
     pragma_once: HashSet<SmolStr>,
@@ -172,8 +173,10 @@ impl Preprocessor<'_> {
                 t.line_start = false;
                 t
             });
-            self.macros
-                .insert(SmolStr::new(&name), Macro { params: None, variadic: false, body: body.collect(), span });
+            self.macros.insert(
+                SmolStr::new(&name),
+                std::rc::Rc::new(Macro { params: None, variadic: false, body: body.collect(), span }),
+            );
         }
     }
 
@@ -420,7 +423,7 @@ impl Preprocessor<'_> {
                 );
             }
         }
-        self.macros.insert(name.text.clone(), new);
+        self.macros.insert(name.text.clone(), std::rc::Rc::new(new));
     }
 
     fn include(&mut self, args: &[Token], whole: Span, file: FileId, depth: usize) {
@@ -643,6 +646,8 @@ impl Preprocessor<'_> {
         };
         let body = &mac.body;
         let mut result: Vec<PTok> = Vec::new();
+        // Each argument is macro-expanded once, however often it is used.
+        let mut expanded: HashMap<usize, Vec<PTok>> = HashMap::new();
         let mut k = 0;
         while k < body.len() {
             let t = &body[k];
@@ -686,8 +691,18 @@ impl Preprocessor<'_> {
             }
             match param_index(t) {
                 Some(idx) => {
-                    let raw = arg_tokens(idx);
-                    let mut tokens = if next_is_paste || prev_is_paste { raw } else { self.expand(raw.into()) };
+                    let mut tokens = if next_is_paste || prev_is_paste {
+                        arg_tokens(idx)
+                    } else {
+                        match expanded.get(&idx) {
+                            Some(e) => e.clone(),
+                            None => {
+                                let e = self.expand(arg_tokens(idx).into());
+                                expanded.insert(idx, e.clone());
+                                e
+                            }
+                        }
+                    };
                     if let Some(first) = tokens.first_mut() {
                         first.tok.space_before = t.space_before;
                     }
