@@ -98,22 +98,43 @@ pub(crate) struct Emitter<'ctx, 'a> {
     tbaa: Tbaa<'ctx>,
 }
 
-/// The two access tags of [`Emitter::tbaa`].
+/// The access tags of [`Emitter::tbaa`]: array headers, and array elements by
+/// their memory type. Elements of different memory types never overlap (an
+/// array's data is only ever accessed as its element type; buffers are reused
+/// only for results of the same element type), so an `int` shape vector read
+/// in a loop that stores `double`s is loaded once, not per iteration.
 struct Tbaa<'ctx> {
     kind: u32,
     header: inkwell::values::MetadataValue<'ctx>,
-    elem: inkwell::values::MetadataValue<'ctx>,
+    /// The type node all element types descend from.
+    elem_ty: inkwell::values::MetadataValue<'ctx>,
+    /// Per memory type (its LLVM spelling): the access tag.
+    elems: std::cell::RefCell<HashMap<String, inkwell::values::MetadataValue<'ctx>>>,
 }
 
 impl<'ctx> Tbaa<'ctx> {
     fn new(ctx: &'ctx Context) -> Self {
         let root = ctx.metadata_node(&[ctx.metadata_string("withloop arrays").into()]);
         let zero = ctx.i64_type().const_zero();
-        let tag = |name: &str| {
-            let ty = ctx.metadata_node(&[ctx.metadata_string(name).into(), root.into(), zero.into()]);
+        let header_ty = ctx.metadata_node(&[ctx.metadata_string("array header").into(), root.into(), zero.into()]);
+        let elem_ty = ctx.metadata_node(&[ctx.metadata_string("array element").into(), root.into(), zero.into()]);
+        Tbaa {
+            kind: ctx.get_kind_id("tbaa"),
+            header: ctx.metadata_node(&[header_ty.into(), header_ty.into(), zero.into()]),
+            elem_ty,
+            elems: std::cell::RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The access tag of elements stored as `mem`.
+    fn elem(&self, ctx: &'ctx Context, mem: BasicTypeEnum<'ctx>) -> inkwell::values::MetadataValue<'ctx> {
+        let key = mem.print_to_string().to_string();
+        *self.elems.borrow_mut().entry(key.clone()).or_insert_with(|| {
+            let zero = ctx.i64_type().const_zero();
+            let name = format!("{key} element");
+            let ty = ctx.metadata_node(&[ctx.metadata_string(&name).into(), self.elem_ty.into(), zero.into()]);
             ctx.metadata_node(&[ty.into(), ty.into(), zero.into()])
-        };
-        Tbaa { kind: ctx.get_kind_id("tbaa"), header: tag("array header"), elem: tag("array element") }
+        })
     }
 }
 
@@ -650,14 +671,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let i8t = self.ctx.i8_type();
         let p = self.gep(i8t, a, &[self.i64().const_int(offset, false)], "field")?;
         let v = self.b.build_load(ty, p, name)?;
-        self.tag(v.as_instruction_value(), true)?;
+        self.tag(v.as_instruction_value())?;
         Ok(v)
     }
 
-    /// Marks a load or store as a header (`true`) or element access.
-    fn tag(&self, inst: Option<InstructionValue<'ctx>>, header: bool) -> R<()> {
+    /// Marks a load or store as a header access.
+    fn tag(&self, inst: Option<InstructionValue<'ctx>>) -> R<()> {
         let inst = inst.ok_or_else(|| CodegenError::Bug("tbaa on a non-instruction".into()))?;
-        let node = if header { self.tbaa.header } else { self.tbaa.elem };
+        inst.set_metadata(self.tbaa.header, self.tbaa.kind).map_err(|e| CodegenError::Bug(format!("tbaa: {e}")))
+    }
+
+    /// Marks a load or store as an access to an element stored as `mem`.
+    fn tag_elem(&self, inst: Option<InstructionValue<'ctx>>, mem: BasicTypeEnum<'ctx>) -> R<()> {
+        let inst = inst.ok_or_else(|| CodegenError::Bug("tbaa on a non-instruction".into()))?;
+        let node = self.tbaa.elem(self.ctx, mem);
         inst.set_metadata(node, self.tbaa.kind).map_err(|e| CodegenError::Bug(format!("tbaa: {e}")))
     }
 
@@ -683,7 +710,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let sp = self.shape_ptr(a)?;
         let p = self.gep(self.i64(), sp, &[k], "ext")?;
         let v = self.b.build_load(self.i64(), p, "ext")?;
-        self.tag(v.as_instruction_value(), true)?;
+        self.tag(v.as_instruction_value())?;
         Ok(v.into_int_value())
     }
 
@@ -691,7 +718,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mem = self.mem_ty(b);
         let p = self.gep(mem, data, &[i], "elem")?;
         let v = self.b.build_load(mem, p, "x")?;
-        self.tag(v.as_instruction_value(), false)?;
+        self.tag_elem(v.as_instruction_value(), mem)?;
         Ok(if b == BaseType::Bool {
             self.b.build_int_truncate(v.into_int_value(), self.ctx.bool_type(), "b")?.into()
         } else {
@@ -714,7 +741,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             v
         };
         let st = self.b.build_store(p, v)?;
-        self.tag(Some(st), false)?;
+        self.tag_elem(Some(st), mem)?;
         Ok(())
     }
 

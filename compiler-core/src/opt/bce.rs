@@ -25,7 +25,12 @@
 //! length, a part over `[0, s)` (lower bound `0 * s`) proves its index inside
 //! `s` and inside every array whose shape is `s`: `shape(a)`, `reshape(s, x)`,
 //! a genarray over `s` (seed 000's `iv` over `shape(a)` selecting in `a`).
-//! Invariant checks are moved out of loops by `licm`. Limits:
+//! A check that cannot be proven but whose unproven components do not change
+//! in its part (`d[[i, k]]` when `k` may exceed the width of a loop-carried
+//! `d`) fails at all of the part's indices or at none: it is *narrowed* to check
+//! the index at the part's first element (`[lower_i, k]`, the same failure and
+//! message), and the selections it guards are unchecked. Invariant checks are
+//! moved out of loops and parts by `licm`. Limits:
 //! offsets must be affine with factor 1 in one index component each; a
 //! component chosen by a conditional (`where(iv < pos, iv, iv + 1)` in
 //! Kreye's `elim`) lies between the extremes of its choices, but the
@@ -34,7 +39,7 @@
 use std::collections::HashMap;
 
 use super::index::{self, Affine, Atom, Def, Reader};
-use super::{Pass, PassCx};
+use super::{Pass, PassCx, util};
 use crate::ir::*;
 use crate::sema::hir::Prim;
 
@@ -51,6 +56,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let choices = choices(f);
         let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
         let mut proven_prims: Vec<ValueId> = Vec::new();
+        let mut narrowed: Vec<Narrowed> = Vec::new();
         {
             let reader = Reader::new(f, &defs);
             let mut ranges: Ranges = Vec::new();
@@ -60,16 +66,22 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 shapes: &shapes,
                 choices: &choices,
                 whole: Vec::new(),
+                parts: Vec::new(),
+                guards: Vec::new(),
                 checks: &mut proven_checks,
                 prims: &mut proven_prims,
+                narrowed: &mut narrowed,
             };
             w.block(&f.body, &mut ranges, &mut facts);
         }
         let mut removed = 0;
         let mut unchecked = 0;
         rewrite(&mut f.body, &proven_checks, &proven_prims, &mut removed, &mut unchecked);
+        let narrowed_count =
+            if narrowed.is_empty() { 0 } else { util::with_body(f, |f, body| narrow(f, body, None, &narrowed)) };
         cx.count("checks_removed", removed);
         cx.count("selections_unchecked", unchecked);
+        cx.count("checks_narrowed", narrowed_count);
     }
 }
 
@@ -253,13 +265,40 @@ struct Walk<'a, 'r> {
     /// (index vector, upper). What proves rank-generic selections, whose
     /// index length is unknown (seed 000: `iv` over `shape(a)` selects in `a`).
     whole: Vec<(ValueId, ValueId)>,
+    /// Enclosing with-loop parts, innermost last.
+    parts: Vec<PartScope>,
+    /// `in_bounds(index, shape)` checks that dominate what follows in their block.
+    guards: Vec<(ValueId, ValueId)>,
     checks: &'a mut Vec<(ValueId, ValueId)>,
     prims: &'a mut Vec<ValueId>,
+    narrowed: &'a mut Vec<Narrowed>,
+}
+
+/// A with-loop part seen from inside: what narrowing a check needs.
+struct PartScope {
+    /// Its first index binder (index vector, scalar or offset): which part.
+    key: ValueId,
+    /// Its index atoms and their axes.
+    atoms: HashMap<Atom, usize>,
+    /// Its lower bound, per axis.
+    lower: Option<Vec<Affine>>,
+    /// Everything defined (or bound) inside it.
+    inner: std::collections::HashSet<ValueId>,
+}
+
+/// A check `in_bounds(index, shape)` in the part keyed `part` whose index,
+/// at the part's first element, is `at_first`: see [`Walk::narrow`].
+struct Narrowed {
+    part: ValueId,
+    index: ValueId,
+    shape: ValueId,
+    at_first: Vec<Affine>,
 }
 
 impl Walk<'_, '_> {
     fn block(&mut self, b: &Block, ranges: &mut Ranges, facts: &mut Facts) {
         let facts_before = facts.len();
+        let guards_before = self.guards.len();
         let reader = self.reader;
         for s in &b.stmts {
             match &s.op {
@@ -269,8 +308,11 @@ impl Walk<'_, '_> {
                     } else if let Some(comps) = reader.vector(*shape) {
                         if proven(reader, ranges, self.choices, facts, *index, &comps) {
                             self.checks.push((*index, *shape));
+                        } else {
+                            self.narrow(ranges, facts, *index, *shape, &comps);
                         }
                     }
+                    self.guards.push((*index, *shape));
                 }
                 Op::Check(CheckOp { check: Check::Assert(c), .. }) => {
                     // From here on (in this block) `x == y`.
@@ -287,7 +329,13 @@ impl Walk<'_, '_> {
                         (args[1], args[0])
                     };
                     let whole = self.shapes.values.get(&array).is_some_and(|sv| self.whole_index(idx, *sv));
-                    if whole {
+                    // Checked just before by `in_bounds(idx, shape(array))`.
+                    let guarded = self.shapes.values.get(&array).is_some_and(|sv| {
+                        self.guards
+                            .iter()
+                            .any(|(gi, gs)| *gi == idx && super::util::same_shape_value(self.reader.defs, *gs, *sv))
+                    });
+                    if whole || guarded {
                         self.prims.push(s.defs[0]);
                     } else if let Some(comps) = self.shapes.of_array(reader, array, 0) {
                         if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
@@ -321,6 +369,15 @@ impl Walk<'_, '_> {
                                 atoms.insert(Atom { value: *x, component: None }, k);
                             }
                         }
+                        let key = p.index.or_else(|| p.scalars.as_ref().and_then(|s| s.first().copied())).or(p.offset);
+                        if let Some(key) = key {
+                            let mut inner = util::defined_in(&p.body);
+                            inner.extend(p.index);
+                            inner.extend(p.scalars.iter().flatten());
+                            inner.extend(p.offset);
+                            let lower = reader.vector(p.lower);
+                            self.parts.push(PartScope { key, atoms: atoms.clone(), lower, inner });
+                        }
                         ranges.push((atoms, bounds));
                         let whole = p.index.filter(|_| super::util::zero_lower(self.reader.defs, p));
                         if let Some(iv) = whole {
@@ -331,6 +388,9 @@ impl Walk<'_, '_> {
                             self.whole.pop();
                         }
                         ranges.pop();
+                        if key.is_some() {
+                            self.parts.pop();
+                        }
                     }
                     continue;
                 }
@@ -339,6 +399,53 @@ impl Walk<'_, '_> {
             s.op.walk_blocks(&mut |inner| self.block(inner, ranges, facts));
         }
         facts.truncate(facts_before);
+        self.guards.truncate(guards_before);
+    }
+
+    /// A check in a part whose index components are either proven in bounds
+    /// for every index of the part or do not change in it (Floyd–Warshall's
+    /// `d[[i, k]]`: `i` runs over `shape(d)[0]`, `k` is the loop's counter):
+    /// per element it fails at all of the part's indices or at none. It is
+    /// rewritten to check the index of the part's first element instead —
+    /// the same failure, with the same index in its message — which no longer
+    /// depends on the part, so `licm` moves it out (guarded by the part being
+    /// non-empty).
+    fn narrow(&mut self, ranges: &Ranges, facts: &Facts, index: ValueId, shape: ValueId, shape_comps: &[Affine]) {
+        let reader = self.reader;
+        let Some(part) = self.parts.last() else { return };
+        let Some(lower) = &part.lower else { return };
+        let Some(comps) = reader.vector(index) else { return };
+        if comps.len() > shape_comps.len() || part.inner.contains(&shape) {
+            return;
+        }
+        let mut moves = false;
+        let mut at_first = Vec::with_capacity(comps.len());
+        for (c, n) in comps.iter().zip(shape_comps) {
+            let own: Vec<(Atom, usize)> =
+                c.terms.keys().filter_map(|a| part.atoms.get(a).map(|axis| (*a, *axis))).collect();
+            if c.terms.keys().any(|a| !part.atoms.contains_key(a) && part.inner.contains(&a.value)) {
+                return;
+            }
+            if own.is_empty() {
+                at_first.push(c.clone());
+                continue;
+            }
+            let Some((lo, hi)) = extremes(reader, ranges, self.choices, c, 0) else { return };
+            if !(lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)) {
+                return;
+            }
+            moves = true;
+            let mut first = c.clone();
+            for (atom, axis) in own {
+                let Some(l) = lower.get(axis) else { return };
+                let k = first.terms.remove(&atom).unwrap_or(0);
+                first = first.add(&l.scale(k));
+            }
+            at_first.push(first);
+        }
+        if moves {
+            self.narrowed.push(Narrowed { part: part.key, index, shape, at_first });
+        }
     }
 
     /// Whether `idx` is the index vector of an enclosing part over `[0, s)`
@@ -387,6 +494,50 @@ fn counters(
         bounds.push((reader.scalar(start), limit.clone()));
     }
     (atoms, bounds)
+}
+
+/// Rewrites the checks [`Walk::narrow`] chose to check their index at the
+/// first element of their part. Returns how many.
+fn narrow(f: &mut Function, b: &mut Block, part: Option<ValueId>, narrowed: &[Narrowed]) -> u64 {
+    let mut count = 0;
+    let stmts = std::mem::take(&mut b.stmts);
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts {
+        if let Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) = &mut s.op {
+            let hit = narrowed.iter().find(|n| Some(n.part) == part && n.index == *index && n.shape == *shape);
+            if let Some(n) = hit {
+                let mut pre = Vec::new();
+                *index = index::emit_vector(f, &mut pre, &n.at_first, s.span);
+                for p in &mut pre {
+                    p.blame = s.blame;
+                }
+                out.extend(pre);
+                count += 1;
+            }
+        }
+        match &mut s.op {
+            Op::With(w) => {
+                for p in &mut w.parts {
+                    let key = p.index.or_else(|| p.scalars.as_ref().and_then(|s| s.first().copied())).or(p.offset);
+                    count += narrow(f, &mut p.body, key, narrowed);
+                }
+            }
+            op => {
+                let mut blocks: Vec<&mut Block> = Vec::new();
+                match op {
+                    Op::If { then_block, else_block, .. } => blocks.extend([then_block, else_block]),
+                    Op::Loop { cond, body, .. } => blocks.extend([cond, body]),
+                    _ => {}
+                }
+                for inner in blocks {
+                    count += narrow(f, inner, part, narrowed);
+                }
+            }
+        }
+        out.push(s);
+    }
+    b.stmts = out;
+    count
 }
 
 fn rewrite(b: &mut Block, checks: &[(ValueId, ValueId)], prims: &[ValueId], removed: &mut u64, unchecked: &mut u64) {

@@ -22,7 +22,9 @@
 //! the only part of a with-loop over a symbolic index set, an invariant
 //! `assert(c)` moves guarded: `assert(lower >= upper || c)` (component-wise
 //! `||`), so an empty with-loop still does not fail — L0's zip-size assertions
-//! leave the maps they guard, as in seed 004's P1.
+//! leave the maps they guard, as in seed 004's P1. Other checks (`in_bounds`
+//! narrowed by `bce` to the part's first index) move under
+//! `if (lower >= upper) {} else { check }`.
 //! Limits: nothing moves out of `while` conditions' side effects; failing
 //! statements other than checks stay.
 
@@ -147,29 +149,59 @@ enum CheckMove {
     },
 }
 
-/// Rewrites the asserts that `hoist` moved out of a part under
-/// `CheckMove::Guarded`: `assert(c)` becomes `assert(lower[0] >= upper[0] || … || c)`.
+/// Rewrites the checks that `hoist` moved out of a part under
+/// `CheckMove::Guarded`: `assert(c)` becomes `assert(lower[0] >= upper[0] || … || c)`;
+/// any other check runs under `if (lower[0] < upper[0] && …)`.
 fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::Span) -> Vec<Stmt> {
     let CheckMove::Guarded { lower, upper } = how else { return moved };
     let n = crate::sema::prim_ty::vector_len(f.ty(lower)).unwrap_or(0);
     let mut out = Vec::with_capacity(moved.len());
     for mut s in moved {
-        if let Op::Check(CheckOp { check: Check::Assert(cond), .. }) = &mut s.op {
-            let mut pre = Vec::new();
-            let mut ok = *cond;
-            for k in 0..n {
-                let l = util::emit_component(f, &mut pre, lower, k, span);
-                let u = util::emit_component(f, &mut pre, upper, k, span);
-                let empty = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
-                ok = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![empty, ok], util::bool_ty(), span);
+        let Op::Check(check) = &mut s.op else {
+            out.push(s);
+            continue;
+        };
+        let mut pre = Vec::new();
+        let mut empty = None;
+        for k in 0..n {
+            let l = util::emit_component(f, &mut pre, lower, k, span);
+            let u = util::emit_component(f, &mut pre, upper, k, span);
+            let e = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
+            empty = Some(match empty {
+                None => e,
+                Some(acc) => util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![acc, e], util::bool_ty(), span),
+            });
+        }
+        if let Check::Assert(cond) = &mut check.check {
+            if let Some(e) = empty {
+                *cond = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![e, *cond], util::bool_ty(), span);
             }
-            *cond = ok;
             for p in &mut pre {
                 p.blame = s.blame;
             }
             out.extend(pre);
+            out.push(s);
+            continue;
         }
-        out.push(s);
+        let Some(empty) = empty else {
+            // Rank 0: the one index always runs.
+            out.extend(pre);
+            out.push(s);
+            continue;
+        };
+        for p in &mut pre {
+            p.blame = s.blame;
+        }
+        out.extend(pre);
+        let (blame, at) = (s.blame, s.span);
+        let when_empty = Block { stmts: Vec::new(), yields: Vec::new() };
+        let otherwise = Block { stmts: vec![s], yields: Vec::new() };
+        out.push(Stmt {
+            defs: Vec::new(),
+            op: Op::If { cond: empty, then_block: when_empty, else_block: otherwise },
+            span: at,
+            blame,
+        });
     }
     out
 }
@@ -187,7 +219,9 @@ fn hoist(
     let movable = |op: &Op| match how {
         CheckMove::No => false,
         CheckMove::Plain => matches!(op, Op::Check(_)),
-        CheckMove::Guarded { .. } => matches!(op, Op::Check(CheckOp { check: Check::Assert(_), .. })),
+        CheckMove::Guarded { .. } => {
+            matches!(op, Op::Check(CheckOp { check: Check::Assert(_) | Check::InBounds { .. }, .. }))
+        }
     };
     let mut inside: HashSet<ValueId> = bound.clone();
     let mut failed_before = false;
@@ -206,7 +240,12 @@ fn hoist(
             out.push(s);
             continue;
         }
-        if util::may_fail(&s.op) {
+        // A selection proven in bounds cannot fail (but stays: the proof holds only in here).
+        let proven_access = matches!(
+            &s.op,
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel | Prim::Modarray | Prim::IdxModarray, checked: false, .. }
+        );
+        if util::may_fail(&s.op) && !proven_access {
             failed_before = true;
         }
         inside.extend(s.defs.iter().copied());
