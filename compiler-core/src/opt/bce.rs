@@ -68,6 +68,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 whole: Vec::new(),
                 parts: Vec::new(),
                 guards: Vec::new(),
+                checked: Vec::new(),
                 checks: &mut proven_checks,
                 prims: &mut proven_prims,
                 narrowed: &mut narrowed,
@@ -198,7 +199,20 @@ fn choices(f: &Function) -> Choices {
 }
 
 /// Whether `idx` lies inside `shape` for every index of the enclosing parts.
-fn proven(reader: &Reader, ranges: &Ranges, choices: &Choices, facts: &Facts, idx: ValueId, shape: &[Affine]) -> bool {
+/// `checked` holds what earlier checks in scope established (each index
+/// component of an `in_bounds` check that passed lies in its extent): a
+/// component is tried with the enclosing parts' and loops' ranges first, then
+/// with those facts on top.
+#[allow(clippy::too_many_arguments)]
+fn proven(
+    reader: &Reader,
+    ranges: &Ranges,
+    checked: &Ranges,
+    choices: &Choices,
+    facts: &Facts,
+    idx: ValueId,
+    shape: &[Affine],
+) -> bool {
     let comps: Vec<Affine> = match reader.ty(idx).shape.is_scalar() {
         true => vec![reader.scalar(idx)],
         false => match reader.vector(idx) {
@@ -209,10 +223,18 @@ fn proven(reader: &Reader, ranges: &Ranges, choices: &Choices, facts: &Facts, id
     if comps.len() > shape.len() {
         return false;
     }
-    comps.iter().zip(shape).all(|(c, n)| {
+    let inside = |ranges: &Ranges, c: &Affine, n: &Affine| {
         let Some((lo, hi)) = extremes(reader, ranges, choices, c, 0) else { return false };
         // Remaining atoms must cancel against the shape.
         lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)
+    };
+    comps.iter().zip(shape).all(|(c, n)| {
+        inside(ranges, c, n)
+            || (!checked.is_empty() && {
+                let mut with_checks = ranges.clone();
+                with_checks.extend(checked.iter().cloned());
+                inside(&with_checks, c, n)
+            })
     })
 }
 
@@ -269,6 +291,8 @@ struct Walk<'a, 'r> {
     parts: Vec<PartScope>,
     /// `in_bounds(index, shape)` checks that dominate what follows in their block.
     guards: Vec<(ValueId, ValueId)>,
+    /// The ranges those checks establish for single-atom index components.
+    checked: Ranges,
     checks: &'a mut Vec<(ValueId, ValueId)>,
     prims: &'a mut Vec<ValueId>,
     narrowed: &'a mut Vec<Narrowed>,
@@ -299,6 +323,7 @@ impl Walk<'_, '_> {
     fn block(&mut self, b: &Block, ranges: &mut Ranges, facts: &mut Facts) {
         let facts_before = facts.len();
         let guards_before = self.guards.len();
+        let checked_before = self.checked.len();
         let reader = self.reader;
         for s in &b.stmts {
             match &s.op {
@@ -306,13 +331,29 @@ impl Walk<'_, '_> {
                     if self.whole_index(*index, *shape) {
                         self.checks.push((*index, *shape));
                     } else if let Some(comps) = reader.vector(*shape) {
-                        if proven(reader, ranges, self.choices, facts, *index, &comps) {
+                        if proven(reader, ranges, &self.checked, self.choices, facts, *index, &comps) {
                             self.checks.push((*index, *shape));
                         } else {
                             self.narrow(ranges, facts, *index, *shape, &comps);
                         }
                     }
                     self.guards.push((*index, *shape));
+                    // From here on (in this block) each single-atom component `a + c`
+                    // of the index lies in `[-c, shape_j - c)`.
+                    if let (Some(idx), Some(bounds)) = (reader.vector(*index), reader.vector(*shape)) {
+                        let mut atoms = HashMap::new();
+                        let mut ranges_here = Vec::new();
+                        for (c, n) in idx.iter().zip(&bounds) {
+                            let [(atom, 1)] = c.terms.iter().map(|(a, k)| (*a, *k)).collect::<Vec<_>>()[..] else {
+                                continue;
+                            };
+                            atoms.insert(atom, ranges_here.len());
+                            ranges_here.push((Affine::constant(-c.c), n.plus(-c.c)));
+                        }
+                        if !atoms.is_empty() {
+                            self.checked.push((atoms, ranges_here));
+                        }
+                    }
                 }
                 Op::Check(CheckOp { check: Check::Assert(c), .. }) => {
                     // From here on (in this block) `x == y`.
@@ -339,7 +380,7 @@ impl Walk<'_, '_> {
                         self.prims.push(s.defs[0]);
                     } else if let Some(comps) = self.shapes.of_array(reader, array, 0) {
                         if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
-                            && proven(reader, ranges, self.choices, facts, idx, &comps)
+                            && proven(reader, ranges, &self.checked, self.choices, facts, idx, &comps)
                         {
                             self.prims.push(s.defs[0]);
                         }
@@ -400,6 +441,7 @@ impl Walk<'_, '_> {
         }
         facts.truncate(facts_before);
         self.guards.truncate(guards_before);
+        self.checked.truncate(checked_before);
     }
 
     /// A check in a part whose index components are either proven in bounds

@@ -301,9 +301,11 @@ impl<'a> Reader<'a> {
                     _ => atom(),
                 }
             }
-            Some(Def::Prim(Prim::Sel, args)) => {
-                let k = match self.defs.def(args[0]) {
-                    Some(Def::Const(c)) => util::int_vec(&c).filter(|x| x.len() == 1).map(|x| x[0]),
+            Some(Def::Prim(prim @ (Prim::Sel | Prim::IdxSel), args)) => {
+                // `sel([k], v)`, or `idx_sel(k, v)` (the offset of a vector's component is its index).
+                let k = match (prim, self.defs.def(args[0])) {
+                    (Prim::Sel, Some(Def::Const(c))) => util::int_vec(&c).filter(|x| x.len() == 1).map(|x| x[0]),
+                    (_, Some(Def::Const(c))) => util::int_scalar(&c),
                     _ => None,
                 };
                 match (k, self.vector_depth(args[1], depth + 1)) {
@@ -358,6 +360,21 @@ impl<'a> Reader<'a> {
                     Some(k) if k >= 0 && (k as usize) < comps.len() => {
                         comps[k as usize] = self.scalar_depth(args[2], depth + 1);
                         Some(comps)
+                    }
+                    _ => Some(atoms()),
+                }
+            }
+            Some(Def::Prim(prim @ (Prim::Take | Prim::Drop), args)) => {
+                // `drop(1, shape(a))`: the components past the first.
+                let count = match self.defs.def(args[0]) {
+                    Some(Def::Const(c)) => util::int_scalar(&c),
+                    _ => None,
+                };
+                let whole = self.vector_depth(args[1], depth + 1);
+                match (count, whole) {
+                    (Some(c), Some(comps)) if c >= 0 && c as usize <= comps.len() => {
+                        let kept = if prim == Prim::Take { &comps[..c as usize] } else { &comps[c as usize..] };
+                        if kept.len() == n { Some(kept.to_vec()) } else { Some(atoms()) }
                     }
                     _ => Some(atoms()),
                 }

@@ -60,6 +60,34 @@ fn total(op: &Op) -> bool {
     }
 }
 
+/// `sel([k], v)` / `idx_sel(k, v)` of a vector whose length exceeds the
+/// constant `k` (`shape(a)[1]`): it cannot fail wherever it runs.
+fn component_of_vector(
+    f: &Function,
+    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
+    op: &Op,
+) -> bool {
+    let Op::Prim { prim: prim @ (Prim::Sel | Prim::IdxSel), args, .. } = op else { return false };
+    let k = match (prim, consts.get(&args[0])) {
+        (Prim::Sel, Some(c)) => util::int_vec(c).filter(|v| v.len() == 1).map(|v| v[0]),
+        (_, Some(c)) => util::int_scalar(c),
+        _ => None,
+    };
+    let len = crate::sema::prim_ty::vector_len(f.ty(args[1]));
+    matches!((k, len), (Some(k), Some(n)) if k >= 0 && (k as usize) < n)
+}
+
+/// An `if` that only runs checks (what a guarded move out of an inner part
+/// leaves): it moves like a check.
+fn guarded_checks(op: &Op) -> bool {
+    let Op::If { then_block, else_block, .. } = op else { return false };
+    let only_checks = |b: &Block| {
+        b.yields.is_empty()
+            && b.stmts.iter().all(|s| matches!(s.op, Op::Check(_)) || total(&s.op) || guarded_checks(&s.op))
+    };
+    only_checks(then_block) && only_checks(else_block)
+}
+
 fn total_block(b: &Block) -> bool {
     b.stmts.iter().all(|s| total(&s.op))
 }
@@ -80,9 +108,9 @@ fn block(
         match &mut s.op {
             Op::Loop { params, cond, body, test_first, .. } => {
                 let bound: HashSet<ValueId> = params.iter().copied().collect();
-                hoist(cond, &bound, &mut moved, CheckMove::No, hoisted, checks);
+                hoist(f, consts, cond, &bound, &mut moved, CheckMove::No, hoisted, checks);
                 let body_checks = if !*test_first && cond_is_pure(cond) { CheckMove::Plain } else { CheckMove::No };
-                hoist(body, &bound, &mut moved, body_checks, hoisted, checks);
+                hoist(f, consts, body, &bound, &mut moved, body_checks, hoisted, checks);
             }
             Op::With(w) => {
                 let single = w.parts.len() == 1;
@@ -103,7 +131,7 @@ fn block(
                         CheckMove::No
                     };
                     let mut out = Vec::new();
-                    hoist(&mut p.body, &bound, &mut out, how, hoisted, checks);
+                    hoist(f, consts, &mut p.body, &bound, &mut out, how, hoisted, checks);
                     moved.extend(guard(f, out, how, s.span));
                 }
             }
@@ -157,10 +185,10 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
     let n = crate::sema::prim_ty::vector_len(f.ty(lower)).unwrap_or(0);
     let mut out = Vec::with_capacity(moved.len());
     for mut s in moved {
-        let Op::Check(check) = &mut s.op else {
+        if !matches!(s.op, Op::Check(_)) && !guarded_checks(&s.op) {
             out.push(s);
             continue;
-        };
+        }
         let mut pre = Vec::new();
         let mut empty = None;
         for k in 0..n {
@@ -172,7 +200,7 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
                 Some(acc) => util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![acc, e], util::bool_ty(), span),
             });
         }
-        if let Check::Assert(cond) = &mut check.check {
+        if let Op::Check(CheckOp { check: Check::Assert(cond), .. }) = &mut s.op {
             if let Some(e) = empty {
                 *cond = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![e, *cond], util::bool_ty(), span);
             }
@@ -208,7 +236,10 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
 
 /// Moves invariant statements of `b` into `out` (checks as `how` allows, when
 /// nothing before them in the body can fail).
+#[allow(clippy::too_many_arguments)]
 fn hoist(
+    f: &Function,
+    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
     b: &mut Block,
     bound: &HashSet<ValueId>,
     out: &mut Vec<Stmt>,
@@ -218,9 +249,10 @@ fn hoist(
 ) {
     let movable = |op: &Op| match how {
         CheckMove::No => false,
-        CheckMove::Plain => matches!(op, Op::Check(_)),
+        CheckMove::Plain => matches!(op, Op::Check(_)) || guarded_checks(op),
         CheckMove::Guarded { .. } => {
             matches!(op, Op::Check(CheckOp { check: Check::Assert(_) | Check::InBounds { .. }, .. }))
+                || guarded_checks(op)
         }
     };
     let mut inside: HashSet<ValueId> = bound.clone();
@@ -230,7 +262,7 @@ fn hoist(
     for s in stmts {
         let invariant = util::free_uses(&s).iter().all(|v| !inside.contains(v));
         let is_check = movable(&s.op);
-        if invariant && total(&s.op) {
+        if invariant && (total(&s.op) || component_of_vector(f, consts, &s.op)) {
             *hoisted += 1;
             out.push(s);
             continue;

@@ -819,6 +819,28 @@ impl Simplify {
                         }
                     }
                 }
+                // `drop(1, shape(a))` of an `int[2]`: `[shape(a)[1]]`, whose component
+                // selections cannot fail (so they move out of loops, and bounds read them).
+                let count = self.konst(args[0]).and_then(util::int_scalar);
+                let len = crate::sema::prim_ty::vector_len(f.ty(args[1]));
+                let int = util::int_ty().elem;
+                let int_vector = f.ty(args[1]).elem == int && f.ty(d).elem == int;
+                if let (Some(c), Some(len), true) = (count, len, int_vector) {
+                    if let Some(c) = usize::try_from(c).ok().filter(|&c| c <= len) {
+                        let range = if *prim == Prim::Take { 0..c } else { c..len };
+                        if !range.is_empty() {
+                            self.counts.folded += 1;
+                            let mut out = Vec::new();
+                            let comps: Vec<ValueId> =
+                                range.map(|k| util::emit_component(f, &mut out, args[1], k, s.span)).collect();
+                            for t in &mut out {
+                                t.blame = s.blame;
+                            }
+                            out.push(Stmt { defs: vec![d], op: Op::Array(comps), span: s.span, blame: s.blame });
+                            return Action::Splice(out);
+                        }
+                    }
+                }
             }
             Prim::Size => {
                 if let Some(e) = util::extents(f, args[0]) {
