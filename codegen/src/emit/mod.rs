@@ -108,8 +108,9 @@ struct Tbaa<'ctx> {
     header: inkwell::values::MetadataValue<'ctx>,
     /// The type node all element types descend from.
     elem_ty: inkwell::values::MetadataValue<'ctx>,
-    /// Per memory type (its LLVM spelling): the access tag.
-    elems: std::cell::RefCell<HashMap<String, inkwell::values::MetadataValue<'ctx>>>,
+    /// Per element type: the access tag (named after its memory type, so
+    /// types stored alike, such as `bool` and `byte`, share one).
+    elems: std::cell::RefCell<HashMap<BaseType, inkwell::values::MetadataValue<'ctx>>>,
 }
 
 impl<'ctx> Tbaa<'ctx> {
@@ -126,12 +127,11 @@ impl<'ctx> Tbaa<'ctx> {
         }
     }
 
-    /// The access tag of elements stored as `mem`.
-    fn elem(&self, ctx: &'ctx Context, mem: BasicTypeEnum<'ctx>) -> inkwell::values::MetadataValue<'ctx> {
-        let key = mem.print_to_string().to_string();
-        *self.elems.borrow_mut().entry(key.clone()).or_insert_with(|| {
+    /// The access tag of elements of type `b`, stored as `mem`.
+    fn elem(&self, ctx: &'ctx Context, b: BaseType, mem: BasicTypeEnum<'ctx>) -> inkwell::values::MetadataValue<'ctx> {
+        *self.elems.borrow_mut().entry(b).or_insert_with(|| {
             let zero = ctx.i64_type().const_zero();
-            let name = format!("{key} element");
+            let name = format!("{} element", mem.print_to_string().to_string().trim_matches('"'));
             let ty = ctx.metadata_node(&[ctx.metadata_string(&name).into(), self.elem_ty.into(), zero.into()]);
             ctx.metadata_node(&[ty.into(), ty.into(), zero.into()])
         })
@@ -681,10 +681,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         inst.set_metadata(self.tbaa.header, self.tbaa.kind).map_err(|e| CodegenError::Bug(format!("tbaa: {e}")))
     }
 
-    /// Marks a load or store as an access to an element stored as `mem`.
-    fn tag_elem(&self, inst: Option<InstructionValue<'ctx>>, mem: BasicTypeEnum<'ctx>) -> R<()> {
+    /// Marks a load or store as an access to an element of type `b`.
+    fn tag_elem(&self, inst: Option<InstructionValue<'ctx>>, b: BaseType) -> R<()> {
         let inst = inst.ok_or_else(|| CodegenError::Bug("tbaa on a non-instruction".into()))?;
-        let node = self.tbaa.elem(self.ctx, mem);
+        let node = self.tbaa.elem(self.ctx, b, self.mem_ty(b));
         inst.set_metadata(node, self.tbaa.kind).map_err(|e| CodegenError::Bug(format!("tbaa: {e}")))
     }
 
@@ -718,7 +718,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mem = self.mem_ty(b);
         let p = self.gep(mem, data, &[i], "elem")?;
         let v = self.b.build_load(mem, p, "x")?;
-        self.tag_elem(v.as_instruction_value(), mem)?;
+        self.tag_elem(v.as_instruction_value(), b)?;
         Ok(if b == BaseType::Bool {
             self.b.build_int_truncate(v.into_int_value(), self.ctx.bool_type(), "b")?.into()
         } else {
@@ -741,7 +741,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             v
         };
         let st = self.b.build_store(p, v)?;
-        self.tag_elem(Some(st), mem)?;
+        self.tag_elem(Some(st), b)?;
         Ok(())
     }
 
@@ -944,18 +944,7 @@ fn collect_consts<'a>(b: &'a Block, out: &mut HashMap<ValueId, &'a Value>) {
         if let Op::Const(v) = &s.op {
             out.insert(s.defs[0], v);
         }
-        match &s.op {
-            Op::If { then_block, else_block, .. } => {
-                collect_consts(then_block, out);
-                collect_consts(else_block, out);
-            }
-            Op::Loop { cond, body, .. } => {
-                collect_consts(cond, out);
-                collect_consts(body, out);
-            }
-            Op::With(w) => w.parts.iter().for_each(|p| collect_consts(&p.body, out)),
-            _ => {}
-        }
+        s.op.walk_blocks(&mut |inner| collect_consts(inner, out));
     }
 }
 

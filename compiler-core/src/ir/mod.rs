@@ -516,7 +516,7 @@ impl Op {
     }
 
     /// Calls `f` on each nested block.
-    pub fn walk_blocks(&self, f: &mut dyn FnMut(&Block)) {
+    pub fn walk_blocks<'a>(&'a self, f: &mut dyn FnMut(&'a Block)) {
         match self {
             Op::If { then_block, else_block, .. } => {
                 f(then_block);

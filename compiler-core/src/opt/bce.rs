@@ -288,7 +288,7 @@ struct Walk<'a, 'r> {
     /// index length is unknown (seed 000: `iv` over `shape(a)` selects in `a`).
     whole: Vec<(ValueId, ValueId)>,
     /// Enclosing with-loop parts, innermost last.
-    parts: Vec<PartScope>,
+    parts: Vec<PartScope<'r>>,
     /// `in_bounds(index, shape)` checks that dominate what follows in their block.
     guards: Vec<(ValueId, ValueId)>,
     /// The ranges those checks establish for single-atom index components.
@@ -299,15 +299,34 @@ struct Walk<'a, 'r> {
 }
 
 /// A with-loop part seen from inside: what narrowing a check needs.
-struct PartScope {
-    /// Its first index binder (index vector, scalar or offset): which part.
+struct PartScope<'r> {
+    part: &'r Part,
+    /// Its first index binder: which part.
     key: ValueId,
     /// Its index atoms and their axes.
     atoms: HashMap<Atom, usize>,
-    /// Its lower bound, per axis.
-    lower: Option<Vec<Affine>>,
-    /// Everything defined (or bound) inside it.
-    inner: std::collections::HashSet<ValueId>,
+    /// Everything defined (or bound) inside it, collected when a check
+    /// first needs it (most parts have none to narrow).
+    inner: std::cell::OnceCell<std::collections::HashSet<ValueId>>,
+}
+
+impl PartScope<'_> {
+    fn inner(&self) -> &std::collections::HashSet<ValueId> {
+        self.inner.get_or_init(|| {
+            let p = self.part;
+            let mut inner = util::defined_in(&p.body);
+            inner.extend(p.index);
+            inner.extend(p.scalars.iter().flatten());
+            inner.extend(p.offset);
+            inner
+        })
+    }
+}
+
+/// A part's first index binder (index vector, scalar or offset), which
+/// names it: the key of [`Narrowed::part`].
+fn part_key(p: &Part) -> Option<ValueId> {
+    p.index.or_else(|| p.scalars.as_ref().and_then(|s| s.first().copied())).or(p.offset)
 }
 
 /// A check `in_bounds(index, shape)` in the part keyed `part` whose index,
@@ -319,8 +338,8 @@ struct Narrowed {
     at_first: Vec<Affine>,
 }
 
-impl Walk<'_, '_> {
-    fn block(&mut self, b: &Block, ranges: &mut Ranges, facts: &mut Facts) {
+impl<'r> Walk<'_, 'r> {
+    fn block(&mut self, b: &'r Block, ranges: &mut Ranges, facts: &mut Facts) {
         let facts_before = facts.len();
         let guards_before = self.guards.len();
         let checked_before = self.checked.len();
@@ -410,14 +429,10 @@ impl Walk<'_, '_> {
                                 atoms.insert(Atom { value: *x, component: None }, k);
                             }
                         }
-                        let key = p.index.or_else(|| p.scalars.as_ref().and_then(|s| s.first().copied())).or(p.offset);
+                        let key = part_key(p);
                         if let Some(key) = key {
-                            let mut inner = util::defined_in(&p.body);
-                            inner.extend(p.index);
-                            inner.extend(p.scalars.iter().flatten());
-                            inner.extend(p.offset);
-                            let lower = reader.vector(p.lower);
-                            self.parts.push(PartScope { key, atoms: atoms.clone(), lower, inner });
+                            let inner = std::cell::OnceCell::new();
+                            self.parts.push(PartScope { part: p, key, atoms: atoms.clone(), inner });
                         }
                         ranges.push((atoms, bounds));
                         let whole = p.index.filter(|_| super::util::zero_lower(self.reader.defs, p));
@@ -455,9 +470,9 @@ impl Walk<'_, '_> {
     fn narrow(&mut self, ranges: &Ranges, facts: &Facts, index: ValueId, shape: ValueId, shape_comps: &[Affine]) {
         let reader = self.reader;
         let Some(part) = self.parts.last() else { return };
-        let Some(lower) = &part.lower else { return };
+        let Some(lower) = reader.vector(part.part.lower) else { return };
         let Some(comps) = reader.vector(index) else { return };
-        if comps.len() > shape_comps.len() || part.inner.contains(&shape) {
+        if comps.len() > shape_comps.len() || part.inner().contains(&shape) {
             return;
         }
         let mut moves = false;
@@ -465,7 +480,7 @@ impl Walk<'_, '_> {
         for (c, n) in comps.iter().zip(shape_comps) {
             let own: Vec<(Atom, usize)> =
                 c.terms.keys().filter_map(|a| part.atoms.get(a).map(|axis| (*a, *axis))).collect();
-            if c.terms.keys().any(|a| !part.atoms.contains_key(a) && part.inner.contains(&a.value)) {
+            if c.terms.keys().any(|a| !part.atoms.contains_key(a) && part.inner().contains(&a.value)) {
                 return;
             }
             if own.is_empty() {
@@ -560,21 +575,11 @@ fn narrow(f: &mut Function, b: &mut Block, part: Option<ValueId>, narrowed: &[Na
         match &mut s.op {
             Op::With(w) => {
                 for p in &mut w.parts {
-                    let key = p.index.or_else(|| p.scalars.as_ref().and_then(|s| s.first().copied())).or(p.offset);
+                    let key = part_key(p);
                     count += narrow(f, &mut p.body, key, narrowed);
                 }
             }
-            op => {
-                let mut blocks: Vec<&mut Block> = Vec::new();
-                match op {
-                    Op::If { then_block, else_block, .. } => blocks.extend([then_block, else_block]),
-                    Op::Loop { cond, body, .. } => blocks.extend([cond, body]),
-                    _ => {}
-                }
-                for inner in blocks {
-                    count += narrow(f, inner, part, narrowed);
-                }
-            }
+            op => op.walk_blocks_mut(&mut |inner| count += narrow(f, inner, part, narrowed)),
         }
         out.push(s);
     }

@@ -184,26 +184,39 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
     let CheckMove::Guarded { lower, upper } = how else { return moved };
     let n = crate::sema::prim_ty::vector_len(f.ty(lower)).unwrap_or(0);
     let mut out = Vec::with_capacity(moved.len());
+    // `lower[0] >= upper[0] || …`, computed before the first check that needs it
+    // (none for rank 0: the one index always runs).
+    let mut empty: Option<Option<ValueId>> = None;
     for mut s in moved {
         if !matches!(s.op, Op::Check(_)) && !guarded_checks(&s.op) {
             out.push(s);
             continue;
         }
-        let mut pre = Vec::new();
-        let mut empty = None;
-        for k in 0..n {
-            let l = util::emit_component(f, &mut pre, lower, k, span);
-            let u = util::emit_component(f, &mut pre, upper, k, span);
-            let e = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
-            empty = Some(match empty {
-                None => e,
-                Some(acc) => util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![acc, e], util::bool_ty(), span),
-            });
-        }
-        if let Op::Check(CheckOp { check: Check::Assert(cond), .. }) = &mut s.op {
-            if let Some(e) = empty {
-                *cond = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![e, *cond], util::bool_ty(), span);
+        let empty = *empty.get_or_insert_with(|| {
+            let mut pre = Vec::new();
+            let mut acc = None;
+            for k in 0..n {
+                let l = util::emit_component(f, &mut pre, lower, k, span);
+                let u = util::emit_component(f, &mut pre, upper, k, span);
+                let e = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Ge), vec![l, u], util::bool_ty(), span);
+                acc = Some(match acc {
+                    None => e,
+                    Some(a) => util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![a, e], util::bool_ty(), span),
+                });
             }
+            for p in &mut pre {
+                p.blame = s.blame;
+            }
+            out.extend(pre);
+            acc
+        });
+        let Some(empty) = empty else {
+            out.push(s);
+            continue;
+        };
+        if let Op::Check(CheckOp { check: Check::Assert(cond), .. }) = &mut s.op {
+            let mut pre = Vec::new();
+            *cond = util::emit_prim(f, &mut pre, Prim::Bin(BinOp::Or), vec![empty, *cond], util::bool_ty(), span);
             for p in &mut pre {
                 p.blame = s.blame;
             }
@@ -211,16 +224,6 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
             out.push(s);
             continue;
         }
-        let Some(empty) = empty else {
-            // Rank 0: the one index always runs.
-            out.extend(pre);
-            out.push(s);
-            continue;
-        };
-        for p in &mut pre {
-            p.blame = s.blame;
-        }
-        out.extend(pre);
         let (blame, at) = (s.blame, s.span);
         let when_empty = Block { stmts: Vec::new(), yields: Vec::new() };
         let otherwise = Block { stmts: vec![s], yields: Vec::new() };

@@ -823,8 +823,7 @@ impl Simplify {
                 // selections cannot fail (so they move out of loops, and bounds read them).
                 let count = self.konst(args[0]).and_then(util::int_scalar);
                 let len = crate::sema::prim_ty::vector_len(f.ty(args[1]));
-                let int = util::int_ty().elem;
-                let int_vector = f.ty(args[1]).elem == int && f.ty(d).elem == int;
+                let int_vector = f.ty(args[1]).elem == util::int_ty().elem;
                 if let (Some(c), Some(len), true) = (count, len, int_vector) {
                     if let Some(c) = usize::try_from(c).ok().filter(|&c| c <= len) {
                         let range = if *prim == Prim::Take { 0..c } else { c..len };

@@ -502,7 +502,6 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         }
     });
     let layout = Layout::of(&f.body);
-    let stmt_of = statements(&f.body);
     let holds = |x: ValueId, v: ValueId| layout.holds(x, v);
     // Consumers reading each producer.
     let mut consumers_of: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
@@ -527,8 +526,8 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
             continue;
         }
         let op = producers[&r.array];
-        let Some(&pstmt) = stmt_of.get(&r.array) else { continue };
-        let Some(Op::With(consumer)) = stmt_of.get(&r.consumer).map(|s| &s.op) else { continue };
+        let Some(pstmt) = layout.stmt(r.array) else { continue };
+        let Some(Op::With(consumer)) = layout.stmt(r.consumer).map(|s| &s.op) else { continue };
         match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of) {
             Ok(p) => {
                 // Whole folds into one consumer only replace their own selection.
@@ -575,23 +574,24 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
     applied
 }
 
-/// Where values are defined: statements numbered in pre-order, so a statement's
-/// nested statements are the numbers between its own and the end of its extent.
-struct Layout {
-    /// Per value: the number of the statement defining it.
-    at: HashMap<ValueId, usize>,
+/// Where values are defined: every statement (nested ones too) by the values
+/// it defines, numbered in pre-order, so a statement's nested statements are
+/// the numbers between its own and the end of its extent.
+struct Layout<'a> {
+    /// Per value: the number of the statement defining it, and the statement.
+    at: HashMap<ValueId, (usize, &'a Stmt)>,
     /// Per with-loop result: the numbers of its statement and of what it holds.
     extent: HashMap<ValueId, (usize, usize)>,
 }
 
-impl Layout {
-    fn of(body: &Block) -> Layout {
-        fn number(b: &Block, next: &mut usize, l: &mut Layout) {
+impl<'a> Layout<'a> {
+    fn of(body: &'a Block) -> Layout<'a> {
+        fn number<'a>(b: &'a Block, next: &mut usize, l: &mut Layout<'a>) {
             for s in &b.stmts {
                 let start = *next;
                 *next += 1;
                 for d in &s.defs {
-                    l.at.insert(*d, start);
+                    l.at.insert(*d, (start, s));
                 }
                 s.op.walk_blocks(&mut |inner| number(inner, next, l));
                 if matches!(s.op, Op::With(_)) {
@@ -606,39 +606,18 @@ impl Layout {
         l
     }
 
+    /// The statement defining `v`.
+    fn stmt(&self, v: ValueId) -> Option<&'a Stmt> {
+        self.at.get(&v).map(|(_, s)| *s)
+    }
+
     /// Whether the with-loop statement defining `x` is, or holds, the definition of `v`.
     fn holds(&self, x: ValueId, v: ValueId) -> bool {
         match (self.extent.get(&x), self.at.get(&v)) {
-            (Some((start, end)), Some(at)) => (*start..*end).contains(at),
+            (Some((start, end)), Some((at, _))) => (*start..*end).contains(at),
             _ => false,
         }
     }
-}
-
-/// Every statement of `body` (nested ones too), by the values it defines.
-fn statements(body: &Block) -> HashMap<ValueId, &Stmt> {
-    fn collect<'a>(b: &'a Block, out: &mut HashMap<ValueId, &'a Stmt>) {
-        for s in &b.stmts {
-            for d in &s.defs {
-                out.insert(*d, s);
-            }
-            match &s.op {
-                Op::If { then_block, else_block, .. } => {
-                    collect(then_block, out);
-                    collect(else_block, out);
-                }
-                Op::Loop { cond, body, .. } => {
-                    collect(cond, out);
-                    collect(body, out);
-                }
-                Op::With(w) => w.parts.iter().for_each(|p| collect(&p.body, out)),
-                _ => {}
-            }
-        }
-    }
-    let mut out = HashMap::new();
-    collect(body, &mut out);
-    out
 }
 
 /// How a reference is folded: the consumer part's pieces and what each reads.
