@@ -34,11 +34,13 @@
 //! offsets must be affine with factor 1 in one index component each; a
 //! component chosen by a conditional (`where(iv < pos, iv, iv + 1)` in
 //! Kreye's `elim`) lies between the extremes of its choices, but the
-//! conditions themselves (`i > 0 ? a[i-1] : 0`) are not used.
+//! conditions themselves (`i > 0 ? a[i-1] : 0`) are not used. Bounds that do
+//! not cancel compare by ranges ([`index::Known`]): `[0, 1)` lies inside an
+//! extent `m` where an enclosing branch established `m >= 3`.
 
 use std::collections::HashMap;
 
-use super::index::{self, Affine, Atom, Def, Reader};
+use super::index::{self, Affine, Atom, Def, Known, Order, Reader};
 use super::{Pass, PassCx, util};
 use crate::ir::*;
 use crate::sema::hir::Prim;
@@ -69,6 +71,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 parts: Vec::new(),
                 guards: Vec::new(),
                 checked: Vec::new(),
+                known: index::Facts::default(),
                 checks: &mut proven_checks,
                 prims: &mut proven_prims,
                 narrowed: &mut narrowed,
@@ -210,6 +213,7 @@ fn proven(
     checked: &Ranges,
     choices: &Choices,
     facts: &Facts,
+    known: &index::Facts,
     idx: ValueId,
     shape: &[Affine],
 ) -> bool {
@@ -225,8 +229,8 @@ fn proven(
     }
     let inside = |ranges: &Ranges, c: &Affine, n: &Affine| {
         let Some((lo, hi)) = extremes(reader, ranges, choices, c, 0) else { return false };
-        // Remaining atoms must cancel against the shape.
-        lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)
+        // Remaining atoms must cancel against the shape, or be bounded by what is known.
+        within(reader, facts, known, &lo, &n.sub(&hi))
     };
     comps.iter().zip(shape).all(|(c, n)| {
         inside(ranges, c, n)
@@ -236,6 +240,14 @@ fn proven(
                 inside(&with_checks, c, n)
             })
     })
+}
+
+/// Whether `lo >= 0` and `room > 0`: constants, or bounded by what `known`
+/// (and extents, never negative) tell, `room` also by asserted equalities.
+fn within(reader: &Reader, facts: &Facts, known: &index::Facts, lo: &Affine, room: &Affine) -> bool {
+    let ord = Known { reader, facts: known };
+    let lo_ok = lo.as_const().is_some_and(|x| x >= 0) || ord.range(lo).0.is_some_and(|x| x >= 0);
+    lo_ok && (positive(room, facts) || ord.range(room).0.is_some_and(|x| x >= 1))
 }
 
 /// The lowest and highest value of an index component over the enclosing
@@ -293,6 +305,8 @@ struct Walk<'a, 'r> {
     guards: Vec<(ValueId, ValueId)>,
     /// The ranges those checks establish for single-atom index components.
     checked: Ranges,
+    /// What the conditions of enclosing branches and loops establish.
+    known: index::Facts,
     checks: &'a mut Vec<(ValueId, ValueId)>,
     prims: &'a mut Vec<ValueId>,
     narrowed: &'a mut Vec<Narrowed>,
@@ -350,7 +364,7 @@ impl<'r> Walk<'_, 'r> {
                     if self.whole_index(*index, *shape) {
                         self.checks.push((*index, *shape));
                     } else if let Some(comps) = reader.vector(*shape) {
-                        if proven(reader, ranges, &self.checked, self.choices, facts, *index, &comps) {
+                        if proven(reader, ranges, &self.checked, self.choices, facts, &self.known, *index, &comps) {
                             self.checks.push((*index, *shape));
                         } else {
                             self.narrow(ranges, facts, *index, *shape, &comps);
@@ -399,7 +413,7 @@ impl<'r> Walk<'_, 'r> {
                         self.prims.push(s.defs[0]);
                     } else if let Some(comps) = self.shapes.of_array(reader, array, 0) {
                         if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
-                            && proven(reader, ranges, &self.checked, self.choices, facts, idx, &comps)
+                            && proven(reader, ranges, &self.checked, self.choices, facts, &self.known, idx, &comps)
                         {
                             self.prims.push(s.defs[0]);
                         }
@@ -408,8 +422,22 @@ impl<'r> Walk<'_, 'r> {
                 Op::Loop { init, params, cond, body, test_first: true } => {
                     self.block(cond, ranges, facts);
                     ranges.push(counters(reader, init, params, cond, body));
+                    let known = self.known.clone();
+                    if let Some(c) = cond.yields.first() {
+                        self.assume(*c, true);
+                    }
                     self.block(body, ranges, facts);
+                    self.known = known;
                     ranges.pop();
+                    continue;
+                }
+                Op::If { cond, then_block, else_block } => {
+                    for (branch, holds) in [(then_block, true), (else_block, false)] {
+                        let known = self.known.clone();
+                        self.assume(*cond, holds);
+                        self.block(branch, ranges, facts);
+                        self.known = known;
+                    }
                     continue;
                 }
                 Op::With(w) => {
@@ -488,7 +516,7 @@ impl<'r> Walk<'_, 'r> {
                 continue;
             }
             let Some((lo, hi)) = extremes(reader, ranges, self.choices, c, 0) else { return };
-            if !(lo.as_const().is_some_and(|x| x >= 0) && positive(&n.sub(&hi), facts)) {
+            if !within(reader, facts, &self.known, &lo, &n.sub(&hi)) {
                 return;
             }
             moves = true;
@@ -503,6 +531,13 @@ impl<'r> Walk<'_, 'r> {
         if moves {
             self.narrowed.push(Narrowed { part: part.key, index, shape, at_first });
         }
+    }
+
+    /// Records what `cond == holds` establishes (for the block about to be walked).
+    fn assume(&mut self, cond: ValueId, holds: bool) {
+        let mut known = self.known.clone();
+        known.assume(self.reader, &Known { reader: self.reader, facts: &self.known }, cond, holds);
+        self.known = known;
     }
 
     /// Whether `idx` is the index vector of an enclosing part over `[0, s)`

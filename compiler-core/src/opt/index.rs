@@ -4,10 +4,16 @@
 //! A bound component is an [`Affine`] expression `c + Σ k·atom` whose atoms are
 //! int scalars of the program, or components of int vectors (`shape(a)[1]`).
 //! Constant bounds are affine expressions without atoms. Two bounds compare when
-//! their difference is constant; otherwise the order is unknown and callers
-//! give up. So everything here works for static shapes and, as far as the
-//! symbols cancel, for generic code (seed 000's symbolic attributes, with
-//! equal shapes as equal values).
+//! their difference is constant, or when what is known of the atoms ([`Order`])
+//! bounds the difference: array extents are never negative, and the conditions
+//! of enclosing branches and loops give ranges ([`Facts`], [`Known`]: `n >= 3`
+//! orders `1` and `n - 1`). Otherwise the order is unknown and callers give up.
+//! So everything here works for static shapes and, as far as the symbols cancel
+//! or are bounded, for generic code (seed 000's symbolic attributes, with equal
+//! shapes as equal values).
+//!
+//! Like the rest of the optimiser, the arithmetic here is over the integers:
+//! index and extent expressions are assumed not to wrap around.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -85,13 +91,307 @@ impl Affine {
 
     /// The smaller of two bounds, when their order is known.
     pub fn min(&self, o: &Affine) -> Option<Affine> {
-        let d = self.minus(o)?;
-        Some(if d <= 0 { self.clone() } else { o.clone() })
+        self.min_in(o, &CONSTANT)
     }
 
     pub fn max(&self, o: &Affine) -> Option<Affine> {
-        let d = self.minus(o)?;
-        Some(if d >= 0 { self.clone() } else { o.clone() })
+        self.max_in(o, &CONSTANT)
+    }
+
+    /// The smaller of two bounds, when `ord` tells their order.
+    pub fn min_in(&self, o: &Affine, ord: &dyn Order) -> Option<Affine> {
+        match ord.compare(self, o) {
+            (_, Some(hi)) if hi <= 0 => Some(self.clone()),
+            (Some(lo), _) if lo >= 0 => Some(o.clone()),
+            _ => None,
+        }
+    }
+
+    /// The larger of two bounds, when `ord` tells their order.
+    pub fn max_in(&self, o: &Affine, ord: &dyn Order) -> Option<Affine> {
+        match ord.compare(self, o) {
+            (Some(lo), _) if lo >= 0 => Some(self.clone()),
+            (_, Some(hi)) if hi <= 0 => Some(o.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// An integer range: the least and greatest value, where bounded.
+pub type Range = (Option<i64>, Option<i64>);
+
+/// What is known of the atoms of affine expressions where they are used.
+pub trait Order {
+    /// The least and greatest value `atom` can have.
+    fn atom_range(&self, atom: &Atom) -> Range;
+
+    /// The least and greatest value of `a` (interval arithmetic over its atoms).
+    fn range(&self, a: &Affine) -> Range {
+        let (mut lo, mut hi) = (Some(a.c), Some(a.c));
+        for (atom, &k) in &a.terms {
+            let (l, h) = self.atom_range(atom);
+            let (l, h) = if k >= 0 { (l, h) } else { (h, l) };
+            lo = lo.zip(l).and_then(|(x, l)| x.checked_add(l.checked_mul(k)?));
+            hi = hi.zip(h).and_then(|(x, h)| x.checked_add(h.checked_mul(k)?));
+        }
+        (lo, hi)
+    }
+
+    /// The range of `a - b`: a single value when the difference is constant.
+    fn compare(&self, a: &Affine, b: &Affine) -> Range {
+        let d = a.sub(b);
+        match d.as_const() {
+            Some(c) => (Some(c), Some(c)),
+            None => self.range(&d),
+        }
+    }
+}
+
+/// Whether every value of the range is `> x` (`Some(false)`: none is; `None`: unknown).
+pub fn above(r: Range, x: i64) -> Option<bool> {
+    match r {
+        (Some(lo), _) if lo > x => Some(true),
+        (_, Some(hi)) if hi <= x => Some(false),
+        _ => None,
+    }
+}
+
+/// Nothing known of any atom: bounds compare only when their difference is constant.
+#[derive(Clone, Copy, Debug)]
+pub struct Constant;
+
+pub const CONSTANT: Constant = Constant;
+
+impl Order for Constant {
+    fn atom_range(&self, _: &Atom) -> Range {
+        (None, None)
+    }
+}
+
+/// Ranges of atoms established by conditions: `n >= 3` where the code runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    ranges: BTreeMap<Atom, Range>,
+}
+
+impl Facts {
+    /// Records that `d >= 0`, when `d` is one atom times a coefficient plus a
+    /// constant (other facts are not kept).
+    pub fn add(&mut self, d: &Affine) {
+        let mut terms = d.terms.iter();
+        let (Some((atom, &k)), None) = (terms.next(), terms.next()) else { return };
+        // k·x + c >= 0: x >= ceil(-c / k) for k > 0, x <= floor(c / -k) for k < 0.
+        let bound = if k > 0 { (Some(div_ceil(-d.c, k)), None) } else { (None, Some(div_floor(d.c, -k))) };
+        let e = self.ranges.entry(*atom).or_insert((None, None));
+        *e = meet(*e, bound);
+    }
+
+    /// Records what `cond == holds` establishes ([`conditions`]), judged with
+    /// what `ord` knows already.
+    pub fn assume(&mut self, r: &Reader, ord: &dyn Order, cond: ValueId, holds: bool) {
+        let mut ds = Vec::new();
+        conditions(r, ord, cond, holds, &mut ds, 0);
+        for d in &ds {
+            self.add(d);
+        }
+    }
+
+    pub fn get(&self, atom: &Atom) -> Range {
+        self.ranges.get(atom).copied().unwrap_or((None, None))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Every atom with a known range.
+    pub fn atoms(&self) -> impl Iterator<Item = (&Atom, &Range)> {
+        self.ranges.iter()
+    }
+}
+
+fn div_floor(a: i64, b: i64) -> i64 {
+    let q = a / b;
+    if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q }
+}
+
+fn div_ceil(a: i64, b: i64) -> i64 {
+    -div_floor(-a, b)
+}
+
+/// The intersection of two ranges.
+pub fn meet(a: Range, b: Range) -> Range {
+    let lo = match (a.0, b.0) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    let hi = match (a.1, b.1) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    (lo, hi)
+}
+
+/// The facts `cond == holds` establishes, each an affine expression known to
+/// be `>= 0`: comparisons of int scalars, through `&&` (when it holds), `||`
+/// (when it fails), `!` and `all([…])` of comparisons written out. A compared
+/// operand computed by arithmetic must not wrap around ([`exact`]).
+pub fn conditions(r: &Reader, ord: &dyn Order, cond: ValueId, holds: bool, out: &mut Vec<Affine>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    match r.defs.def(cond) {
+        Some(Def::Prim(Prim::Bin(op), a)) if a.len() == 2 && r.is_int_scalar(a[0]) && r.is_int_scalar(a[1]) => {
+            let (x, y) = (r.scalar(a[0]), r.scalar(a[1]));
+            if !exact(&x, ord) || !exact(&y, ord) {
+                return;
+            }
+            // Normalised to `x >= y`, `x > y` or `x == y`.
+            let op = if holds {
+                op
+            } else {
+                match op {
+                    BinOp::Lt => BinOp::Ge,
+                    BinOp::Le => BinOp::Gt,
+                    BinOp::Gt => BinOp::Le,
+                    BinOp::Ge => BinOp::Lt,
+                    BinOp::Ne => BinOp::Eq,
+                    _ => return,
+                }
+            };
+            match op {
+                BinOp::Ge => out.push(x.sub(&y)),
+                BinOp::Gt => out.push(x.sub(&y).plus(-1)),
+                BinOp::Le => out.push(y.sub(&x)),
+                BinOp::Lt => out.push(y.sub(&x).plus(-1)),
+                BinOp::Eq => {
+                    out.push(x.sub(&y));
+                    out.push(y.sub(&x));
+                }
+                _ => {}
+            }
+        }
+        Some(Def::Prim(Prim::Bin(BinOp::And), a)) if holds && a.len() == 2 => {
+            conditions(r, ord, a[0], true, out, depth + 1);
+            conditions(r, ord, a[1], true, out, depth + 1);
+        }
+        Some(Def::Prim(Prim::Bin(BinOp::Or), a)) if !holds && a.len() == 2 => {
+            conditions(r, ord, a[0], false, out, depth + 1);
+            conditions(r, ord, a[1], false, out, depth + 1);
+        }
+        Some(Def::Prim(Prim::Un(crate::interp::ops::UnOp::Not), a)) if a.len() == 1 => {
+            conditions(r, ord, a[0], !holds, out, depth + 1)
+        }
+        Some(Def::Prim(Prim::All, a)) if holds && a.len() == 1 => {
+            if let Some(Def::Array(items)) = r.defs.def(a[0]) {
+                for c in items {
+                    conditions(r, ord, c, true, out, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether the `int` value read as `a` is `a` exactly: a constant or a value
+/// itself, or arithmetic whose result `ord` knows to fit in an `int` (`int`
+/// arithmetic wraps around; as long as the true result fits, the wrapped one
+/// is the same).
+pub fn exact(a: &Affine, ord: &dyn Order) -> bool {
+    let plain = a.c == 0 && a.terms.len() == 1 && a.terms.values().all(|&k| k == 1);
+    plain
+        || a.terms.is_empty()
+        || matches!(ord.range(a), (Some(lo), Some(hi)) if lo >= i32::MIN as i64 && hi <= i32::MAX as i64)
+}
+
+/// What is known where some code runs: the [`Facts`] of its conditions, and
+/// what the atoms' definitions tell — extents (components of `shape(x)`) are
+/// never negative, `max(x, 1) >= 1`, `abs(x) >= 0`, `aplmod(x, m)` lies in
+/// `[0, m)` for positive `m`, a `bool` converted to `int` is 0 or 1.
+pub struct Known<'a> {
+    pub reader: &'a Reader<'a>,
+    pub facts: &'a Facts,
+}
+
+impl std::fmt::Debug for Known<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Known").field("facts", self.facts).finish()
+    }
+}
+
+impl Known<'_> {
+    fn atom_range_depth(&self, atom: &Atom, depth: usize) -> Range {
+        let from_facts = self.facts.get(atom);
+        if depth > 8 {
+            return from_facts;
+        }
+        let r = self.reader;
+        let scalar = |v: ValueId| self.range_depth(&r.scalar(v), depth + 1);
+        let from_def = match (atom.component, r.defs.def(atom.value)) {
+            // Extents of arrays: `int`s, never negative.
+            (Some(_), Some(Def::Prim(Prim::Shape, _))) => (Some(0), Some(i32::MAX as i64)),
+            (None, Some(Def::Prim(Prim::Bin(op), a)))
+                if a.len() == 2 && r.is_int_scalar(a[0]) && r.is_int_scalar(a[1]) =>
+            {
+                let (x, y) = (scalar(a[0]), scalar(a[1]));
+                match op {
+                    BinOp::Max => (max_opt(x.0, y.0, true), x.1.zip(y.1).map(|(p, q)| p.max(q))),
+                    BinOp::Min => (x.0.zip(y.0).map(|(p, q)| p.min(q)), max_opt(x.1, y.1, false)),
+                    // APL's mod takes the divisor's sign: in [0, m) for m > 0.
+                    BinOp::AplMod if y.0.is_some_and(|l| l > 0) => (Some(0), y.1.map(|h| h - 1)),
+                    BinOp::Mod if x.0.is_some_and(|l| l >= 0) && y.0.is_some_and(|l| l > 0) => {
+                        (Some(0), y.1.map(|h| h - 1))
+                    }
+                    _ => (None, None),
+                }
+            }
+            (None, Some(Def::Prim(Prim::Un(crate::interp::ops::UnOp::Abs), a))) if r.is_int_scalar(a[0]) => {
+                let (l, h) = scalar(a[0]);
+                let hi = match (l, h) {
+                    (Some(l), Some(h)) => Some(l.saturating_abs().max(h.saturating_abs())),
+                    _ => None,
+                };
+                let lo = match (l, h) {
+                    (Some(l), _) if l >= 0 => Some(l),
+                    (_, Some(h)) if h <= 0 => Some(h.saturating_neg()),
+                    _ => Some(0),
+                };
+                (lo, hi)
+            }
+            (None, Some(Def::Prim(Prim::Conv(crate::syntax::ast::BaseType::Int), a)))
+                if r.ty(a[0]).elem == crate::sema::hir::Elem::Base(crate::syntax::ast::BaseType::Bool) =>
+            {
+                (Some(0), Some(1))
+            }
+            _ => (None, None),
+        };
+        meet(from_facts, from_def)
+    }
+
+    fn range_depth(&self, a: &Affine, depth: usize) -> Range {
+        let (mut lo, mut hi) = (Some(a.c), Some(a.c));
+        for (atom, &k) in &a.terms {
+            let (l, h) = self.atom_range_depth(atom, depth);
+            let (l, h) = if k >= 0 { (l, h) } else { (h, l) };
+            lo = lo.zip(l).and_then(|(x, l)| x.checked_add(l.checked_mul(k)?));
+            hi = hi.zip(h).and_then(|(x, h)| x.checked_add(h.checked_mul(k)?));
+        }
+        (lo, hi)
+    }
+}
+
+/// The larger (`larger`) or smaller of two optional bounds where one missing
+/// bound does not matter: a lower bound of `max(x, y)` is either's lower bound.
+fn max_opt(a: Option<i64>, b: Option<i64>, larger: bool) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if larger { x.max(y) } else { x.min(y) }),
+        (x, y) => x.or(y),
+    }
+}
+
+impl Order for Known<'_> {
+    fn atom_range(&self, atom: &Atom) -> Range {
+        self.atom_range_depth(atom, 0)
     }
 }
 
@@ -109,11 +409,16 @@ impl IndexBox {
 
     /// `Some(true)`: no index; `Some(false)`: at least one; `None`: unknown.
     pub fn is_empty(&self) -> Option<bool> {
+        self.is_empty_in(&CONSTANT)
+    }
+
+    /// [`IndexBox::is_empty`], with what `ord` knows.
+    pub fn is_empty_in(&self, ord: &dyn Order) -> Option<bool> {
         let mut all_nonempty = true;
         for (l, h) in self.lo.iter().zip(&self.hi) {
-            match h.minus(l) {
-                Some(d) if d <= 0 => return Some(true),
-                Some(_) => {}
+            match above(ord.compare(h, l), 0) {
+                Some(false) => return Some(true),
+                Some(true) => {}
                 None => all_nonempty = false,
             }
         }
@@ -131,29 +436,39 @@ impl IndexBox {
 
     /// The intersection, when the order of the bounds involved is known.
     pub fn intersect(&self, o: &IndexBox) -> Option<IndexBox> {
+        self.intersect_in(o, &CONSTANT)
+    }
+
+    /// [`IndexBox::intersect`], with what `ord` knows.
+    pub fn intersect_in(&self, o: &IndexBox, ord: &dyn Order) -> Option<IndexBox> {
         let mut lo = Vec::with_capacity(self.rank());
         let mut hi = Vec::with_capacity(self.rank());
         for d in 0..self.rank() {
-            lo.push(self.lo[d].max(&o.lo[d])?);
-            hi.push(self.hi[d].min(&o.hi[d])?);
+            lo.push(self.lo[d].max_in(&o.lo[d], ord)?);
+            hi.push(self.hi[d].min_in(&o.hi[d], ord)?);
         }
         Some(IndexBox { lo, hi })
     }
 
     /// Whether `self` lies inside `o` (`None`: unknown). Empty boxes are inside anything.
     pub fn inside(&self, o: &IndexBox) -> Option<bool> {
-        if self.is_empty() == Some(true) {
+        self.inside_in(o, &CONSTANT)
+    }
+
+    /// [`IndexBox::inside`], with what `ord` knows.
+    pub fn inside_in(&self, o: &IndexBox, ord: &dyn Order) -> Option<bool> {
+        if self.is_empty_in(ord) == Some(true) {
             return Some(true);
         }
         let mut all = true;
         for d in 0..self.rank() {
-            let lo_ok = self.lo[d].minus(&o.lo[d]).map(|x| x >= 0);
-            let hi_ok = o.hi[d].minus(&self.hi[d]).map(|x| x >= 0);
+            let lo_ok = above(ord.compare(&self.lo[d], &o.lo[d]), -1);
+            let hi_ok = above(ord.compare(&o.hi[d], &self.hi[d]), -1);
             match (lo_ok, hi_ok) {
                 (Some(true), Some(true)) => {}
                 (Some(false), _) | (_, Some(false)) => {
                     // Outside on this axis, unless the box is empty (unknown).
-                    return if self.is_empty() == Some(false) { Some(false) } else { None };
+                    return if self.is_empty_in(ord) == Some(false) { Some(false) } else { None };
                 }
                 _ => all = false,
             }
@@ -165,15 +480,20 @@ impl IndexBox {
     /// the bounds is known. Pieces known to be empty are left out; pieces whose
     /// emptiness is unknown are sub-boxes of `self` and harmless when empty.
     pub fn subtract(&self, o: &IndexBox) -> Option<Vec<IndexBox>> {
-        if self.inside(o) == Some(true) {
+        self.subtract_in(o, &CONSTANT)
+    }
+
+    /// [`IndexBox::subtract`], with what `ord` knows.
+    pub fn subtract_in(&self, o: &IndexBox, ord: &dyn Order) -> Option<Vec<IndexBox>> {
+        if self.inside_in(o, ord) == Some(true) {
             return Some(Vec::new());
         }
-        let cut = self.intersect(o)?;
+        let cut = self.intersect_in(o, ord)?;
         for d in 0..self.rank() {
-            match cut.hi[d].minus(&cut.lo[d]) {
+            match above(ord.compare(&cut.hi[d], &cut.lo[d]), 0) {
                 None => return None,
-                Some(x) if x <= 0 => return Some(vec![self.clone()]),
-                Some(_) => {}
+                Some(false) => return Some(vec![self.clone()]),
+                Some(true) => {}
             }
         }
         let mut out = Vec::new();
@@ -181,10 +501,12 @@ impl IndexBox {
         for d in 0..self.rank() {
             let mut below = rest.clone();
             below.hi[d] = cut.lo[d].clone();
-            let mut above = rest.clone();
-            above.lo[d] = cut.hi[d].clone();
-            for piece in [below, above] {
-                if piece.hi[d].minus(&piece.lo[d]).is_some_and(|x| x > 0) && piece.is_empty() != Some(true) {
+            let mut over = rest.clone();
+            over.lo[d] = cut.hi[d].clone();
+            for piece in [below, over] {
+                if above(ord.compare(&piece.hi[d], &piece.lo[d]), 0) == Some(true)
+                    && piece.is_empty_in(ord) != Some(true)
+                {
                     out.push(piece);
                 }
             }
@@ -196,11 +518,16 @@ impl IndexBox {
 
     /// `self` minus each of `others`.
     pub fn subtract_all(&self, others: &[IndexBox]) -> Option<Vec<IndexBox>> {
+        self.subtract_all_in(others, &CONSTANT)
+    }
+
+    /// [`IndexBox::subtract_all`], with what `ord` knows.
+    pub fn subtract_all_in(&self, others: &[IndexBox], ord: &dyn Order) -> Option<Vec<IndexBox>> {
         let mut pieces = vec![self.clone()];
         for o in others {
             let mut next = Vec::new();
             for p in &pieces {
-                next.extend(p.subtract(o)?);
+                next.extend(p.subtract_in(o, ord)?);
             }
             pieces = next;
         }
@@ -519,5 +846,61 @@ mod tests {
         assert_eq!(whole.subtract(&whole), Some(vec![]));
         let left = IndexBox { lo: vec![Affine::constant(0)], hi: vec![Affine::constant(1)] };
         assert_eq!(left.subtract(&whole), None);
+    }
+
+    /// Ranges of atoms, given directly.
+    struct Given(Vec<(Atom, Range)>);
+
+    impl Order for Given {
+        fn atom_range(&self, atom: &Atom) -> Range {
+            self.0.iter().find(|(a, _)| a == atom).map_or((None, None), |(_, r)| *r)
+        }
+    }
+
+    #[test]
+    fn facts_bound_single_atoms() {
+        let m = Atom { value: ValueId(3), component: None };
+        let mut facts = Facts::default();
+        // 2m - 5 >= 0: m >= 3; -m + 10 >= 0: m <= 10; m - n >= 0 is not kept.
+        facts.add(&Affine::atom(m).scale(2).plus(-5));
+        facts.add(&Affine::atom(m).scale(-1).plus(10));
+        facts.add(&Affine::atom(m).sub(&Affine::atom(Atom { value: ValueId(4), component: None })));
+        assert_eq!(facts.get(&m), (Some(3), Some(10)));
+        assert_eq!(facts.atoms().count(), 1);
+    }
+
+    #[test]
+    fn ranges_order_symbolic_bounds() {
+        let n = Atom { value: ValueId(7), component: Some(1) };
+        let na = Affine::atom(n);
+        let whole = IndexBox { lo: vec![Affine::constant(0)], hi: vec![na.clone()] };
+        let inner = IndexBox { lo: vec![Affine::constant(1)], hi: vec![na.plus(-1)] };
+        // Without a range for n, the pieces around the inner box cannot be told.
+        assert_eq!(whole.subtract(&inner), None);
+        // With n >= 3 (a non-empty inner box) they can: [0, 1) and [n - 1, n).
+        let ord = Given(vec![(n, (Some(3), None))]);
+        let pieces = whole.subtract_in(&inner, &ord).expect("ordered");
+        assert_eq!(
+            pieces,
+            vec![
+                IndexBox { lo: vec![Affine::constant(0)], hi: vec![Affine::constant(1)] },
+                IndexBox { lo: vec![na.plus(-1)], hi: vec![na.clone()] },
+            ]
+        );
+        assert_eq!(inner.is_empty_in(&Given(vec![(n, (Some(2), None))])), None);
+        assert_eq!(inner.is_empty_in(&ord), Some(false));
+        assert_eq!(inner.is_empty_in(&Given(vec![(n, (None, Some(2)))])), Some(true));
+        assert_eq!(Affine::constant(1).max_in(&na.plus(-1), &ord), Some(na.plus(-1)));
+        assert_eq!(ord.range(&na.scale(-2).plus(1)), (None, Some(-5)));
+    }
+
+    #[test]
+    fn exactness_needs_a_result_that_fits_an_int() {
+        let n = Atom { value: ValueId(7), component: Some(1) };
+        let ord = Given(vec![(n, (Some(0), Some(i32::MAX as i64)))]);
+        assert!(exact(&Affine::atom(n), &CONSTANT));
+        assert!(exact(&Affine::atom(n).plus(-1), &ord));
+        assert!(!exact(&Affine::atom(n).plus(1), &ord));
+        assert!(!exact(&Affine::atom(n).plus(-1), &CONSTANT));
     }
 }

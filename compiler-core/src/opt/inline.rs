@@ -45,10 +45,10 @@ pub const SMALL: usize = 40;
 /// Inlining stops when a caller would grow beyond this many statements.
 pub const MAX_CALLER: usize = 20_000;
 
-fn run(m: &mut Module, cx: &mut PassCx) {
+/// Per function: whether calls of it are inlined.
+pub fn inlinable(m: &Module) -> Vec<bool> {
     let recursive = util::recursive_functions(m);
-    let inlinable: Vec<bool> = m
-        .functions
+    m.functions
         .iter()
         .enumerate()
         .map(|(i, f)| {
@@ -56,7 +56,11 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 && !f.noinline
                 && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
         })
-        .collect();
+        .collect()
+}
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    let inlinable = inlinable(m);
     // Exported variants are compiled as functions of their own anyway; a
     // wrapper calls them rather than carrying a second copy of each (which
     // would double the code LLVM compiles).

@@ -38,6 +38,7 @@ pub mod licm;
 pub mod reuse;
 pub mod simplify;
 pub mod unroll;
+pub mod version;
 pub mod wlf;
 pub mod wls;
 
@@ -72,6 +73,7 @@ pub const PIPELINE: &[Stage] = &[
             inline::PASS,
             simplify::PASS,
             cse::PASS,
+            version::PASS,
             dce::PASS,
             unroll::PASS,
             arrayelim::PASS,

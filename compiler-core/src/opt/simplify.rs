@@ -21,7 +21,11 @@
 //! * refines value types from what it learns (a primitive's result type from its
 //!   arguments' refined types; `a[iv]` with `iv` over `shape(a)` is an element
 //!   even where `a`'s rank is unknown); `reshape` to an array's own shape is the
-//!   array.
+//!   array;
+//! * decides `int` comparisons, `max`, `min`, `abs` and `mod` from the ranges of
+//!   their operands ([`index::Known`]): extents are never negative, and the
+//!   conditions of the branches and `while` loops around a statement and the
+//!   asserts before it bound values (`max(m, 1)` is `m` where `m >= 3`).
 //!
 //! ```text
 //! %1: int[.] = prim shape(%0)                 %4: int[*] = with { … } genarray(%1)
@@ -35,6 +39,7 @@
 
 use std::collections::HashMap;
 
+use super::index::{self, Order};
 use super::util;
 use super::{Pass, PassCx};
 use crate::interp::ops::{BinOp, UnOp};
@@ -65,6 +70,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             shape_src: HashMap::new(),
             unchecked_sels: Default::default(),
             depth: 0,
+            facts: index::Facts::default(),
             counts: Counts::default(),
         };
         util::with_body(f, |f, body| {
@@ -82,6 +88,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("short_circuits_flattened", c.flattened);
         cx.count("reshapes_removed", c.reshapes);
         cx.count("element_selections_found", c.elements);
+        cx.count("decided_by_ranges", c.ranges);
     }
 }
 
@@ -100,6 +107,8 @@ struct Counts {
     reshapes: u64,
     /// Selections of unknown rank found to select an element.
     elements: u64,
+    /// Comparisons, `max`/`min`, `abs` and `mod` decided by value ranges.
+    ranges: u64,
 }
 
 /// What a value was defined as (what the rules look at).
@@ -132,6 +141,9 @@ struct Simplify {
     unchecked_sels: std::collections::HashSet<ValueId>,
     /// How deep in nested blocks the walk is (0: the function body).
     depth: usize,
+    /// What the conditions of enclosing branches and loops, and the asserts
+    /// passed so far, establish here.
+    facts: index::Facts,
     counts: Counts,
 }
 
@@ -192,9 +204,30 @@ impl Simplify {
     }
 
     fn block_in(&mut self, f: &mut Function, b: &mut Block) {
+        let facts = self.facts.clone();
         self.depth += 1;
         self.block_stmts(f, b);
         self.depth -= 1;
+        self.facts = facts;
+    }
+
+    /// A nested block where `cond == holds`.
+    fn block_where(&mut self, f: &mut Function, b: &mut Block, cond: ValueId, holds: bool) {
+        let facts = self.facts.clone();
+        self.assume(f, cond, holds);
+        self.block_in(f, b);
+        self.facts = facts;
+    }
+
+    /// Records what `cond == holds` establishes for what follows.
+    fn assume(&mut self, f: &Function, cond: ValueId, holds: bool) {
+        let mut facts = self.facts.clone();
+        {
+            let reader = index::Reader::new(f, self);
+            let known = index::Known { reader: &reader, facts: &self.facts };
+            facts.assume(&reader, &known, cond, holds);
+        }
+        self.facts = facts;
     }
 
     fn block_stmts(&mut self, f: &mut Function, b: &mut Block) {
@@ -241,14 +274,22 @@ impl Simplify {
                     Some(Scalar::Bool(true)) => self.block_in(f, then_block),
                     Some(Scalar::Bool(false)) => self.block_in(f, else_block),
                     _ => {
-                        self.block_in(f, then_block);
-                        self.block_in(f, else_block);
+                        let c = *cond;
+                        self.block_where(f, then_block, c, true);
+                        self.block_where(f, else_block, c, false);
                     }
                 }
             }
             Op::Loop { .. } => {
                 self.refine_loop(f, &s);
-                s.op.walk_blocks_mut(&mut |b| self.block_in(f, b))
+                if let Op::Loop { cond, body, test_first, .. } = &mut s.op {
+                    self.block_in(f, cond);
+                    // A `while` body runs where its condition held.
+                    match (*test_first, cond.yields.first()) {
+                        (true, Some(&c)) => self.block_where(f, body, c, true),
+                        _ => self.block_in(f, body),
+                    }
+                }
             }
             other => {
                 if let Op::With(w) = other {
@@ -266,6 +307,10 @@ impl Simplify {
         match self.rewrite(f, s) {
             Action::Keep(s) => {
                 self.record(f, &s);
+                // What follows an assert runs where it held.
+                if let Op::Check(CheckOp { check: Check::Assert(c), .. }) = &s.op {
+                    self.assume(f, *c, true);
+                }
                 out.push(s);
             }
             // The definitions were forwarded (`forward`) before.
@@ -909,6 +954,10 @@ impl Simplify {
             }
             _ => {}
         }
+        if let Some(action) = self.by_range(f, s, prim, args) {
+            self.counts.ranges += 1;
+            return action;
+        }
         // `x == x` on integers and booleans (not floats: NaN).
         if let Prim::Bin(op) = prim {
             let exact = matches!(f.ty(args[0]).elem, Elem::Base(b) if b.is_integer() || b == crate::syntax::ast::BaseType::Bool);
@@ -943,6 +992,160 @@ impl Simplify {
             }
         }
         Action::Keep(s.clone())
+    }
+
+    /// `int` comparisons, `max`, `min`, `abs` and `mod` decided by the ranges
+    /// of their operands ([`index::Known`]: extents are never negative, and the
+    /// conditions of enclosing branches and loops and the asserts before bound
+    /// values): `m - 1 >= 1` is `true` where `m >= 3`, `max(m, 1)` is `m`,
+    /// `abs(m - 2)` is `m - 2`, `aplmod(1, m)` is `1` and `aplmod(-1, m)` is
+    /// `m - 1`. Operands computed by arithmetic must be known not to wrap.
+    fn by_range(&mut self, f: &mut Function, s: &Stmt, prim: &Prim, args: &[ValueId]) -> Option<Action> {
+        enum Answer {
+            Bool(bool),
+            Same(ValueId),
+            Negated(ValueId),
+            Sum(ValueId, ValueId),
+        }
+        let d = s.defs[0];
+        if let Some(bits) = self.compare_vectors(f, prim, args) {
+            let n = bits.len();
+            let v = Value::from_parts(vec![n], crate::interp::value::Elems::Bool(bits));
+            return Some(self.replace_by_const(f, s.clone(), v));
+        }
+        let answer = {
+            let reader = index::Reader::new(f, self);
+            if !args.iter().all(|a| reader.is_int_scalar(*a)) {
+                return None;
+            }
+            let known = index::Known { reader: &reader, facts: &self.facts };
+            let exact = |a: &index::Affine| index::exact(a, &known);
+            let x = reader.scalar(args[0]);
+            if !exact(&x) {
+                return None;
+            }
+            match prim {
+                Prim::Bin(op) if args.len() == 2 => {
+                    let y = reader.scalar(args[1]);
+                    if !exact(&y) {
+                        return None;
+                    }
+                    let (lo, hi) = known.compare(&x, &y);
+                    let at_least = |k: i64| lo.is_some_and(|l| l >= k);
+                    let at_most = |k: i64| hi.is_some_and(|h| h <= k);
+                    let decided = |yes: bool, no: bool| {
+                        if yes {
+                            Some(true)
+                        } else if no {
+                            Some(false)
+                        } else {
+                            None
+                        }
+                    };
+                    match op {
+                        BinOp::Lt => decided(at_most(-1), at_least(0)).map(Answer::Bool),
+                        BinOp::Le => decided(at_most(0), at_least(1)).map(Answer::Bool),
+                        BinOp::Gt => decided(at_least(1), at_most(0)).map(Answer::Bool),
+                        BinOp::Ge => decided(at_least(0), at_most(-1)).map(Answer::Bool),
+                        BinOp::Eq => decided(at_least(0) && at_most(0), at_least(1) || at_most(-1)).map(Answer::Bool),
+                        BinOp::Ne => decided(at_least(1) || at_most(-1), at_least(0) && at_most(0)).map(Answer::Bool),
+                        BinOp::Max if at_least(0) => Some(Answer::Same(args[0])),
+                        BinOp::Max if at_most(0) => Some(Answer::Same(args[1])),
+                        BinOp::Min if at_most(0) => Some(Answer::Same(args[0])),
+                        BinOp::Min if at_least(0) => Some(Answer::Same(args[1])),
+                        BinOp::Mod | BinOp::AplMod => {
+                            let (xl, xh) = known.range(&x);
+                            // y - x >= 1 and x >= 0: x itself; APL's mod of -y <= x < 0 (y > 0): x + y.
+                            let below_y = known.range(&y.sub(&x)).0.is_some_and(|l| l >= 1);
+                            let above_minus_y = known.range(&y.add(&x)).0.is_some_and(|l| l >= 0);
+                            let y_positive = known.range(&y).0.is_some_and(|l| l >= 1);
+                            if xl.is_some_and(|l| l >= 0) && below_y {
+                                Some(Answer::Same(args[0]))
+                            } else if *op == BinOp::AplMod
+                                && xh.is_some_and(|h| h <= -1)
+                                && above_minus_y
+                                && y_positive
+                                && exact(&x.add(&y))
+                            {
+                                Some(Answer::Sum(args[0], args[1]))
+                            } else {
+                                None
+                            }
+                        }
+                        _ => None,
+                    }
+                }
+                Prim::Un(UnOp::Abs) => match known.range(&x) {
+                    (Some(lo), _) if lo >= 0 => Some(Answer::Same(args[0])),
+                    (_, Some(hi)) if hi <= 0 && exact(&x.scale(-1)) => Some(Answer::Negated(args[0])),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }?;
+        match answer {
+            Answer::Bool(b) => Some(self.replace_by_const(f, s.clone(), Value::Scalar(Scalar::Bool(b)))),
+            Answer::Same(v) => {
+                self.forward(f, &[d], &[v]);
+                Some(Action::Forward)
+            }
+            Answer::Negated(v) => {
+                let mut t = s.clone();
+                t.op = Op::prim(Prim::Un(UnOp::Neg), vec![v]);
+                Some(Action::Keep(t))
+            }
+            Answer::Sum(a, b) => {
+                let mut t = s.clone();
+                t.op = Op::prim(Prim::Bin(BinOp::Add), vec![a, b]);
+                Some(Action::Keep(t))
+            }
+        }
+    }
+
+    /// A comparison of int vectors of known length (or a vector and a scalar)
+    /// decided component by component by ranges (the library's `take` and
+    /// `drop` test `[1, 0] <= shape(a)`): the bools, when every one is decided.
+    fn compare_vectors(&self, f: &Function, prim: &Prim, args: &[ValueId]) -> Option<Vec<bool>> {
+        let Prim::Bin(op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)) = prim else { return None };
+        if args.len() != 2 {
+            return None;
+        }
+        let reader = index::Reader::new(f, self);
+        let n = crate::sema::prim_ty::vector_len(f.ty(args[0]))
+            .or_else(|| crate::sema::prim_ty::vector_len(f.ty(args[1])))?;
+        let side = |x: ValueId| -> Option<Vec<index::Affine>> {
+            if reader.is_int_scalar(x) {
+                Some(vec![reader.scalar(x); n])
+            } else {
+                reader.vector(x).filter(|c| c.len() == n)
+            }
+        };
+        if f.ty(args[0]).elem != util::int_ty().elem || f.ty(args[1]).elem != util::int_ty().elem {
+            return None;
+        }
+        let (xs, ys) = (side(args[0])?, side(args[1])?);
+        let known = index::Known { reader: &reader, facts: &self.facts };
+        xs.iter()
+            .zip(&ys)
+            .map(|(x, y)| {
+                if !index::exact(x, &known) || !index::exact(y, &known) {
+                    return None;
+                }
+                let (lo, hi) = known.compare(x, y);
+                let (at_least, at_most) = (|k: i64| lo.is_some_and(|l| l >= k), |k: i64| hi.is_some_and(|h| h <= k));
+                match op {
+                    BinOp::Lt if at_most(-1) => Some(true),
+                    BinOp::Lt if at_least(0) => Some(false),
+                    BinOp::Le if at_most(0) => Some(true),
+                    BinOp::Le if at_least(1) => Some(false),
+                    BinOp::Gt if at_least(1) => Some(true),
+                    BinOp::Gt if at_most(0) => Some(false),
+                    BinOp::Ge if at_least(0) => Some(true),
+                    BinOp::Ge if at_most(-1) => Some(false),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// An int scalar `a ± c ± …` that is some existing scalar value.

@@ -31,7 +31,9 @@
 //!   `[0, s)`, selected at the consumer's own index over `[0, s)` (seed 000's
 //!   `implies = disj(bneg(a), b)` on `bool[*]`);
 //! * `B`'s parts are dense boxes, and the bounds involved compare (constants, or
-//!   symbolic bounds that differ by constants, as `shape(a)` and `shape(a) - 1`);
+//!   symbolic bounds that differ by constants, as `shape(a)` and `shape(a) - 1`,
+//!   or whose order the conditions around the consumer tell: `1` and `m - 1`
+//!   where `m >= 3`, see [`super::version`]);
 //! * every index of the consumer's part selects inside `B` (otherwise the
 //!   selection must stay to fail, or to be guarded by a conditional);
 //! * no work is duplicated: either `B`'s parts are cheap (a few scalar
@@ -43,7 +45,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::index::{self, Affine, Atom, Def, IndexBox, Reader};
+use super::index::{self, Affine, Atom, Def, IndexBox, Known, Order, Reader};
 use super::util::{self, Cloner};
 use super::{Pass, PassCx, RemarkKind};
 use crate::interp::ops::BinOp;
@@ -141,7 +143,7 @@ struct Reference {
 /// the offset.
 type Projection = Vec<(Option<usize>, Affine)>;
 
-fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer, String> {
+fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader, ord: &dyn Order) -> Result<Producer, String> {
     let Op::With(w) = &stmt.op else { return Err("not a with-loop".into()) };
     let n = match w.parts.first() {
         Some(p) => r.vector(p.lower).map(|v| v.len()).ok_or("its index length is not known statically")?,
@@ -171,7 +173,7 @@ fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer
         let lo = r.vector(p.lower).filter(|v| v.len() == n).ok_or("its bounds are not known")?;
         let hi = r.vector(p.upper).filter(|v| v.len() == n).ok_or("its bounds are not known")?;
         let b = IndexBox { lo, hi };
-        if b.inside(&frame) != Some(true) {
+        if b.inside_in(&frame, ord) != Some(true) {
             return Err("a part's generator may exceed its result".into());
         }
         boxes.push(b);
@@ -179,10 +181,10 @@ fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader) -> Result<Producer
     let mut regions = Vec::new();
     for (k, b) in boxes.iter().enumerate() {
         let others: Vec<IndexBox> = if w.first_match { boxes[..k].to_vec() } else { boxes[k + 1..].to_vec() };
-        let pieces = b.subtract_all(&others).ok_or("the order of its parts' bounds is not known")?;
+        let pieces = b.subtract_all_in(&others, ord).ok_or("the order of its parts' bounds is not known")?;
         regions.extend(pieces.into_iter().map(|p| (p, Source::Part(k))));
     }
-    let rest = frame.subtract_all(&boxes).ok_or("the order of its bounds is not known")?;
+    let rest = frame.subtract_all_in(&boxes, ord).ok_or("the order of its bounds is not known")?;
     let src = match &w.ops[op] {
         WithOp::Modarray { array } => Source::Unchanged(*array),
         _ => Source::Default,
@@ -268,24 +270,42 @@ fn projection(r: &Reader, idx: ValueId, part: &Part) -> Result<Projection, Strin
 }
 
 /// What holds where a consumer part runs: the ranges of the indices of the
-/// with-loop parts around it, and equalities that checks before it assert
+/// with-loop parts around it, equalities that checks before it assert
 /// (L0's zip-size certificates, `assert(n == m)`, also when hoisted with the
-/// guard `lower >= upper || n == m` of a part that is running).
+/// guard `lower >= upper || n == m` of a part that is running), and the
+/// ranges the conditions of the branches and loops around it establish
+/// (`m >= 3` in a version for large arrays, see [`super::version`]).
 #[derive(Default)]
 struct Context {
     ranges: HashMap<Atom, (Affine, Affine)>,
     /// `atom := affine`, applied in order.
     subst: Vec<(Atom, Affine)>,
+    facts: index::Facts,
+}
+
+/// Where the walk to a consumer found it: what it collected on the way.
+#[derive(Default)]
+struct Path {
+    asserts: Vec<ValueId>,
+    /// Conditions of the branches and loops around the consumer, and whether
+    /// they hold there.
+    conditions: Vec<(ValueId, bool)>,
+    parts: Vec<(Vec<Affine>, Vec<Affine>)>,
 }
 
 impl Context {
     fn at(r: &Reader, body: &Block, consumer: ValueId, part: usize) -> Context {
         let mut ctx = Context::default();
-        let mut asserts = Vec::new();
-        let mut parts: Vec<(Vec<Affine>, Vec<Affine>)> = Vec::new();
-        if !find_context(r, body, consumer, part, &mut asserts, &mut parts, &mut ctx.ranges) {
+        let mut path = Path::default();
+        if !find_context(r, body, consumer, part, &mut path, &mut ctx.ranges) {
             return Context::default();
         }
+        for (c, holds) in &path.conditions {
+            let mut facts = ctx.facts.clone();
+            facts.assume(r, &Known { reader: r, facts: &ctx.facts }, *c, *holds);
+            ctx.facts = facts;
+        }
+        let Path { asserts, parts, .. } = path;
         for c in asserts {
             let mut disjuncts = Vec::new();
             or_terms(r, c, &mut disjuncts, 0);
@@ -325,6 +345,11 @@ impl Context {
         IndexBox { lo: b.lo.iter().map(|x| self.canon(x)).collect(), hi: b.hi.iter().map(|x| self.canon(x)).collect() }
     }
 
+    /// What is known of the atoms where the consumer runs.
+    fn order<'a>(&'a self, r: &'a Reader<'a>) -> Known<'a> {
+        Known { reader: r, facts: &self.facts }
+    }
+
     /// The lowest and highest value of an invariant index component.
     fn range(&self, off: &Affine) -> Option<(Affine, Affine)> {
         let (mut lo, mut hi) = (off.clone(), off.clone());
@@ -360,35 +385,35 @@ fn or_terms(r: &Reader, c: ValueId, out: &mut Vec<ValueId>, depth: usize) {
 }
 
 /// Walks to the consumer, collecting the asserts before it (in its block and
-/// the blocks around it), the bounds of the parts around it (its own part
-/// included) and the ranges of their index atoms (its own part's excluded).
+/// the blocks around it), the conditions of the branches and loops around it,
+/// the bounds of the parts around it (its own part included) and the ranges
+/// of their index atoms (its own part's excluded).
 fn find_context(
     r: &Reader,
     b: &Block,
     consumer: ValueId,
     part: usize,
-    asserts: &mut Vec<ValueId>,
-    parts: &mut Vec<(Vec<Affine>, Vec<Affine>)>,
+    path: &mut Path,
     ranges: &mut HashMap<Atom, (Affine, Affine)>,
 ) -> bool {
-    let before = asserts.len();
+    let before = path.asserts.len();
     for s in &b.stmts {
         if s.defs.first() == Some(&consumer) {
             if let Op::With(w) = &s.op {
                 if let Some(p) = w.parts.get(part) {
                     if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
-                        parts.push((lo, hi));
+                        path.parts.push((lo, hi));
                     }
                 }
             }
             return true;
         }
         match &s.op {
-            Op::Check(CheckOp { check: Check::Assert(c), .. }) => asserts.push(*c),
+            Op::Check(CheckOp { check: Check::Assert(c), .. }) => path.asserts.push(*c),
             Op::With(w) => {
                 for p in &w.parts {
                     // Only the part on the way to the consumer is read (most are not).
-                    if !find_context(r, &p.body, consumer, part, asserts, parts, ranges) {
+                    if !find_context(r, &p.body, consumer, part, path, ranges) {
                         continue;
                     }
                     if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
@@ -397,7 +422,27 @@ fn find_context(
                                 ranges.insert(atom, (l.clone(), h.clone()));
                             }
                         }
-                        parts.push((lo, hi));
+                        path.parts.push((lo, hi));
+                    }
+                    return true;
+                }
+            }
+            Op::If { cond, then_block, else_block } => {
+                for (branch, holds) in [(then_block, true), (else_block, false)] {
+                    if find_context(r, branch, consumer, part, path, ranges) {
+                        path.conditions.push((*cond, holds));
+                        return true;
+                    }
+                }
+            }
+            Op::Loop { cond, body, test_first, .. } => {
+                if find_context(r, cond, consumer, part, path, ranges) {
+                    return true;
+                }
+                if find_context(r, body, consumer, part, path, ranges) {
+                    // A `while` body runs where its condition held.
+                    if let (true, Some(c)) = (*test_first, cond.yields.first()) {
+                        path.conditions.push((*c, true));
                     }
                     return true;
                 }
@@ -405,7 +450,7 @@ fn find_context(
             _ => {
                 let mut found = false;
                 s.op.walk_blocks(&mut |inner| {
-                    found = found || find_context(r, inner, consumer, part, asserts, parts, ranges);
+                    found = found || find_context(r, inner, consumer, part, path, ranges);
                 });
                 if found {
                     return true;
@@ -413,12 +458,13 @@ fn find_context(
             }
         }
     }
-    asserts.truncate(before);
+    path.asserts.truncate(before);
     false
 }
 
 /// The consumer indices (inside `cbox`) whose projected index lies in `target`.
-fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context) -> Option<IndexBox> {
+fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context, r: &Reader) -> Option<IndexBox> {
+    let ord = ctx.order(r);
     let mut out = cbox.clone();
     for (k, (axis, off)) in proj.iter().enumerate() {
         match axis {
@@ -428,15 +474,16 @@ fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context
                 }
                 let lo = target.lo[k].sub(off);
                 let hi = target.hi[k].sub(off);
-                out.lo[*a] = out.lo[*a].max(&lo)?;
-                out.hi[*a] = out.hi[*a].min(&hi)?;
+                out.lo[*a] = out.lo[*a].max_in(&lo, &ord)?;
+                out.hi[*a] = out.hi[*a].min_in(&hi, &ord)?;
             }
             None => {
                 // An invariant component: a constant, or moving with enclosing parts' indices.
                 let (lo, hi) = ctx.range(off)?;
-                let inside = lo.minus(&target.lo[k])? >= 0 && target.hi[k].minus(&hi)? > 0;
-                let outside =
-                    target.lo[k].minus(&hi).is_some_and(|d| d > 0) || lo.minus(&target.hi[k]).is_some_and(|d| d >= 0);
+                let inside = index::above(ord.compare(&lo, &target.lo[k]), -1)?
+                    && index::above(ord.compare(&target.hi[k], &hi), 0)?;
+                let outside = index::above(ord.compare(&target.lo[k], &hi), 0) == Some(true)
+                    || index::above(ord.compare(&lo, &target.hi[k]), -1) == Some(true);
                 if !inside && !outside {
                     return None;
                 }
@@ -658,7 +705,10 @@ fn plan(
         let regions = prod.regions.clone();
         return Ok(Plan { regions, producer: prod, whole: true, tail: 0 });
     }
-    let prod = producer(f, pstmt, op, r)?;
+    // What holds where the part runs: enclosing indices' ranges, asserted
+    // equalities, conditions of enclosing branches.
+    let ctx = &Context::at(r, &f.body, rf.consumer, rf.part);
+    let prod = producer(f, pstmt, op, r, &ctx.order(r))?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
     let mut proj = projection(r, rf.idx, part)?;
@@ -683,8 +733,6 @@ fn plan(
     let clo = r.vector(part.lower).ok_or("the consumer's bounds are not known")?;
     let chi = r.vector(part.upper).filter(|v| v.len() == m).ok_or("the consumer's bounds are not known")?;
     let cbox = IndexBox { lo: clo, hi: chi };
-    // What holds where the part runs: enclosing indices' ranges, asserted equalities.
-    let ctx = &Context::at(r, &f.body, rf.consumer, rf.part);
     let cbox = ctx.canon_box(&cbox);
     let proj: Projection = proj.into_iter().map(|(a, off)| (a, ctx.canon(&off))).collect();
     let mut prod = prod;
@@ -696,14 +744,14 @@ fn plan(
         return Err("the index uses components the consumer's index does not have".into());
     }
     // Every consumer index must select inside the producer.
-    let whole_pre = preimage(&proj, &prod.frame, &cbox, ctx).ok_or("the order of the bounds is not known")?;
-    if cbox.inside(&whole_pre) != Some(true) {
+    let whole_pre = preimage(&proj, &prod.frame, &cbox, ctx, r).ok_or("the order of the bounds is not known")?;
+    if cbox.inside_in(&whole_pre, &ctx.order(r)) != Some(true) {
         return Err("the selection may fall outside it (it must stay to fail, or is guarded by a condition)".into());
     }
     let mut regions = Vec::new();
     for (b, src) in &prod.regions {
-        let pre = preimage(&proj, b, &cbox, ctx).ok_or("the order of the bounds is not known")?;
-        if pre.is_empty() != Some(true) {
+        let pre = preimage(&proj, b, &cbox, ctx, r).ok_or("the order of the bounds is not known")?;
+        if pre.is_empty_in(&ctx.order(r)) != Some(true) {
             regions.push((pre, src.clone()));
         }
     }
