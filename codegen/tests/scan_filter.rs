@@ -196,6 +196,14 @@ fn int_scan_with_a_called_function() {
     assert_eq!(agree(SCAN_CALL).unwrap(), ["[3, 8, 22, 63, 185]"]);
 }
 
+const FOLD_LANES: &str = include_str!("../../tests/ir/fold_lanes.ir");
+
+#[test]
+fn folds_and_scans_over_pairs_natively() {
+    // The leftmost minimum and its index; running (sum of 10 * i, count).
+    assert_eq!(agree(FOLD_LANES).unwrap(), ["0.5", "4", "[0, 10, 30, 60, 100, 150]", "[1, 2, 3, 4, 5, 6]"]);
+}
+
 const SCAN_MIXED: &str = "fn avg(%0#acc: double, %1#x: int) -> (double)  [instance avg, noinline]
 {
   %2: double = const 0.5

@@ -73,7 +73,7 @@ pub(crate) enum ScanStore<'ctx> {
 pub(crate) struct ScanState<'ctx, 'a> {
     pub frame: Frame<'ctx>,
     size: IntValue<'ctx>,
-    fun: &'a FoldFn,
+    pub fun: &'a FoldFn,
     partial: Vec<(BasicValueEnum<'ctx>, Ty)>,
     neutral: (BasicValueEnum<'ctx>, Ty),
     /// The result's type.
@@ -278,6 +278,86 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.owned_to(fx, r.into(), &any, &st.ty)
             }
         }
+    }
+
+    /// The pass over the frame of a scan over tuples (`group`: its lanes, in
+    /// order): at every covered index, one call of the lanes' function with
+    /// every accumulator and value; returns each lane's result. Lanes of
+    /// scalars only (the compiled code's limitation; the interpreter scans
+    /// tuples of arrays too).
+    pub(crate) fn scan_finish_lanes(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        group: &[&ScanState<'ctx, 'a>],
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let Some(first) = group.first() else { return Ok(Vec::new()) };
+        let FoldFn::Lane { func, lanes, .. } = first.fun else {
+            return Err(CodegenError::Bug("a scan over tuples without lanes".into()));
+        };
+        if group.len() != *lanes {
+            return Err(CodegenError::Bug("a scan over tuples lacks lanes".into()));
+        }
+        let func = *func;
+        struct Lane<'ctx> {
+            data: PointerValue<'ctx>,
+            values: PointerValue<'ctx>,
+            elem: BaseType,
+            yelem: BaseType,
+            slot: PointerValue<'ctx>,
+        }
+        let mut ls = Vec::with_capacity(group.len());
+        for st in group {
+            let ScanStore::Scalars { data, values, yelem, .. } = &st.store else {
+                return Err(CodegenError::Unsupported("a scan over tuples whose elements are arrays".into()));
+            };
+            let elem = base(&st.ty);
+            let slot = self.alloca(fx, self.scalar_ty(elem), "scan.acc")?;
+            self.b.build_store(slot, st.neutral.0)?;
+            ls.push(Lane { data: *data, values: *values, elem, yelem: *yelem, slot });
+        }
+        // Every lane has the same parts, so the same covered indices.
+        let covered = match &first.store {
+            ScanStore::Scalars { covered, .. } => *covered,
+            ScanStore::Boxed { .. } => None,
+        };
+        let partial = first.partial.clone();
+        let callee = &self.ir.functions[func.0 as usize];
+        let rtys = callee.results.clone();
+        self.for_range(fx, self.const_i64(0), first.size, &mut |e, fx, i| {
+            let join = e.ctx.append_basic_block(fx.func, "scan.join");
+            if let Some(c) = covered {
+                let hit = e.load_elem(c, i, BaseType::Bool)?.into_int_value();
+                let step = e.ctx.append_basic_block(fx.func, "scan.step");
+                e.b.build_conditional_branch(hit, step, join)?;
+                e.b.position_at_end(step);
+            }
+            let mut args = partial.clone();
+            for l in &ls {
+                let acc = e.b.build_load(e.scalar_ty(l.elem), l.slot, "acc")?;
+                args.push((acc, scalar_of(l.elem)));
+            }
+            for l in &ls {
+                args.push((e.load_elem(l.values, i, l.yelem)?, scalar_of(l.yelem)));
+            }
+            let results = e.call_function(fx, func, &args)?;
+            for ((l, r), rty) in ls.iter().zip(results).zip(&rtys) {
+                let next = e.owned_to(fx, r, rty, &scalar_of(l.elem))?;
+                e.b.build_store(l.slot, next)?;
+            }
+            e.b.build_unconditional_branch(join)?;
+            e.b.position_at_end(join);
+            for l in &ls {
+                let acc = e.b.build_load(e.scalar_ty(l.elem), l.slot, "acc")?;
+                e.store_elem(l.data, i, l.elem, acc)?;
+            }
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(group.len());
+        for st in group {
+            let ScanStore::Scalars { result, .. } = &st.store else { continue };
+            out.push(self.owned_to(fx, (*result).into(), &any_shape(st.ty.elem), &st.ty)?);
+        }
+        Ok(out)
     }
 
     /// Prepares filter operator `k` of `w` (before the parts run).

@@ -546,9 +546,25 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if let Some(m) = mask {
             self.call(self.rt.free, &[m.into()])?;
         }
-        // The results (scans and filters make their pass over the frame here).
+        // The results (scans and filters make their pass over the frame here;
+        // scans over tuples, one pass for all their lanes).
+        let mut lane_results: Vec<BasicValueEnum<'ctx>> = Vec::new();
         for (k, st) in states.iter().enumerate() {
             let d = s.defs[k];
+            if let OpState::Scan(first) = st {
+                if let FoldFn::Lane { lane, lanes, .. } = first.fun {
+                    if *lane == 0 {
+                        let group: Vec<&ScanState<'ctx, 'a>> = states[k..(k + lanes).min(states.len())]
+                            .iter()
+                            .filter_map(|st| if let OpState::Scan(x) = st { Some(&**x) } else { None })
+                            .collect();
+                        lane_results = self.scan_finish_lanes(fx, &group)?;
+                    }
+                    let x = *lane_results.get(*lane).ok_or_else(|| CodegenError::Bug("a scan lane's result".into()))?;
+                    fx.vals.insert(d, x);
+                    continue;
+                }
+            }
             let x: BasicValueEnum<'ctx> = match st {
                 OpState::Gen { result: Result::Eager { arr, .. }, .. } => (*arr).into(),
                 OpState::Gen { result: Result::Lazy { slot }, frame, elem, cell_ty, .. } => {
@@ -1361,6 +1377,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         self.write_cell_checked(fx, *arr, off, y, &yty, n_index, rloc)?;
                     }
                 }
+                // Lanes of a fold over tuples combine together, below.
+                OpState::Fold { fun: FoldFn::Lane { .. }, .. } => {}
                 OpState::Fold { slot, ty, fun, partial, fix, done } => {
                     let (slot, ty, fun, partial, fix, done) =
                         (*slot, ty.clone(), *fun, partial.clone(), fix.clone(), *done);
@@ -1379,6 +1397,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
             }
         }
+        self.fold_lanes(fx, w, part, states, &ys, stmt_loc)?;
         if let Some(end) = pcx.end {
             let mut all = self.ctx.bool_type().const_int(1, false);
             for st in states.iter() {
@@ -1483,6 +1502,65 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
+    /// One step of every fold over tuples among `states`: each group's
+    /// accumulators and values (`ys`, what the part yielded) go to one call of
+    /// its function, which returns the new accumulators.
+    fn fold_lanes(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        w: &'a With,
+        part: &'a Part,
+        states: &[OpState<'ctx, 'a>],
+        ys: &[BasicValueEnum<'ctx>],
+        loc: PointerValue<'ctx>,
+    ) -> R<()> {
+        let mut k = 0;
+        while k < states.len() {
+            let OpState::Fold { fun: FoldFn::Lane { func, lanes, .. }, partial, .. } = &states[k] else {
+                k += 1;
+                continue;
+            };
+            let (func, lanes) = (*func, *lanes);
+            let mut args = partial.clone();
+            let mut accs = Vec::with_capacity(lanes);
+            let mut values = Vec::with_capacity(lanes);
+            for j in k..k + lanes {
+                let Some(OpState::Fold { slot, ty, .. }) = states.get(j) else {
+                    return Err(CodegenError::Bug("a fold over tuples lacks a lane".into()));
+                };
+                let acc = self.b.build_load(self.value_ty(ty), *slot, "acc")?;
+                accs.push((*slot, acc, ty.clone()));
+                let yi = w.yield_index(j);
+                values.push((ys[yi], fx.irf.ty(part.body.yields[yi]).clone()));
+            }
+            args.extend(accs.iter().map(|(_, acc, ty)| (*acc, ty.clone())));
+            args.extend(values.iter().cloned());
+            let saved = fx.loc;
+            fx.loc = loc;
+            let results = self.call_function(fx, func, &args)?;
+            fx.loc = saved;
+            let callee = &self.ir.functions[func.0 as usize];
+            if results.len() != lanes || callee.results.len() != lanes {
+                return Err(CodegenError::Bug("a fold function over tuples returns the wrong number of values".into()));
+            }
+            let rtys = callee.results.clone();
+            for (((slot, acc, ty), (y, yty)), (r, rty)) in
+                accs.into_iter().zip(values).zip(results.into_iter().zip(rtys))
+            {
+                let next = self.owned_to(fx, r, &rty, &ty)?;
+                if self.counted(&ty) {
+                    self.dec(acc)?;
+                }
+                if self.counted(&yty) {
+                    self.dec(y)?;
+                }
+                self.b.build_store(slot, next)?;
+            }
+            k += lanes;
+        }
+        Ok(())
+    }
+
     /// One step of a fold: `acc = fun(partial…, acc, y)` (unless done).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn fold_step(
@@ -1565,6 +1643,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     _ => self.prim_generic_vals(fx, p, &args, ty),
                 }
             }
+            FoldFn::Lane { .. } => Err(CodegenError::Bug("a lane of a fold over tuples combined alone".into())),
             FoldFn::Call(g) => {
                 let mut args: Vec<(BasicValueEnum<'ctx>, Ty)> = partial.to_vec();
                 args.push((acc, ty.clone()));

@@ -511,6 +511,8 @@ impl Interp<'_> {
                         frame[o.0 as usize] = Some(Value::Scalar(Scalar::int(off as i64)));
                     }
                     let mut values = self.block(f, frame, &part.body)?.into_iter();
+                    // Values of the lanes of folds over tuples, combined together below.
+                    let mut lane_values: Vec<Value> = Vec::new();
                     for (k, st) in states.iter_mut().enumerate() {
                         let rat = part.result_spans.get(k).map_or(at, |s| self.sub_span(*s, at));
                         let first = values.next().ok_or_else(|| self.bug("a part yields too few values", rat))?;
@@ -531,7 +533,14 @@ impl Interp<'_> {
                             kept[o] = Some((keep, v));
                             continue;
                         }
+                        if let State::Fold { fun: FoldFn::Lane { .. }, .. } = st {
+                            lane_values.push(first);
+                            continue;
+                        }
                         self.apply(st, &index, first, rat)?;
+                    }
+                    if !lane_values.is_empty() {
+                        self.apply_lanes(&mut states, lane_values, at)?;
                     }
                     if states.iter().all(State::done) && !states.is_empty() {
                         break 'parts;
@@ -552,7 +561,118 @@ impl Interp<'_> {
                 }
             }
         }
-        states.into_iter().map(|st| self.finish(st, at)).collect()
+        let mut states: Vec<Option<State>> = states.into_iter().map(Some).collect();
+        let mut results = Vec::with_capacity(states.len());
+        let mut k = 0;
+        while k < states.len() {
+            let lanes = match &states[k] {
+                Some(State::Scan { fun: FoldFn::Lane { lanes, .. }, .. }) => *lanes,
+                _ => 1,
+            };
+            let group: Option<Vec<State>> =
+                states.get_mut(k..k + lanes).map(|g| g.iter_mut().filter_map(Option::take).collect());
+            let group =
+                group.filter(|g| g.len() == lanes).ok_or_else(|| self.bug("a scan over tuples lacks lanes", at))?;
+            if lanes > 1 || matches!(group.first(), Some(State::Scan { fun: FoldFn::Lane { .. }, .. })) {
+                results.extend(self.finish_scan_lanes(group, at)?);
+            } else {
+                for st in group {
+                    results.push(self.finish(st, at)?);
+                }
+            }
+            k += lanes;
+        }
+        Ok(results)
+    }
+
+    /// One index's values of the lanes of the folds over tuples in `states`,
+    /// in operator order: each group's accumulators combined by one call.
+    fn apply_lanes(&mut self, states: &mut [State], values: Vec<Value>, at: Option<Span>) -> Res<()> {
+        let mut values = values.into_iter();
+        let mut k = 0;
+        while k < states.len() {
+            let State::Fold { fun: FoldFn::Lane { func, lanes, .. }, partial, .. } = &states[k] else {
+                k += 1;
+                continue;
+            };
+            let (func, lanes, partial) = (*func, *lanes, partial.clone());
+            let group = states.get_mut(k..k + lanes).ok_or_else(|| self.bug("a fold over tuples lacks lanes", at))?;
+            let mut accs = Vec::with_capacity(lanes);
+            for st in group.iter_mut() {
+                let State::Fold { acc, .. } = st else { return Err(self.bug("a fold lane is not a fold", at)) };
+                accs.push(std::mem::replace(acc, Value::Scalar(Scalar::int(0))));
+            }
+            let xs: Vec<Value> = values.by_ref().take(lanes).collect();
+            if xs.len() != lanes {
+                return Err(self.bug("a part yields too few values for a fold over tuples", at));
+            }
+            let next = self.combine_lanes(func, &partial, accs, xs, at)?;
+            for (st, v) in group.iter_mut().zip(next) {
+                if let State::Fold { acc, .. } = st {
+                    *acc = v;
+                }
+            }
+            k += lanes;
+        }
+        Ok(())
+    }
+
+    /// `func(partial…, accs…, xs…)`: one step of a fold or scan over tuples.
+    fn combine_lanes(
+        &mut self,
+        func: FuncId,
+        partial: &[Value],
+        accs: Vec<Value>,
+        xs: Vec<Value>,
+        at: Option<Span>,
+    ) -> Res<Vec<Value>> {
+        let lanes = accs.len();
+        let mut args: Vec<Value> = partial.to_vec();
+        args.extend(accs);
+        args.extend(xs);
+        let r = self.call(func, args, at)?;
+        if r.len() != lanes {
+            return Err(self.bug("a fold function over tuples returned the wrong number of values", at));
+        }
+        Ok(r)
+    }
+
+    /// The results of a scan over tuples: its lanes' accumulators, combined
+    /// together at every covered index of the frame in row-major order.
+    fn finish_scan_lanes(&mut self, group: Vec<State>, at: Option<Span>) -> Res<Vec<Value>> {
+        let mut frames = Vec::new();
+        let mut columns = Vec::new();
+        let mut accs = Vec::new();
+        let mut func_partial = None;
+        for st in group {
+            let State::Scan { frame, values, neutral, fun: FoldFn::Lane { func, .. }, partial } = st else {
+                return Err(self.bug("a scan lane is not a scan over tuples", at));
+            };
+            func_partial.get_or_insert((func, partial));
+            frames.push(frame);
+            columns.push(values);
+            accs.push(neutral);
+        }
+        let Some((func, partial)) = func_partial else { return Ok(Vec::new()) };
+        let n = columns.first().map_or(0, Vec::len);
+        let mut outs: Vec<Vec<Value>> = vec![Vec::with_capacity(n); accs.len()];
+        let cells: Vec<(Vec<usize>, Option<crate::syntax::ast::BaseType>)> =
+            accs.iter().map(|a| (a.shape().to_vec(), a.base())).collect();
+        for o in 0..n {
+            let xs: Option<Vec<Value>> = columns.iter_mut().map(|c| c.get_mut(o).and_then(Option::take)).collect();
+            if let Some(xs) = xs {
+                accs = self.combine_lanes(func, &partial, accs, xs, at)?;
+            }
+            for (out, acc) in outs.iter_mut().zip(&accs) {
+                out.push(acc.clone());
+            }
+        }
+        let mut results = Vec::with_capacity(outs.len());
+        for ((out, frame), (cell, base)) in outs.into_iter().zip(frames).zip(cells) {
+            let base = base.ok_or_else(|| self.error(codes::RUNTIME_TYPE_MISMATCH, "cannot scan strings", at))?;
+            results.push(self.over_frame(&frame, out, &cell, base, at)?);
+        }
+        Ok(results)
     }
 
     fn apply(&mut self, st: &mut State, index: &[i64], v: Value, at: Option<Span>) -> Res<()> {
@@ -616,8 +736,9 @@ impl Interp<'_> {
                 if r.len() != 1 {
                     return Err(self.bug("a fold function returned several values", at));
                 }
-                Ok(r.pop().expect("one"))
+                r.pop().ok_or_else(|| self.bug("a fold function returned no value", at))
             }
+            FoldFn::Lane { .. } => Err(self.bug("a lane of a fold over tuples combined alone", at)),
         }
     }
 

@@ -48,6 +48,9 @@
 //!   combining the value yielded at each covered index into an accumulator that
 //!   starts at `neutral`; the result at every index is the accumulator there
 //!   (uncovered indices leave it unchanged). L0's `scan`.
+//! * Folds and scans over tuples: consecutive `fold`s (or `scan`s) whose
+//!   functions are the lanes of one function ([`FoldFn::Lane`]) keep one
+//!   accumulator each and combine them together, with one call per index.
 //! * `filter(shape)`: takes two yields per part, a `bool` flag and a value; the
 //!   result is the vector of the values whose flag is true, in row-major order of
 //!   `shape`. L0's `filter`.
@@ -196,6 +199,27 @@ impl Stmt {
 pub enum FoldFn {
     Prim(Prim),
     Call(FuncId),
+    /// One accumulator of a fold over tuples (L0's `reduce` and `scan` of
+    /// tuples): the `lanes` consecutive operators of a with-loop whose
+    /// functions are lanes `0..lanes` of the same `func` combine together —
+    /// `func(partial…, acc_0, …, acc_{n-1}, x_0, …, x_{n-1})` returns the `n`
+    /// new accumulators. All lanes are folds, or all are scans over one
+    /// shape, with the same partial arguments.
+    Lane {
+        func: FuncId,
+        lane: usize,
+        lanes: usize,
+    },
+}
+
+impl FoldFn {
+    /// The function it calls, if any.
+    pub fn callee(&self) -> Option<FuncId> {
+        match self {
+            FoldFn::Prim(_) => None,
+            FoldFn::Call(f) | FoldFn::Lane { func: f, .. } => Some(*f),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -261,6 +285,18 @@ pub struct With {
 }
 
 impl With {
+    /// The operators `k` combines with (`k..k + 1`, or the lanes of its tuple fold).
+    pub fn group(&self, k: usize) -> std::ops::Range<usize> {
+        match &self.ops[k] {
+            WithOp::Fold { fun: FoldFn::Lane { lane, lanes, .. }, .. }
+            | WithOp::Scan { fun: FoldFn::Lane { lane, lanes, .. }, .. } => {
+                let start = k.saturating_sub(*lane);
+                start..(start + lanes).min(self.ops.len())
+            }
+            _ => k..k + 1,
+        }
+    }
+
     /// Where operator `k`'s values start among a part's yields.
     pub fn yield_index(&self, k: usize) -> usize {
         self.ops[..k].iter().map(WithOp::arity).sum()
@@ -572,11 +608,9 @@ impl Op {
             Op::Loop { cond, body, .. } => block_pure(cond) && block_pure(body),
             Op::With(w) => {
                 w.parts.iter().all(|p| block_pure(&p.body))
-                    && w.ops.iter().all(|o| {
-                        !matches!(
-                            o,
-                            WithOp::Fold { fun: FoldFn::Call(_), .. } | WithOp::Scan { fun: FoldFn::Call(_), .. }
-                        )
+                    && w.ops.iter().all(|o| match o {
+                        WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } => fun.callee().is_none(),
+                        _ => true,
                     })
             }
             _ => true,

@@ -583,17 +583,37 @@ impl<'a> Parser<'a> {
                         (None, inner)
                     };
                     let vs = self.vals(&tokenize(inner));
-                    let fun_text = inner.split(',').next().unwrap_or("").trim();
-                    let fun_name = fun_text.split_whitespace().nth(1).unwrap_or("");
-                    let fun = if fun_text.starts_with("prim ") {
+                    // The function, with its partial arguments (whose list has commas).
+                    let fun_end = match inner.find("partial(") {
+                        Some(at) => inner[at..].find(')').map_or(inner.len(), |e| at + e + 1),
+                        None => inner.find(',').unwrap_or(inner.len()),
+                    };
+                    let fun_text = inner[..fun_end].trim();
+                    // `lane K of N call f`: one accumulator of a fold over tuples.
+                    let (lane, call_text) = match fun_text.strip_prefix("lane ") {
+                        Some(rest) => {
+                            let words: Vec<&str> = rest.splitn(4, ' ').collect();
+                            match (words.first().and_then(|k| k.parse().ok()), words.get(1), words.get(2)) {
+                                (Some(k), Some(&"of"), Some(n)) => match n.parse::<usize>() {
+                                    Ok(n) => (Some((k, n)), words.get(3).copied().unwrap_or("")),
+                                    Err(_) => return self.err(format!("bad lane count `{n}`")),
+                                },
+                                _ => return self.err(format!("expected `lane K of N`, found `{fun_text}`")),
+                            }
+                        }
+                        None => (None, fun_text),
+                    };
+                    let fun_name = call_text.split_whitespace().nth(1).unwrap_or("");
+                    let fun = if call_text.starts_with("prim ") && lane.is_none() {
                         match prim_from_name(fun_name) {
                             Some(p) => FoldFn::Prim(p),
                             None => return self.err(format!("unknown primitive `{fun_name}`")),
                         }
                     } else {
-                        match self.funcs.get(fun_name) {
-                            Some(f) => FoldFn::Call(*f),
-                            None => return self.err(format!("unknown function `{fun_name}`")),
+                        match (self.funcs.get(fun_name), lane) {
+                            (Some(f), None) => FoldFn::Call(*f),
+                            (Some(f), Some((lane, lanes))) => FoldFn::Lane { func: *f, lane, lanes },
+                            (None, _) => return self.err(format!("unknown function `{fun_name}`")),
                         }
                     };
                     let partial: Vec<ValueId> = match fun_text.split_once("partial(") {

@@ -198,6 +198,17 @@ impl Printer<'_> {
         }
     }
 
+    /// A fold's or scan's function: `prim add`, `call f`, `lane 0 of 2 call f`.
+    fn fold_fn(&self, fun: &FoldFn) -> String {
+        match fun {
+            FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
+            FoldFn::Call(f) => format!("call {}", self.module.function(*f).name),
+            FoldFn::Lane { func, lane, lanes } => {
+                format!("lane {lane} of {lanes} call {}", self.module.function(*func).name)
+            }
+        }
+    }
+
     fn list(&self, vs: &[ValueId]) -> String {
         vs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", ")
     }
@@ -333,10 +344,7 @@ impl Printer<'_> {
                             WithOp::Modarray { array } => format!("modarray({})", self.v(*array)),
                             WithOp::Filter { shape } => format!("filter({})", self.v(*shape)),
                             WithOp::Scan { shape, fun, partial, neutral } => {
-                                let f = match fun {
-                                    FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
-                                    FoldFn::Call(f) => format!("call {}", self.module.function(*f).name),
-                                };
+                                let f = self.fold_fn(fun);
                                 let partial = if partial.is_empty() {
                                     String::new()
                                 } else {
@@ -345,10 +353,7 @@ impl Printer<'_> {
                                 format!("scan({}, {f}{partial}, {})", self.v(*shape), self.v(*neutral))
                             }
                             WithOp::Fold { fun, partial, neutral, fixpoint } => {
-                                let f = match fun {
-                                    FoldFn::Prim(p) => format!("prim {}", prim_name(p)),
-                                    FoldFn::Call(f) => format!("call {}", self.module.function(*f).name),
-                                };
+                                let f = self.fold_fn(fun);
                                 let partial = if partial.is_empty() {
                                     String::new()
                                 } else {
@@ -484,10 +489,14 @@ fn structure_block(
                         WithOp::Fold { fun, .. } => match fun {
                             FoldFn::Prim(p) => format!("fold {}", prim_name(p)),
                             FoldFn::Call(_) => "fold call".to_string(),
+                            FoldFn::Lane { lane, lanes, .. } => format!("fold lane {lane} of {lanes}"),
                         },
                         WithOp::Scan { shape, fun, .. } => match fun {
                             FoldFn::Prim(p) => format!("scan {} {}", prim_name(p), vec_text(*shape)),
                             FoldFn::Call(_) => format!("scan call {}", vec_text(*shape)),
+                            FoldFn::Lane { lane, lanes, .. } => {
+                                format!("scan lane {lane} of {lanes} {}", vec_text(*shape))
+                            }
                         },
                         WithOp::Filter { shape } => format!("filter {}", vec_text(*shape)),
                     })

@@ -62,6 +62,33 @@ fn a_scan_keeps_its_function_through_optimisation() {
     assert_eq!(both(SCAN_CALL), vec!["[3, 8, 22, 63, 185]"]);
 }
 
+const FOLD_LANES: &str = include_str!("../../../tests/ir/fold_lanes.ir");
+
+#[test]
+fn folds_and_scans_over_pairs_combine_their_lanes_together() {
+    // The leftmost minimum and its index; running (sum of 10 * i, count).
+    assert_eq!(both(FOLD_LANES), vec!["0.5", "4", "[0, 10, 30, 60, 100, 150]", "[1, 2, 3, 4, 5, 6]"]);
+}
+
+#[test]
+fn the_verifier_rejects_broken_lane_groups() {
+    let broken = [
+        // The lanes out of order.
+        FOLD_LANES.replace(
+            "fold(lane 0 of 2 call minloc, %3), fold(lane 1 of 2",
+            "fold(lane 1 of 2 call minloc, %3), fold(lane 0 of 2",
+        ),
+        // A group missing its second lane.
+        FOLD_LANES.replace("fold(lane 1 of 2 call minloc, %4)", "fold(prim add, %4)"),
+        // Lanes of different partial arguments.
+        FOLD_LANES.replace("lane 1 of 2 call pair partial(%7)", "lane 1 of 2 call pair partial(%6)"),
+    ];
+    for text in broken {
+        let e = run_text(&text, false).unwrap_err();
+        assert!(e.contains("lane"), "{e}");
+    }
+}
+
 const FILTER: &str = include_str!("../../../tests/ir/filter_fold.ir");
 
 #[test]

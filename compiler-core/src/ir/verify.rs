@@ -14,6 +14,11 @@
 //! 4. Element types flow: `if` branches, loop bodies and with-loop folds yield the
 //!    element types of what they define; conditions are `bool`.
 //! 5. Calls and entries name functions of the module.
+//! 6. The lanes of a fold or scan over tuples ([`FoldFn::Lane`]) are
+//!    consecutive operators numbered `0..lanes` of one function, all folds
+//!    without fixpoint or all scans, with the same partial arguments; the
+//!    function takes the partial arguments and two values per lane and
+//!    returns one per lane.
 
 use std::collections::HashSet;
 
@@ -163,6 +168,7 @@ impl Verifier<'_> {
                 if w.cells.len() != w.ops.len() || w.reuse.len() != w.ops.len() {
                     self.err("with-loop cell and reuse lists must have one entry per operator".into());
                 }
+                self.lanes(w);
                 for p in &w.parts {
                     self.scope.push(HashSet::new());
                     for v in p.index.iter().chain(p.scalars.iter().flatten()).chain(p.offset.iter()) {
@@ -176,6 +182,53 @@ impl Verifier<'_> {
         }
         for d in &s.defs {
             self.define(*d);
+        }
+    }
+}
+
+impl Verifier<'_> {
+    /// Invariant 6: the lanes of folds and scans over tuples.
+    fn lanes(&mut self, w: &With) {
+        let lane_of = |op: &WithOp| match op {
+            WithOp::Fold { fun: FoldFn::Lane { func, lane, lanes }, partial, fixpoint, .. } => {
+                Some((*func, *lane, *lanes, partial.clone(), fixpoint.is_none(), true))
+            }
+            WithOp::Scan { fun: FoldFn::Lane { func, lane, lanes }, partial, .. } => {
+                Some((*func, *lane, *lanes, partial.clone(), true, false))
+            }
+            _ => None,
+        };
+        let mut k = 0;
+        while k < w.ops.len() {
+            let Some((func, lane, lanes, partial, no_fix, is_fold)) = lane_of(&w.ops[k]) else {
+                k += 1;
+                continue;
+            };
+            if lane != 0 || lanes == 0 || k + lanes > w.ops.len() {
+                self.err(format!("with-loop operator {k} is lane {lane} of {lanes}, not the first of a group"));
+                return;
+            }
+            for j in 0..lanes {
+                match lane_of(&w.ops[k + j]) {
+                    Some((g, l, n, p, nf, fold))
+                        if g == func && l == j && n == lanes && p == partial && nf && fold == is_fold => {}
+                    _ => self.err(format!("with-loop operator {} is not lane {j} of the group at {k}", k + j)),
+                }
+            }
+            if !no_fix {
+                self.err(format!("the fold over tuples at operator {k} has a fixpoint"));
+            }
+            match self.module.functions.get(func.0 as usize) {
+                Some(g) if g.params.len() == partial.len() + 2 * lanes && g.results.len() == lanes => {}
+                Some(g) => self.err(format!(
+                    "fold function `{}` of {lanes} lanes takes {} values and returns {}",
+                    g.name,
+                    g.params.len(),
+                    g.results.len()
+                )),
+                None => self.err(format!("fold function {} does not exist", func.0)),
+            }
+            k += lanes;
         }
     }
 }

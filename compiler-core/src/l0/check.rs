@@ -40,6 +40,11 @@ impl Checked {
     pub fn ty(&self, e: &Expr) -> &Type {
         &self.types[&(e as *const Expr as usize)]
     }
+
+    /// The type of `e`, if `e` is an expression of the checked program.
+    pub fn try_ty(&self, e: &Expr) -> Option<&Type> {
+        self.types.get(&(e as *const Expr as usize))
+    }
 }
 
 /// Built-in functions with a fixed signature on scalars.

@@ -12,7 +12,12 @@
 //!   into the part body; a named function is called there; `op ⊙` is the
 //!   primitive. Operators of `reduce`/`scan` that are lambdas become functions of
 //!   their own (`f__lambda1`), their free variables passed as the fold's partial
-//!   arguments.
+//!   arguments. Over tuples, a `reduce`/`scan` keeps one accumulator per leaf:
+//!   one fold (or scan) operator per leaf, the lanes of one function
+//!   ([`FoldFn::Lane`]), combined by one call per element.
+//! * **Empty maps keep their rows' shape**: a size analysis (seed 004 §9.1.1)
+//!   computes the extents of what a map's function returns before the map, and
+//!   the map's `genarray` gets a default row of that shape ([`FnLower::cell_defaults`]).
 //! * **Certificates are checks**: indexing, let-with, `split` and the zip-size
 //!   conditions become `check` statements before what they guard, which
 //!   bounds-check elimination removes where generators prove them and hoisting
@@ -72,8 +77,14 @@ fn int_vec(n: usize) -> Ty {
 /// Lowers a checked program. `entries` are the functions to export (each must
 /// exist). A construct the IR cannot express yet is reported as `L0001`.
 pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<Module, Vec<Diagnostic>> {
-    let mut ml =
-        ModuleLower { checked, module: Module::default(), funcs: HashMap::new(), errors: Vec::new(), lambdas: 0 };
+    let mut ml = ModuleLower {
+        program,
+        checked,
+        module: Module::default(),
+        funcs: HashMap::new(),
+        errors: Vec::new(),
+        lambdas: 0,
+    };
     for f in &program.functions {
         let id = FuncId(ml.module.functions.len() as u32);
         let mut results = Vec::new();
@@ -105,6 +116,7 @@ pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<M
 }
 
 struct ModuleLower<'a> {
+    program: &'a Program,
     checked: &'a Checked,
     module: Module,
     funcs: HashMap<Name, (FuncId, Vec<Type>, Type)>,
@@ -848,7 +860,12 @@ impl FnLower<'_, '_> {
                 let ret = ty.elem().cloned().unwrap_or(Type::Int);
                 let cells = self.apply(&how, &rows, &ret, &mut body, fun.span());
                 let tys = leaf_tys(&ty);
-                let ops: Vec<WithOp> = cells.iter().map(|_| WithOp::Genarray { shape: hi, default: None }).collect();
+                // Array cells: their shape computed before the map where the size
+                // analysis can, so that an empty map still has a shape.
+                let defaults = self.cell_defaults(fun, &inputs, &ret, out, span);
+                let ops: Vec<WithOp> = (0..cells.len())
+                    .map(|k| WithOp::Genarray { shape: hi, default: defaults.get(k).copied().flatten() })
+                    .collect();
                 let k = ops.len();
                 let w = with_loop(vec![part(body, cells, k)], ops);
                 self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), tys, span)
@@ -867,27 +884,463 @@ impl FnLower<'_, '_> {
                 self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), leaf_tys(&ty), span)
             }
             Soac::Reduce | Soac::Scan => {
-                if rows.len() != 1 {
-                    self.limitation(
-                        span,
-                        &format!("`{}` over tuples (one accumulator per with-loop fold)", soac.name()),
-                    );
-                    return leaf_tys(&ty).into_iter().map(|t| self.b.f.new_value(t, None)).collect();
+                let unknown = |me: &mut Self| leaf_tys(&ty).into_iter().map(|t| me.b.f.new_value(t, None)).collect();
+                let Some((fold, partial)) = self.fold_fn(fun, out, fun.span()) else { return unknown(self) };
+                let neutral = neutral_vals.unwrap_or_default();
+                let lanes = rows.len();
+                if neutral.len() != lanes {
+                    self.limitation(span, "a neutral element whose tuple differs from the elements'");
+                    return unknown(self);
                 }
-                let Some((fold, partial)) = self.fold_fn(fun, out, fun.span()) else {
-                    return leaf_tys(&ty).into_iter().map(|t| self.b.f.new_value(t, None)).collect();
+                // Over tuples: one accumulator per leaf, combined by one call
+                // of the operator (the lanes of one fold function).
+                let lane = |j: usize| match (&fold, lanes) {
+                    (_, 1) => Some(fold.clone()),
+                    (FoldFn::Call(func), _) => Some(FoldFn::Lane { func: *func, lane: j, lanes }),
+                    _ => None,
                 };
-                let neutral = neutral_vals.expect("reduce has a neutral element")[0];
-                let op = if soac == Soac::Reduce {
-                    WithOp::Fold { fun: fold, partial, neutral, fixpoint: None }
-                } else {
-                    WithOp::Scan { shape: hi, fun: fold, partial, neutral }
-                };
-                let w = with_loop(vec![part(body, rows, 1)], vec![op]);
+                let mut ops = Vec::with_capacity(lanes);
+                for (j, n) in neutral.iter().enumerate() {
+                    let Some(fun) = lane(j) else {
+                        self.limitation(
+                            span,
+                            &format!("an operator section as the operator of `{}` over tuples", soac.name()),
+                        );
+                        return unknown(self);
+                    };
+                    let partial = partial.clone();
+                    ops.push(if soac == Soac::Reduce {
+                        WithOp::Fold { fun, partial, neutral: *n, fixpoint: None }
+                    } else {
+                        WithOp::Scan { shape: hi, fun, partial, neutral: *n }
+                    });
+                }
+                let w = with_loop(vec![part(body, rows, lanes)], ops);
                 self.b.emit(out, Op::With(Box::new(scalar_cells(&self.b, w))), leaf_tys(&ty), span)
             }
         }
     }
+}
+
+/// What the size analysis knows of a variable inside a map's function: per
+/// leaf of its type, its extents as values computed before the map (none:
+/// unknown), and for an `int`, its value when that is computed before the map.
+#[derive(Clone, Debug)]
+struct Known {
+    leaves: Vec<Option<Vec<ValueId>>>,
+    int: Option<ValueId>,
+}
+
+impl Known {
+    fn shapes(leaves: Vec<Option<Vec<ValueId>>>) -> Known {
+        Known { leaves, int: None }
+    }
+
+    fn scalar(int: Option<ValueId>) -> Known {
+        Known { leaves: vec![Some(Vec::new())], int }
+    }
+
+    /// One `Known` per leaf (what [`bind_params`] takes).
+    fn per_leaf(self) -> Vec<Known> {
+        let single = self.leaves.len() == 1;
+        let int = self.int;
+        self.leaves.into_iter().map(|l| Known { leaves: vec![l], int: if single { int } else { None } }).collect()
+    }
+}
+
+/// How deep the size analysis follows calls of named functions.
+const SIZE_DEPTH: usize = 4;
+
+/// The size analysis of seed 004 §9.1.1, for the cells of a `map`: the extents
+/// of what the map's function returns, as values computed *before* the map
+/// from the input arrays' extents (a parameter is a row of its array) and
+/// from variables around it, following `iota`, `replicate`, `size`,
+/// `reshape`, `transpose`, `concat`, `split`, `zip`, indexing, `let`, `if`
+/// and nested SOACs. With the extents known, the map's `genarray` gets a
+/// default cell of that shape: a map over an empty array still has its
+/// rows' shape (`map(fn [int] (int x) => replicate(3, x), iota(0))` is a
+/// `[0][3]`); where they are not known, an empty map's shape is (R0012).
+/// Only arithmetic and extents are computed early: they cannot fail.
+impl FnLower<'_, '_> {
+    /// Per result leaf of `fun` applied to rows of `inputs`: a default cell
+    /// for array leaves whose shape the analysis finds.
+    fn cell_defaults(
+        &mut self,
+        fun: &FnArg,
+        inputs: &[ValueId],
+        ret: &Type,
+        out: &mut Vec<Stmt>,
+        span: Span,
+    ) -> Vec<Option<ValueId>> {
+        let leaves = ret.leaves();
+        if leaves.iter().all(|t| t.rank() == 0) {
+            return vec![None; leaves.len()];
+        }
+        let rows: Vec<Known> = inputs
+            .iter()
+            .map(|a| {
+                let r = self.rank(*a);
+                let ext: Vec<ValueId> = (1..r).map(|k| self.extent(out, *a, k, span)).collect();
+                Known::shapes(vec![Some(ext)])
+            })
+            .collect();
+        let shapes = self.fn_shapes(fun, rows, out, span, 0);
+        leaves
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let ext = shapes.as_ref()?.get(k)?.clone()?;
+                if t.rank() == 0 || ext.len() != t.rank() {
+                    return None;
+                }
+                let shp = self.vector(out, ext, span);
+                let mut base = t;
+                while let Type::Array(e, _) = base {
+                    base = e;
+                }
+                let zero = match base {
+                    Type::Real => Value::Scalar(Scalar::Double(0.0)),
+                    Type::Bool => Value::Scalar(Scalar::Bool(false)),
+                    Type::Char => Value::Scalar(Scalar::Char(0)),
+                    _ => Value::Scalar(Scalar::int(0)),
+                };
+                let z = self.b.constant(out, zero, span);
+                Some(self.b.prim(out, Prim::Genarray, vec![shp, z], leaf_ty(t), span))
+            })
+            .collect()
+    }
+
+    /// The extents of what `fun` returns for arguments known as `args` (one
+    /// per leaf of the SOAC's inputs, in order).
+    fn fn_shapes(
+        &mut self,
+        fun: &FnArg,
+        args: Vec<Known>,
+        out: &mut Vec<Stmt>,
+        span: Span,
+        depth: usize,
+    ) -> Option<Vec<Option<Vec<ValueId>>>> {
+        match fun {
+            FnArg::Op { .. } => Some(vec![Some(Vec::new())]),
+            FnArg::Lambda { params, body, .. } => {
+                let env = bind_params(params, args)?;
+                self.shapes(body, &env, out, span, depth).map(|k| k.leaves)
+            }
+            FnArg::Named { name, curried, .. } => {
+                if math_builtin(name).is_some() {
+                    return Some(vec![Some(Vec::new())]);
+                }
+                let program = self.ml.program;
+                let f = program.functions.iter().find(|f| f.name == *name)?;
+                if f.ret.leaves().iter().all(|t| t.rank() == 0) {
+                    return Some(vec![Some(Vec::new()); f.ret.leaves().len()]);
+                }
+                if depth >= SIZE_DEPTH {
+                    return None;
+                }
+                let mut all = Vec::new();
+                for c in curried {
+                    all.extend(self.outer_known(c, out, span)?.per_leaf());
+                }
+                all.extend(args);
+                let env = bind_params(&f.params, all)?;
+                self.shapes(&f.body, &env, out, span, depth + 1).map(|k| k.leaves)
+            }
+        }
+    }
+
+    /// What is known of an expression evaluated outside the map (a curried
+    /// argument): the extents of its leaves, and its value if it is an `int`.
+    fn outer_known(&mut self, e: &Expr, out: &mut Vec<Stmt>, span: Span) -> Option<Known> {
+        self.shapes(e, &Vec::new(), out, span, SIZE_DEPTH)
+    }
+
+    /// The extents of `e`'s leaves (and its value, for an `int` computed from
+    /// what is known), where `env` holds the map function's variables.
+    fn shapes(
+        &mut self,
+        e: &Expr,
+        env: &[(Name, Known)],
+        out: &mut Vec<Stmt>,
+        span: Span,
+        depth: usize,
+    ) -> Option<Known> {
+        let ty = self.ml.checked.try_ty(e)?.clone();
+        if ty.leaves().iter().all(|t| t.rank() == 0) && !matches!(ty, Type::Int) {
+            return Some(Known::shapes(vec![Some(Vec::new()); ty.leaves().len()]));
+        }
+        match &e.kind {
+            ExprKind::Int(v) => Some(Known::scalar(Some(self.int(out, *v, span)))),
+            ExprKind::Var(n) => self.known_var(n, env, out, span),
+            ExprKind::Bin(op, a, b) if matches!(ty, Type::Int) => {
+                let ir = match op {
+                    BinOp::Add => IrBin::Add,
+                    BinOp::Sub => IrBin::Sub,
+                    BinOp::Mul => IrBin::Mul,
+                    _ => return Some(Known::scalar(None)),
+                };
+                let x = self.shapes(a, env, out, span, depth)?.int;
+                let y = self.shapes(b, env, out, span, depth)?.int;
+                Some(Known::scalar(x.zip(y).map(|(x, y)| self.bin(out, ir, x, y, span))))
+            }
+            ExprKind::Tuple(items) => {
+                let mut leaves = Vec::new();
+                for i in items {
+                    leaves.extend(self.shapes(i, env, out, span, depth)?.leaves);
+                }
+                Some(Known::shapes(leaves))
+            }
+            ExprKind::Array(items) => {
+                let first = self.shapes(items.first()?, env, out, span, depth)?;
+                let n = self.int(out, items.len() as i64, span);
+                Some(Known::shapes(first.leaves.into_iter().map(|l| l.map(|x| [vec![n], x].concat())).collect()))
+            }
+            ExprKind::If(_, a, b) => {
+                // Either branch: rows of a map all have one shape.
+                let k = self.shapes(a, env, out, span, depth);
+                match k {
+                    Some(k) if k.leaves.iter().all(Option::is_some) => Some(k),
+                    _ => self.shapes(b, env, out, span, depth),
+                }
+            }
+            ExprKind::Index { array, indices, .. } => {
+                let whole = self.known_var(array, env, out, span)?;
+                let n = indices.len();
+                Some(Known::shapes(
+                    whole.leaves.into_iter().map(|l| l.and_then(|x| x.get(n..).map(<[ValueId]>::to_vec))).collect(),
+                ))
+            }
+            ExprKind::Let { pat, value, body } => {
+                let v = self.shapes(value, env, out, span, depth)?;
+                let vty = self.ml.checked.try_ty(value)?.clone();
+                let mut inner = env.to_vec();
+                bind_pat_known(pat, v, &vty, &mut inner)?;
+                self.shapes(body, &inner, out, span, depth)
+            }
+            ExprKind::LetWith { dest, src, body, .. } => {
+                let k = self.known_var(src, env, out, span)?;
+                let mut inner = env.to_vec();
+                inner.push((dest.clone(), k));
+                self.shapes(body, &inner, out, span, depth)
+            }
+            ExprKind::Call { fun, args, .. } => self.call_shapes(fun, args, env, out, span, depth),
+            ExprKind::Soac { soac, fun, args } => {
+                let (neutral, arrays) = match soac {
+                    Soac::Map | Soac::Filter => (None, &args[..]),
+                    Soac::Reduce | Soac::Scan => (Some(&args[0]), &args[1..]),
+                };
+                let mut rows = Vec::new();
+                let mut n = None;
+                for a in arrays {
+                    let k = self.shapes(a, env, out, span, depth)?;
+                    for l in k.leaves {
+                        let l = l?;
+                        n = n.or_else(|| l.first().copied());
+                        rows.push(Known::shapes(vec![Some(l.get(1..)?.to_vec())]));
+                    }
+                }
+                match soac {
+                    Soac::Map => {
+                        let n = n?;
+                        let cells = self.fn_shapes(fun, rows, out, span, depth)?;
+                        Some(Known::shapes(cells.into_iter().map(|c| c.map(|x| [vec![n], x].concat())).collect()))
+                    }
+                    Soac::Reduce => self.shapes(neutral?, env, out, span, depth),
+                    Soac::Scan => {
+                        let n = n?;
+                        let cell = self.shapes(neutral?, env, out, span, depth)?;
+                        Some(Known::shapes(cell.leaves.into_iter().map(|c| c.map(|x| [vec![n], x].concat())).collect()))
+                    }
+                    // How many elements a filter keeps depends on them.
+                    Soac::Filter => None,
+                }
+            }
+            _ => Some(Known::scalar(None)),
+        }
+    }
+
+    /// A variable: one of the map function's (`env`), or one from around the
+    /// map, whose extents (and value, for an `int`) are computed before it.
+    fn known_var(&mut self, n: &Name, env: &[(Name, Known)], out: &mut Vec<Stmt>, span: Span) -> Option<Known> {
+        if let Some((_, k)) = env.iter().rev().find(|(m, _)| m == n) {
+            return Some(k.clone());
+        }
+        let (leaves, t) = self.lookup(n)?;
+        if matches!(t, Type::Int) {
+            return Some(Known::scalar(Some(leaves[0])));
+        }
+        let ext = leaves
+            .iter()
+            .map(|a| {
+                let r = self.rank(*a);
+                Some((0..r).map(|k| self.extent(out, *a, k, span)).collect())
+            })
+            .collect();
+        Some(Known::shapes(ext))
+    }
+
+    fn call_shapes(
+        &mut self,
+        fun: &Name,
+        args: &[Expr],
+        env: &[(Name, Known)],
+        out: &mut Vec<Stmt>,
+        span: Span,
+        depth: usize,
+    ) -> Option<Known> {
+        let arg = |me: &mut Self, out: &mut Vec<Stmt>, k: usize| me.shapes(args.get(k)?, env, out, span, depth);
+        let first = |k: Known| k.leaves.into_iter().next().flatten();
+        match fun.as_str() {
+            "iota" => {
+                let n = arg(self, out, 0)?.int?;
+                Some(Known::shapes(vec![Some(vec![n])]))
+            }
+            "replicate" => {
+                let n = arg(self, out, 0)?.int?;
+                let v = arg(self, out, 1)?;
+                Some(Known::shapes(v.leaves.into_iter().map(|l| l.map(|x| [vec![n], x].concat())).collect()))
+            }
+            "size" => {
+                let (k, a) = if args.len() == 2 { (static_int(&args[0]), 1) } else { (0, 0) };
+                let ext = first(arg(self, out, a)?)?;
+                Some(Known::scalar(ext.get(usize::try_from(k).ok()?).copied()))
+            }
+            "copy" | "unzip" => arg(self, out, 0),
+            "zip" => {
+                let mut leaves = Vec::new();
+                for k in 0..args.len() {
+                    leaves.extend(arg(self, out, k)?.leaves);
+                }
+                Some(Known::shapes(leaves))
+            }
+            "reshape" => {
+                let dims: Vec<&Expr> = match &args.first()?.kind {
+                    ExprKind::Tuple(items) => items.iter().collect(),
+                    _ => vec![args.first()?],
+                };
+                let mut ds = Vec::new();
+                for d in dims {
+                    ds.push(self.shapes(d, env, out, span, depth)?.int?);
+                }
+                let x = arg(self, out, 1)?;
+                let outer = self.ml.checked.try_ty(args.get(1)?)?.rank();
+                Some(Known::shapes(
+                    x.leaves
+                        .into_iter()
+                        .map(|l| l.and_then(|e| Some([ds.clone(), e.get(outer..)?.to_vec()].concat())))
+                        .collect(),
+                ))
+            }
+            "transpose" => {
+                let (k, n, a) =
+                    if args.len() == 3 { (static_int(&args[0]), static_int(&args[1]), 2) } else { (0, 1, 0) };
+                let x = arg(self, out, a)?;
+                let (k, n) = (usize::try_from(k).ok()?, n);
+                Some(Known::shapes(
+                    x.leaves
+                        .into_iter()
+                        .map(|l| {
+                            let mut e = l?;
+                            let to = usize::try_from(k as i64 + n).ok()?;
+                            if k >= e.len() || to >= e.len() {
+                                return None;
+                            }
+                            let d = e.remove(k);
+                            e.insert(to, d);
+                            Some(e)
+                        })
+                        .collect(),
+                ))
+            }
+            "concat" => {
+                let a = arg(self, out, 0)?;
+                let b = arg(self, out, 1)?;
+                let mut leaves = Vec::new();
+                for (x, y) in a.leaves.into_iter().zip(b.leaves) {
+                    leaves.push(match (x, y) {
+                        (Some(x), Some(y)) if !x.is_empty() && !y.is_empty() => {
+                            let n = self.bin(out, IrBin::Add, x[0], y[0], span);
+                            Some([vec![n], x[1..].to_vec()].concat())
+                        }
+                        _ => None,
+                    });
+                }
+                Some(Known::shapes(leaves))
+            }
+            "split" => {
+                let n = arg(self, out, 0)?.int?;
+                let x = arg(self, out, 1)?;
+                let mut front = Vec::new();
+                let mut back = Vec::new();
+                for l in x.leaves {
+                    match l {
+                        Some(e) if !e.is_empty() => {
+                            let rest = self.bin(out, IrBin::Sub, e[0], n, span);
+                            front.push(Some([vec![n], e[1..].to_vec()].concat()));
+                            back.push(Some([vec![rest], e[1..].to_vec()].concat()));
+                        }
+                        _ => {
+                            front.push(None);
+                            back.push(None);
+                        }
+                    }
+                }
+                front.extend(back);
+                Some(Known::shapes(front))
+            }
+            _ => {
+                // A user function returning arrays: its body with its parameters known.
+                if depth >= SIZE_DEPTH {
+                    return None;
+                }
+                let program = self.ml.program;
+                let f = program.functions.iter().find(|f| f.name == *fun)?;
+                let mut known = Vec::new();
+                for k in 0..args.len() {
+                    known.extend(arg(self, out, k)?.per_leaf());
+                }
+                let inner = bind_params(&f.params, known)?;
+                self.shapes(&f.body, &inner, out, span, depth + 1)
+            }
+        }
+    }
+}
+
+/// A function's parameters bound to what is known of their arguments (one
+/// `Known` per leaf of the parameters' types, in order).
+fn bind_params(params: &[Param], args: Vec<Known>) -> Option<Vec<(Name, Known)>> {
+    let mut args = args.into_iter();
+    let mut env = Vec::new();
+    for p in params {
+        let n = p.ty.leaves().len();
+        let mut leaves = Vec::with_capacity(n);
+        let mut int = None;
+        for _ in 0..n {
+            let k = args.next()?;
+            int = k.int;
+            leaves.extend(k.leaves);
+        }
+        env.push((p.name.clone(), Known { leaves, int: if n == 1 { int } else { None } }));
+    }
+    Some(env)
+}
+
+/// A `let` pattern bound to what is known of its value.
+fn bind_pat_known(pat: &Pat, k: Known, ty: &Type, env: &mut Vec<(Name, Known)>) -> Option<()> {
+    match pat {
+        Pat::Id(n, _) => env.push((n.clone(), k)),
+        Pat::Tuple(ps, _) => {
+            let Type::Tuple(ts) = ty else { return None };
+            let mut leaves = k.leaves.into_iter();
+            for (p, t) in ps.iter().zip(ts) {
+                let n = t.leaves().len();
+                let part: Vec<Option<Vec<ValueId>>> = leaves.by_ref().take(n).collect();
+                let int = None;
+                bind_pat_known(p, Known { leaves: part, int }, t, env)?;
+            }
+        }
+    }
+    Some(())
 }
 
 /// A dense part `lo <= [i…] < hi` binding its index components as `scalars`,

@@ -68,8 +68,8 @@ impl Dce<'_> {
             Op::Call { func, .. } => self.effectful.get(func.0 as usize).copied().unwrap_or(true),
             Op::Pattern { .. } => true,
             Op::With(w) => w.ops.iter().any(|o| match o {
-                WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } => {
-                    self.effectful.get(g.0 as usize).copied().unwrap_or(true)
+                WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } => {
+                    fun.callee().is_some_and(|g| self.effectful.get(g.0 as usize).copied().unwrap_or(true))
                 }
                 _ => false,
             }),
@@ -105,7 +105,16 @@ impl Dce<'_> {
 
     /// Drops the results of a multi-result statement that nobody reads.
     fn prune(&mut self, s: &mut Stmt) {
-        let live: Vec<bool> = s.defs.iter().map(|d| self.live.contains(d)).collect();
+        let mut live: Vec<bool> = s.defs.iter().map(|d| self.live.contains(d)).collect();
+        // The lanes of a fold over tuples stay or go together.
+        if let Op::With(w) = &s.op {
+            for k in 0..live.len().min(w.ops.len()) {
+                let group = w.group(k);
+                if group.len() > 1 && live[group.clone()].iter().any(|l| *l) {
+                    live[group].iter_mut().for_each(|l| *l = true);
+                }
+            }
+        }
         if live.iter().all(|l| *l) {
             return;
         }

@@ -257,7 +257,9 @@ fn remap_calls(b: &mut Block, remap: &dyn Fn(FuncId) -> FuncId) {
             Op::Call { func, .. } => *func = remap(*func),
             Op::With(w) => {
                 for op in &mut w.ops {
-                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } = op {
+                    if let WithOp::Fold { fun: FoldFn::Call(g) | FoldFn::Lane { func: g, .. }, .. }
+                    | WithOp::Scan { fun: FoldFn::Call(g) | FoldFn::Lane { func: g, .. }, .. } = op
+                    {
                         *g = remap(*g);
                     }
                 }

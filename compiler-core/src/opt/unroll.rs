@@ -228,10 +228,33 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part:
         out.extend(copy.stmts);
         values.push((iv.clone(), copy.yields));
     }
+    // The accumulators of the fold over tuples being unrolled (one per lane).
+    let mut lane_results: Vec<ValueId> = Vec::new();
     for (k, op) in w.ops.iter().enumerate() {
         let d = s.defs[k];
         let ty = f.ty(d).clone();
         let result = match op {
+            WithOp::Fold { fun: FoldFn::Lane { func, lane, .. }, partial, .. } => {
+                if *lane == 0 {
+                    let group = w.group(k);
+                    let mut accs: Vec<ValueId> = Vec::with_capacity(group.len());
+                    for j in group.clone() {
+                        let WithOp::Fold { neutral, .. } = &w.ops[j] else { return None };
+                        accs.push(*neutral);
+                    }
+                    for (_, ys) in &values {
+                        let mut args = partial.clone();
+                        args.extend(&accs);
+                        args.extend(group.clone().map(|j| ys[j]));
+                        let next: Vec<ValueId> =
+                            group.clone().map(|j| f.new_value(f.ty(s.defs[j]).clone(), None)).collect();
+                        out.push(Stmt { defs: next.clone(), op: Op::Call { func: *func, args }, span, blame: s.blame });
+                        accs = next;
+                    }
+                    lane_results = accs;
+                }
+                *lane_results.get(*lane)?
+            }
             WithOp::Fold { fun, partial, neutral, .. } => {
                 let mut acc = *neutral;
                 for (_, ys) in &values {
@@ -241,7 +264,7 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part:
                     let next = f.new_value(ty.clone(), None);
                     let op = match fun {
                         FoldFn::Prim(p) => Op::prim(p.clone(), args),
-                        FoldFn::Call(g) => Op::Call { func: *g, args },
+                        FoldFn::Call(g) | FoldFn::Lane { func: g, .. } => Op::Call { func: *g, args },
                     };
                     out.push(Stmt { defs: vec![next], op, span, blame: s.blame });
                     acc = next;

@@ -246,8 +246,8 @@ pub fn effectful_functions(m: &Module) -> Vec<bool> {
             Op::Call { func, .. } => calls[i].push(func.0 as usize),
             Op::With(w) => {
                 for op in &w.ops {
-                    if let WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } = op {
-                        calls[i].push(g.0 as usize);
+                    if let WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } = op {
+                        calls[i].extend(fun.callee().map(|g| g.0 as usize));
                     }
                 }
             }
@@ -275,9 +275,9 @@ pub fn callees(f: &Function) -> Vec<FuncId> {
         Op::Call { func, .. } if !out.contains(func) => out.push(*func),
         Op::With(w) => {
             for op in &w.ops {
-                if let WithOp::Fold { fun: FoldFn::Call(g), .. } | WithOp::Scan { fun: FoldFn::Call(g), .. } = op {
-                    if !out.contains(g) {
-                        out.push(*g);
+                if let WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } = op {
+                    if let Some(g) = fun.callee().filter(|g| !out.contains(g)) {
+                        out.push(g);
                     }
                 }
             }

@@ -187,10 +187,16 @@ fn apply(f: &mut Function, body: &mut Block, t: &Target) {
         let outer_n = t.outer_n;
         let mut parts = Vec::new();
         let mut default = None;
+        // The cells are now the inner with-loop's scalars (an empty frame still
+        // knows their type).
+        let mut cell = None;
         for p in outer_parts {
             let Some((inner_stmt, inner)) = inner_with(&p).map(|(s, w)| (s.clone(), w.clone())) else { return };
             if let WithOp::Genarray { default: d, .. } = &inner.ops[0] {
                 default = *d;
+            }
+            if let Some(ip) = inner.parts.first() {
+                cell = Some(Ty::new(f.ty(ip.body.yields[0]).elem, Shape::scalar()));
             }
             for ip in &inner.parts {
                 // Concatenated bounds.
@@ -289,10 +295,10 @@ fn apply(f: &mut Function, body: &mut Block, t: &Target) {
         let frame = index::emit_vector(f, &mut pre, &t.frame, span);
         let Op::With(w) = &mut stmts[at].op else { return };
         w.parts = parts;
-        let elem = w.cells[0].as_ref().map(|c| c.elem);
+        let elem = w.cells[0].as_ref().map(|c| Ty::new(c.elem, Shape::scalar()));
         w.ops[0] = WithOp::Genarray { shape: frame, default };
-        if let Some(e) = elem {
-            w.cells[0] = Some(Ty::new(e, Shape::scalar()));
+        if let Some(c) = cell.or(elem) {
+            w.cells[0] = Some(c);
         }
         stmts.splice(at..at, pre);
     });
