@@ -90,6 +90,26 @@ pub fn run(
     max_elements: Option<i64>,
     out: &mut dyn FnMut(&[u8]),
 ) -> Result<Vec<Value>, RunError> {
+    run_counted(module, sources, entry, args, options, max_elements, out).map(|(values, _)| values)
+}
+
+/// What a native run did besides its results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Elements copied because an array was not updated in place (`wl_copy`).
+    pub elements_copied: i64,
+}
+
+/// [`run`], also counting what the run did.
+pub fn run_counted(
+    module: &Module,
+    sources: &SourceMap,
+    entry: &str,
+    args: Vec<Value>,
+    options: &Options,
+    max_elements: Option<i64>,
+    out: &mut dyn FnMut(&[u8]),
+) -> Result<(Vec<Value>, RunCounts), RunError> {
     let fid = match choose_entry(module, entry, &args) {
         None => return Err(RunError::UnknownEntry(entry.to_string())),
         Some(Err(e)) => return Err(RunError::Runtime(e)),
@@ -197,7 +217,7 @@ pub fn run(
         let _ = ty;
     }
     drop(engine);
-    Ok(values)
+    Ok((values, RunCounts { elements_copied: wctx.copied }))
 }
 
 fn options_level(options: &Options) -> inkwell::OptimizationLevel {

@@ -196,8 +196,13 @@ pub unsafe extern "C" fn wl_copy(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlA
     let out = unsafe { wl_alloc(ctx, src.elem, src.rank, src.shape().as_ptr()) };
     if !out.is_null() {
         let bytes = src.bytes();
-        // SAFETY: out holds as many bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data, bytes.len()) };
+        // SAFETY: out holds as many bytes; ctx is valid (or null).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data, bytes.len());
+            if let Some(c) = ctx.as_mut() {
+                c.copied += src.size;
+            }
+        }
     }
     out
 }

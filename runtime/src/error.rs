@@ -51,6 +51,9 @@ pub struct WlCtx {
     pub message: [u8; 1024],
     pub write: Option<WlWrite>,
     pub write_user: *mut c_void,
+    /// Elements copied into new arrays by `wl_copy` (an update that could not
+    /// be made in place copies its array): what tests of in-place updates count.
+    pub copied: i64,
 }
 
 /// The smallest with-loop part (in iterations) split over threads:
@@ -77,6 +80,7 @@ impl Default for WlCtx {
             message: [0; 1024],
             write: None,
             write_user: std::ptr::null_mut(),
+            copied: 0,
         }
     }
 }
