@@ -140,7 +140,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// Whether a part is known here to be too small to split over threads
     /// ([`Emitter::static_parallel_min`]): it then runs inline, without a chunk function.
     pub(crate) fn statically_small(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
-        compiler_core::opt::util::static_iterations(&*fx.defs, p).is_some_and(|n| n < self.static_parallel_min)
+        let work = compiler_core::opt::util::part_loop_work(&*fx.defs, p);
+        compiler_core::opt::util::static_iterations(&*fx.defs, p)
+            .is_some_and(|n| n.saturating_mul(work) < self.static_parallel_min)
     }
 
     /// One part of an eligible with-loop: split over threads when the runtime
@@ -164,8 +166,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             None => return Err(CodegenError::Bug("a parallel part without a static index length".into())),
         };
+        // The runtime weighs the indices by the work each does (a row of an
+        // interchanged fold is a loop of its own).
+        let work = compiler_core::opt::util::part_work(&*fx.defs, part);
+        let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
         let chunks = self
-            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), total.into()])?
+            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
             .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
             .into_int_value();
         let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;

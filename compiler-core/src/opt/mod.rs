@@ -33,6 +33,7 @@ pub mod elementwise;
 pub mod filterfusion;
 pub mod fusion;
 pub mod inline;
+pub mod interchange;
 pub mod ive;
 pub mod licm;
 pub mod reuse;
@@ -84,6 +85,7 @@ pub const PIPELINE: &[Stage] = &[
             filterfusion::PASS,
             wls::PASS,
             bce::PASS,
+            interchange::PASS,
             licm::PASS,
         ],
         max_rounds: 16,

@@ -518,6 +518,55 @@ pub fn static_iterations(defs: &dyn super::index::Defs, part: &Part) -> Option<i
     Some(lo.iter().zip(&hi).map(|(l, h)| (h - l).max(0)).fold(1i64, |n, e| n.saturating_mul(e)))
 }
 
+/// An estimate of the work one index of a part does, in units of a simple
+/// element (1): nested loops and with-loops count their iterations (a static
+/// count where the bounds are constants, else [`UNKNOWN_TRIPS`]) times their
+/// bodies' work. What decides whether a part is worth splitting over threads:
+/// a part of few indices that each run a loop (an interchanged fold's rows)
+/// is as much work as a large flat one. Capped at 2²⁰.
+pub fn part_work(defs: &dyn super::index::Defs, part: &Part) -> i64 {
+    block_work(defs, &part.body, 0, true)
+}
+
+/// [`part_work`] counting only nested loops (with-loops nested in a part are
+/// usually small and fixed: a determinant's minors), for the compile-time
+/// decision whether a part gets a parallel variant at all.
+pub fn part_loop_work(defs: &dyn super::index::Defs, part: &Part) -> i64 {
+    block_work(defs, &part.body, 0, false)
+}
+
+/// Iterations assumed for a loop or with-loop whose count is not a constant.
+pub const UNKNOWN_TRIPS: i64 = 256;
+
+fn block_work(defs: &dyn super::index::Defs, b: &Block, depth: usize, withs: bool) -> i64 {
+    const CAP: i64 = 1 << 20;
+    let mut work: i64 = 1;
+    for s in &b.stmts {
+        let inner = match &s.op {
+            Op::Loop { body, .. } if depth < 4 => {
+                UNKNOWN_TRIPS.saturating_mul(block_work(defs, body, depth + 1, withs))
+            }
+            Op::With(w) if depth < 4 && withs => w
+                .parts
+                .iter()
+                .map(|p| {
+                    static_iterations(defs, p).unwrap_or(UNKNOWN_TRIPS).saturating_mul(block_work(
+                        defs,
+                        &p.body,
+                        depth + 1,
+                        withs,
+                    ))
+                })
+                .fold(0i64, i64::saturating_add),
+            Op::Loop { .. } => CAP,
+            Op::With(_) if withs => CAP,
+            _ => 0,
+        };
+        work = work.saturating_add(inner).min(CAP);
+    }
+    work
+}
+
 /// Whether a with-loop part can run as one flat loop over the row-major
 /// offsets `0 .. prod(upper)` of its frame: it binds neither its index vector
 /// nor index scalars (only, if anything, its offset), it is dense, ranges over
