@@ -172,12 +172,24 @@ impl Order for Constant {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
     ranges: BTreeMap<Atom, Range>,
+    /// Facts `d >= 0` over several atoms (`n - m >= 0`: one extent is at
+    /// least another), at most [`MAX_RELATIONS`].
+    relations: Vec<Affine>,
 }
 
+/// Relations between several atoms kept per [`Facts`].
+pub const MAX_RELATIONS: usize = 16;
+
 impl Facts {
-    /// Records that `d >= 0`, when `d` is one atom times a coefficient plus a
-    /// constant (other facts are not kept).
+    /// Records that `d >= 0`: a range for its atom when `d` is one atom times a
+    /// coefficient plus a constant, else a relation.
     pub fn add(&mut self, d: &Affine) {
+        if d.terms.len() > 1 {
+            if !self.relations.contains(d) && self.relations.len() < MAX_RELATIONS {
+                self.relations.push(d.clone());
+            }
+            return;
+        }
         let mut terms = d.terms.iter();
         let (Some((atom, &k)), None) = (terms.next(), terms.next()) else { return };
         // k·x + c >= 0: x >= ceil(-c / k) for k > 0, x <= floor(c / -k) for k < 0.
@@ -201,7 +213,12 @@ impl Facts {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.ranges.is_empty() && self.relations.is_empty()
+    }
+
+    /// The relations over several atoms (each `>= 0`).
+    pub fn relations(&self) -> &[Affine] {
+        &self.relations
     }
 
     /// Every atom with a known range.
@@ -376,6 +393,21 @@ impl Known<'_> {
             lo = lo.zip(l).and_then(|(x, l)| x.checked_add(l.checked_mul(k)?));
             hi = hi.zip(h).and_then(|(x, h)| x.checked_add(h.checked_mul(k)?));
         }
+        // A relation `r >= 0` that cancels terms of `a`: `a >= a - r` and `a <= a + r`.
+        if depth < 2 {
+            for r in self.facts.relations() {
+                let less = a.sub(r);
+                if less.terms.len() < a.terms.len() {
+                    let (l, _) = self.range_depth(&less, depth + 1);
+                    lo = max_opt(lo, l, true);
+                }
+                let more = a.add(r);
+                if more.terms.len() < a.terms.len() {
+                    let (_, h) = self.range_depth(&more, depth + 1);
+                    hi = max_opt(hi, h, false);
+                }
+            }
+        }
         (lo, hi)
     }
 }
@@ -392,6 +424,10 @@ fn max_opt(a: Option<i64>, b: Option<i64>, larger: bool) -> Option<i64> {
 impl Order for Known<'_> {
     fn atom_range(&self, atom: &Atom) -> Range {
         self.atom_range_depth(atom, 0)
+    }
+
+    fn range(&self, a: &Affine) -> Range {
+        self.range_depth(a, 0)
     }
 }
 

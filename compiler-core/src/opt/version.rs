@@ -33,11 +33,22 @@
 //! 2, at most [`MAX_THRESHOLD`]). The pass waits until the function's calls
 //! of inlined (library) functions are inlined: their code holds the computations.
 //!
-//! Limits: only blocks with at least two with-loops at their top level whose
-//! bounds or shapes depend on an undecided computation are split (one split
-//! per block: the branches are not function or loop bodies, and blocks inside
-//! `if`s are not looked at); only extents with coefficients of one sign
-//! (`m - 2`, not `m - n`) are decided; the code of the block is duplicated.
+//! The same split serves bounds checks that hold for every index exactly when
+//! extents of different arrays relate: in generic matrix multiplication,
+//! `b[[k, j]]` with `k < shape(a)[1]` is in bounds everywhere iff
+//! `shape(b)[0] >= shape(a)[1]`. The first branch runs where that relation
+//! holds (bce proves the check from it, so the fold can be interchanged);
+//! the original code, check included, runs elsewhere and fails where it
+//! failed. Per check component, the relations are its least value `>= 0`
+//! and its greatest `< extent`, over the ranges of the parts around it.
+//!
+//! Limits: thresholds only for blocks with at least two with-loops at their
+//! top level whose bounds or shapes depend on an undecided computation;
+//! relations only over extents defined at the block's top or around it (one
+//! split per block: the branches are not function or loop bodies, and blocks
+//! inside `if`s are not looked at); thresholds only decide extents with
+//! coefficients of one sign (`m - 2`, not `m - n`); the code of the block is
+//! duplicated.
 
 use std::collections::{HashMap, HashSet};
 
@@ -52,7 +63,7 @@ use crate::span::Span;
 
 pub const PASS: Pass = Pass {
     name: "version",
-    description: "a fast path for extents above a threshold, where generic index computations are decided and with-loops fold",
+    description: "a fast path for extents above a threshold (generic index computations decided, with-loops fold) or in relations that prove bounds checks",
     run,
 };
 
@@ -81,25 +92,32 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let defs = index::defs(f);
         util::with_body(f, |f, body| visit(f, &defs, body, span, &mut done));
         let name = f.name.clone();
-        for (span, threshold, extents) in &done {
-            cx.remark(
-                RemarkKind::Applied,
-                &name,
-                Some(*span),
-                format!(
-                    "a version for extents of at least {threshold} ({extents} extent{}): bounds computed from them compare there, so with-loops can fold",
-                    if *extents == 1 { "" } else { "s" }
-                ),
-            );
+        for (span, split) in &done {
+            let mut why = Vec::new();
+            if let Some(t) = split.threshold {
+                let plural = if split.extents == 1 { "" } else { "s" };
+                why.push(format!(
+                    "extents of at least {t} ({} extent{plural}): bounds computed from them compare there, so with-loops can fold",
+                    split.extents
+                ));
+            }
+            if split.relations > 0 {
+                let plural = if split.relations == 1 { "" } else { "s" };
+                why.push(format!(
+                    "extents in {} relation{plural} that prove the with-loops' bounds checks",
+                    split.relations
+                ));
+            }
+            cx.remark(RemarkKind::Applied, &name, Some(*span), format!("a version for {}", why.join("; and for ")));
         }
         cx.count("blocks_versioned", done.len() as u64);
     }
 }
 
 /// Versions `b` (a function or loop body), or else the loop bodies in it.
-fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Vec<(Span, i64, usize)>) {
-    if let Some((threshold, extents)) = split(f, defs, b, span) {
-        done.push((span, threshold, extents));
+fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Vec<(Span, Split)>) {
+    if let Some(split) = split(f, defs, b, span) {
+        done.push((span, split));
         return;
     }
     for s in &mut b.stmts {
@@ -117,7 +135,7 @@ fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Ve
 }
 
 /// Loops inside a with-loop part's body.
-fn visit_nested(f: &mut Function, defs: &Defs, b: &mut Block, done: &mut Vec<(Span, i64, usize)>) {
+fn visit_nested(f: &mut Function, defs: &Defs, b: &mut Block, done: &mut Vec<(Span, Split)>) {
     for s in &mut b.stmts {
         let at = s.span;
         if let Op::Loop { body, .. } = &mut s.op {
@@ -126,14 +144,24 @@ fn visit_nested(f: &mut Function, defs: &Defs, b: &mut Block, done: &mut Vec<(Sp
     }
 }
 
-/// What versioning a block needs: the extents to bound, and how far.
+/// What versioning a block needs: the extents to bound, and how far (none:
+/// no threshold), and relations between extents (each `>= 0`) under which
+/// the bounds checks of its with-loops hold everywhere.
 struct Need {
     extents: Vec<Atom>,
-    threshold: i64,
+    threshold: Option<i64>,
+    relations: Vec<Affine>,
 }
 
-/// Splits `b` when it qualifies; returns the threshold and how many extents.
-fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<(i64, usize)> {
+/// A split made: its threshold, how many extents it bounds, how many relations it holds.
+struct Split {
+    threshold: Option<i64>,
+    extents: usize,
+    relations: usize,
+}
+
+/// Splits `b` when it qualifies.
+fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<Split> {
     let withs = b.stmts.iter().filter(|s| matches!(s.op, Op::With(_))).count();
     // One split per block: a block with branches holding with-loops (a split
     // made before, or the program's own) is left alone.
@@ -144,35 +172,43 @@ fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<(i6
         }
         holds
     });
-    if withs < 2 || branches {
+    if withs == 0 || branches {
         return None;
     }
-    let need = need(f, defs, b)?;
+    let need = need(f, defs, b, withs)?;
     // Everything after the last definition of an extent's vector moves into
     // the branches; every with-loop must be among it.
-    let defined: Vec<usize> =
-        need.extents.iter().filter_map(|a| b.stmts.iter().position(|s| s.defs.contains(&a.value))).collect();
+    let atoms = need.extents.iter().chain(need.relations.iter().flat_map(|r| r.terms.keys()));
+    let defined: Vec<usize> = atoms.filter_map(|a| b.stmts.iter().position(|s| s.defs.contains(&a.value))).collect();
     let from = defined.iter().max().map_or(0, |k| k + 1);
     if b.stmts[..from].iter().any(|s| matches!(s.op, Op::With(_))) {
         return None;
     }
     let rest: Vec<Stmt> = b.stmts.drain(from..).collect();
     let at = rest.first().map_or(span, |s| s.span);
-    // The condition: every extent at least the threshold.
+    // The condition: every extent at least the threshold, every relation holds.
     let mut cond_stmts = Vec::new();
-    let k = util::emit_const(f, &mut cond_stmts, Value::Scalar(Scalar::int(need.threshold)), at);
-    let mut cond: Option<ValueId> = None;
-    for e in &need.extents {
-        let x = index::emit_scalar(f, &mut cond_stmts, &Affine::atom(*e), at);
-        let c = util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::Ge), vec![x, k], util::bool_ty(), at);
-        cond = Some(match cond {
-            None => c,
-            Some(prev) => {
-                util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::And), vec![prev, c], util::bool_ty(), at)
-            }
-        });
+    let mut conds = Vec::new();
+    if let Some(t) = need.threshold {
+        let k = util::emit_const(f, &mut cond_stmts, Value::Scalar(Scalar::int(t)), at);
+        for e in &need.extents {
+            let x = index::emit_scalar(f, &mut cond_stmts, &Affine::atom(*e), at);
+            conds.push(util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::Ge), vec![x, k], util::bool_ty(), at));
+        }
     }
-    let cond = cond?;
+    for r in &need.relations {
+        // `r >= 0` as `positive terms >= negative terms - c` (no subtraction to wrap).
+        let plus = Affine { terms: r.terms.iter().filter(|(_, k)| **k > 0).map(|(a, k)| (*a, *k)).collect(), c: 0 };
+        let minus =
+            Affine { terms: r.terms.iter().filter(|(_, k)| **k < 0).map(|(a, k)| (*a, -*k)).collect(), c: -r.c };
+        let x = index::emit_scalar(f, &mut cond_stmts, &plus, at);
+        let y = index::emit_scalar(f, &mut cond_stmts, &minus, at);
+        conds.push(util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::Ge), vec![x, y], util::bool_ty(), at));
+    }
+    let mut cond = *conds.first()?;
+    for c in &conds[1..] {
+        cond = util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::And), vec![cond, *c], util::bool_ty(), at);
+    }
     let then_block = Block { stmts: rest, yields: b.yields.clone() };
     let else_block = Cloner { src: None, map: Default::default() }.block(f, &then_block);
     let results: Vec<ValueId> = b
@@ -186,16 +222,127 @@ fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<(i6
     b.stmts.extend(cond_stmts);
     b.stmts.push(Stmt::new(results.clone(), Op::If { cond, then_block, else_block }, at));
     b.yields = results;
-    Some((need.threshold, need.extents.len()))
+    Some(Split { threshold: need.threshold, extents: need.extents.len(), relations: need.relations.len() })
 }
 
 /// The extents whose bounds would decide the block's undecided computations
-/// that its with-loops depend on, and the threshold that decides them all.
-fn need(f: &Function, defs: &Defs, b: &Block) -> Option<Need> {
+/// that its with-loops depend on (when it has several with-loops, which could
+/// then fold), and the threshold that decides them all; and the relations
+/// between extents that prove its with-loops' bounds checks.
+fn need(f: &Function, defs: &Defs, b: &Block, withs: usize) -> Option<Need> {
     let reader = Reader::new(f, defs);
     let facts = index::Facts::default();
     let known = Known { reader: &reader, facts: &facts };
     let is_extent = |a: &Atom| a.component.is_some() && known.atom_range(a).0 == Some(0);
+    let mut relations = Vec::new();
+    for s in &b.stmts {
+        if let Op::With(w) = &s.op {
+            check_relations(w, &reader, &known, &is_extent, &mut Vec::new(), &mut relations);
+        }
+    }
+    // The condition is computed at the block's top: its atoms must be defined
+    // there or around the block, not inside a nested block.
+    let mut nested = util::defined_in(b);
+    for s in &b.stmts {
+        for d in &s.defs {
+            nested.remove(d);
+        }
+    }
+    relations.retain(|r| r.terms.keys().all(|a| !nested.contains(&a.value)));
+    relations.truncate(MAX_RELATIONS);
+    let thresholds = if withs >= 2 { thresholds(b, &reader, &known, &is_extent) } else { None };
+    if thresholds.is_none() && relations.is_empty() {
+        return None;
+    }
+    let (extents, threshold) = match thresholds {
+        Some((extents, t)) => (extents, Some(t)),
+        None => (Vec::new(), None),
+    };
+    Some(Need { extents, threshold, relations })
+}
+
+/// Relations versioned on at most.
+const MAX_RELATIONS: usize = 4;
+
+/// The ranges of the index atoms of the with-loop parts around a statement.
+type PartRanges = Vec<(Atom, Affine, Affine)>;
+
+/// The relations between extents under which every `in_bounds` check in `w`
+/// (nested with-loops included) holds for all indices of its parts: per
+/// component, its least value `>= 0` and its greatest `< extent`, where the
+/// extremes come from the parts' bounds. Components that do not move with
+/// part indices by a coefficient of ±1, or whose relation mentions anything
+/// but extents, are not versioned on.
+fn check_relations(
+    w: &With,
+    r: &Reader,
+    known: &Known,
+    is_extent: &dyn Fn(&Atom) -> bool,
+    ranges: &mut PartRanges,
+    out: &mut Vec<Affine>,
+) {
+    for p in &w.parts {
+        let mark = ranges.len();
+        if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
+            for (d, (l, h)) in lo.iter().zip(&hi).enumerate() {
+                if let Some(iv) = p.index {
+                    ranges.push((Atom { value: iv, component: Some(d) }, l.clone(), h.plus(-1)));
+                }
+                if let Some(s) = p.scalars.as_ref().and_then(|ss| ss.get(d)) {
+                    ranges.push((Atom { value: *s, component: None }, l.clone(), h.plus(-1)));
+                }
+            }
+        }
+        p.body.walk(&mut |t| match &t.op {
+            Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
+                let comps = if r.is_int_scalar(*index) { Some(vec![r.scalar(*index)]) } else { r.vector(*index) };
+                let (Some(comps), Some(extents)) = (comps, r.vector(*shape)) else { return };
+                for (c, n) in comps.iter().zip(&extents) {
+                    let Some((least, most)) = extremes(c, ranges) else { continue };
+                    for rel in [least, n.sub(&most).plus(-1)] {
+                        let decided = known.range(&rel).0.is_some_and(|l| l >= 0);
+                        if !decided && !rel.terms.is_empty() && rel.terms.keys().all(is_extent) && !out.contains(&rel) {
+                            out.push(rel);
+                        }
+                    }
+                }
+            }
+            Op::With(inner) => check_relations(inner, r, known, is_extent, ranges, out),
+            _ => {}
+        });
+        ranges.truncate(mark);
+    }
+}
+
+/// The least and greatest value of `c` over the parts' ranges.
+fn extremes(c: &Affine, ranges: &PartRanges) -> Option<(Affine, Affine)> {
+    let (mut least, mut most) = (c.clone(), c.clone());
+    for (atom, &k) in &c.terms {
+        let Some((_, lo, hi)) = ranges.iter().rev().find(|(a, _, _)| a == atom) else { continue };
+        let drop = Affine::atom(*atom).scale(k);
+        match k {
+            1 => {
+                least = least.sub(&drop).add(lo);
+                most = most.sub(&drop).add(hi);
+            }
+            -1 => {
+                least = least.sub(&drop).sub(hi);
+                most = most.sub(&drop).sub(lo);
+            }
+            _ => return None,
+        }
+    }
+    Some((least, most))
+}
+
+/// The extents whose thresholds decide the block's computations, and the
+/// least threshold that decides them all (see the module documentation).
+fn thresholds(
+    b: &Block,
+    reader: &Reader,
+    known: &Known,
+    is_extent: &dyn Fn(&Atom) -> bool,
+) -> Option<(Vec<Atom>, i64)> {
     let mut extents: Vec<Atom> = Vec::new();
     let mut threshold = 2;
     let mut undecided: HashSet<ValueId> = HashSet::new();
@@ -263,5 +410,5 @@ fn need(f: &Function, defs: &Defs, b: &Block) -> Option<Need> {
     if !feeds_with {
         return None;
     }
-    Some(Need { extents, threshold })
+    Some((extents, threshold))
 }
