@@ -395,7 +395,11 @@ impl Known<'_> {
         }
         // A relation `r >= 0` that cancels terms of `a`: `a >= a - r` and `a <= a + r`.
         if depth < 2 {
-            for r in self.facts.relations() {
+            let mut relations: Vec<Affine> = self.facts.relations().to_vec();
+            for atom in a.terms.keys() {
+                relations.extend(self.def_relations(atom));
+            }
+            for r in &relations {
                 let less = a.sub(r);
                 if less.terms.len() < a.terms.len() {
                     let (l, _) = self.range_depth(&less, depth + 1);
@@ -418,6 +422,36 @@ fn max_opt(a: Option<i64>, b: Option<i64>, larger: bool) -> Option<i64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(if larger { x.max(y) } else { x.min(y) }),
         (x, y) => x.or(y),
+    }
+}
+
+impl Known<'_> {
+    /// Relations (each `>= 0`) that an atom's definition establishes with
+    /// others: a component of `min_vectors(a, b, …)` (a tensor comprehension's
+    /// frame) is at most the same component of each argument, of
+    /// `max_vectors` at least; `min(x, y)` is at most `x` and `y`, `max` at least.
+    fn def_relations(&self, atom: &Atom) -> Vec<Affine> {
+        let r = self.reader;
+        let me = Affine::atom(*atom);
+        let mut out = Vec::new();
+        match (atom.component, r.defs.def(atom.value)) {
+            (Some(k), Some(Def::Prim(prim @ (Prim::MinVectors | Prim::MaxVectors), args))) => {
+                for v in args {
+                    let Some(c) = r.vector(v).and_then(|c| c.get(k).cloned()) else { continue };
+                    out.push(if prim == Prim::MinVectors { c.sub(&me) } else { me.sub(&c) });
+                }
+            }
+            (None, Some(Def::Prim(Prim::Bin(op @ (BinOp::Min | BinOp::Max)), args)))
+                if args.len() == 2 && args.iter().all(|x| r.is_int_scalar(*x)) =>
+            {
+                for x in args {
+                    let c = r.scalar(x);
+                    out.push(if op == BinOp::Min { c.sub(&me) } else { me.sub(&c) });
+                }
+            }
+            _ => {}
+        }
+        out
     }
 }
 

@@ -27,6 +27,10 @@
 //! (floating-point `+` included). Only the order in which *different*
 //! elements' steps run changes, so the fold's body must not fail or print.
 //!
+//! It runs in the lowering stage, once with-loop folding is done: an
+//! interchanged with-loop no longer folds its producers (P1's replicated
+//! rows must be folded away first).
+//!
 //! Limits: one part over the whole last axis of the frame (rows are whole);
 //! the part's other statements must not depend on the last index or fail;
 //! the fold has one part over one axis and a primitive function that cannot
@@ -83,10 +87,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
 }
 
-/// A with-loop to interchange: its result, and where it is.
+/// A with-loop to interchange: its result, where it is, and which of its
+/// part's statements select components of the index vector (which one).
 struct Target {
     result: ValueId,
     span: Span,
+    components: Vec<(ValueId, usize)>,
 }
 
 fn find(b: &Block, r: &Reader, found: &mut Option<Target>) {
@@ -94,8 +100,8 @@ fn find(b: &Block, r: &Reader, found: &mut Option<Target>) {
         if found.is_some() {
             return;
         }
-        if qualifies(s, r) {
-            *found = Some(Target { result: s.defs[0], span: s.blame_span().unwrap_or(s.span) });
+        if let Some(components) = qualifies(s, r) {
+            *found = Some(Target { result: s.defs[0], span: s.blame_span().unwrap_or(s.span), components });
             return;
         }
         s.op.walk_blocks(&mut |inner| find(inner, r, found));
@@ -121,44 +127,46 @@ fn the_fold(p: &Part) -> Option<&Stmt> {
         .then_some(last)
 }
 
-fn qualifies(s: &Stmt, r: &Reader) -> bool {
-    let Op::With(w) = &s.op else { return false };
-    let ([p], [WithOp::Genarray { shape, .. }]) = (w.parts.as_slice(), w.ops.as_slice()) else { return false };
+/// The index-vector components a qualifying with-loop's part selects, or
+/// `None` when the with-loop does not qualify.
+fn qualifies(s: &Stmt, r: &Reader) -> Option<Vec<(ValueId, usize)>> {
+    let Op::With(w) = &s.op else { return None };
+    let ([p], [WithOp::Genarray { shape, .. }]) = (w.parts.as_slice(), w.ops.as_slice()) else { return None };
     if p.step.is_some() || p.width.is_some() || p.offset.is_some() {
-        return false;
+        return None;
     }
     let (Some(lo), Some(hi), Some(frame)) = (r.vector(p.lower), r.vector(p.upper), r.vector(*shape)) else {
-        return false;
+        return None;
     };
     let n = lo.len();
     if n < 2 || hi.len() != n || frame.len() != n {
-        return false;
+        return None;
     }
     // Whole rows: the last axis runs over all of the frame's last extent.
     if lo[n - 1].as_const() != Some(0) || hi[n - 1].minus(&frame[n - 1]) != Some(0) {
-        return false;
+        return None;
     }
     if hi[n - 1].as_const().is_some_and(|c| c < MIN_ROW) {
-        return false;
+        return None;
     }
-    let Some(fold_stmt) = the_fold(p) else { return false };
-    let Op::With(fw) = &fold_stmt.op else { return false };
+    let fold_stmt = the_fold(p)?;
+    let Op::With(fw) = &fold_stmt.op else { return None };
     let ([q], [WithOp::Fold { fun: FoldFn::Prim(fun), fixpoint: None, .. }]) = (fw.parts.as_slice(), fw.ops.as_slice())
     else {
-        return false;
+        return None;
     };
     if util::prim_may_fail(fun) || !r.ty(fold_stmt.defs[0]).shape.is_scalar() {
-        return false;
+        return None;
     }
     if q.step.is_some() || q.width.is_some() || q.offset.is_some() {
-        return false;
+        return None;
     }
-    let (Some(klo), Some(khi)) = (r.vector(q.lower), r.vector(q.upper)) else { return false };
+    let (Some(klo), Some(khi)) = (r.vector(q.lower), r.vector(q.upper)) else { return None };
     if klo.len() != 1 || khi.len() != 1 || khi[0].minus(&klo[0]).is_some_and(|c| c < MIN_FOLD) {
-        return false;
+        return None;
     }
     if q.body.stmts.iter().any(can_fail) {
-        return false;
+        return None;
     }
     // The last index: what may only be used inside the fold.
     let mut last: Vec<ValueId> = p.index.into_iter().collect();
@@ -166,16 +174,40 @@ fn qualifies(s: &Stmt, r: &Reader) -> bool {
         last.push(ss[n - 1]);
     }
     // The part's other statements run once per row: they must not read the
-    // last index (nor fail, now that they run even for an empty row).
-    let pre = &p.body.stmts[..p.body.stmts.len() - 1];
-    pre.iter().all(|t| !can_fail(t) && !util::free_uses(t).iter().any(|v| last.contains(v)))
-        && !fold_stmt.op.operands().iter().any(|v| last.contains(v))
+    // last index (nor fail, now that they run even for an empty row); the
+    // index vector's components are the indices themselves.
+    let mut components = Vec::new();
+    for t in &p.body.stmts[..p.body.stmts.len() - 1] {
+        match index_component(t, p, r) {
+            Some(c) => {
+                if c == n - 1 {
+                    last.extend(t.defs.iter().copied());
+                }
+                components.push((t.defs[0], c));
+            }
+            None if can_fail(t) || util::free_uses(t).iter().any(|v| last.contains(v)) => return None,
+            None => {}
+        }
+    }
+    (!fold_stmt.op.operands().iter().any(|v| last.contains(v))).then_some(components)
+}
+
+/// `sel([c], iv)` of the part's index vector: which component.
+fn index_component(t: &Stmt, p: &Part, r: &Reader) -> Option<usize> {
+    let Op::Prim { prim: Prim::Sel, args, .. } = &t.op else { return None };
+    if p.index != Some(args[1]) {
+        return None;
+    }
+    match r.defs.def(args[0])? {
+        index::Def::Const(c) => util::int_vec(&c).filter(|v| v.len() == 1).and_then(|v| usize::try_from(v[0]).ok()),
+        _ => None,
+    }
 }
 
 fn apply(f: &mut Function, body: &mut Block, t: &Target) {
     edit(body, t.result, &mut |stmts: &mut Vec<Stmt>, at: usize| {
         let s = stmts[at].clone();
-        let Some(new) = rewrite(f, &s) else { return };
+        let Some(new) = rewrite(f, &s, &t.components) else { return };
         stmts.splice(at..=at, new);
     });
 }
@@ -197,7 +229,7 @@ fn edit(b: &mut Block, v: ValueId, g: &mut dyn FnMut(&mut Vec<Stmt>, usize)) -> 
 }
 
 /// The interchanged statements replacing `s` (see the module documentation).
-fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
+fn rewrite(f: &mut Function, s: &Stmt, components: &[(ValueId, usize)]) -> Option<Vec<Stmt>> {
     let Op::With(w) = &s.op else { return None };
     let ([p], [WithOp::Genarray { shape, default }]) = (w.parts.as_slice(), w.ops.as_slice()) else { return None };
     let fold_stmt = the_fold(p)?;
@@ -238,7 +270,19 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
             cl.map.insert(*old, *new);
         }
     }
-    let pre = Block { stmts: p.body.stmts[..p.body.stmts.len() - 1].to_vec(), yields: Vec::new() };
+    // The index vector's components are the new part's indices (the last one
+    // is the row's index, below); the other statements are copied.
+    let mut last_components = Vec::new();
+    let mut pre = Block::default();
+    for t in &p.body.stmts[..p.body.stmts.len() - 1] {
+        match components.iter().find(|(d, _)| t.defs.first() == Some(d)) {
+            Some((d, c)) if c + 1 < n => {
+                cl.map.insert(*d, outer_scalars[*c]);
+            }
+            Some((d, _)) => last_components.push(*d),
+            None => pre.stmts.push(t.clone()),
+        }
+    }
     part_body.extend(cl.block(f, &pre).stmts);
     let neutral = cl.map.get(neutral).copied().unwrap_or(*neutral);
     let partial: Vec<ValueId> = partial.iter().map(|v| cl.map.get(v).copied().unwrap_or(*v)).collect();
@@ -261,6 +305,9 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
     let mut inner = Vec::new();
     if let Some(ss) = &p.scalars {
         cl.map.insert(ss[n - 1], j);
+    }
+    for c in last_components {
+        cl.map.insert(c, j);
     }
     if let Some(iv) = p.index {
         let mut comps = outer_scalars.clone();
@@ -304,9 +351,13 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
     args.push(x);
     let next = util::emit_prim(f, &mut inner, fun.clone(), args, Ty::new(elem, Shape::scalar()), span);
     let zero = util::emit_const(f, &mut loop_body, Value::int_vector(&[0]), span);
+    // Over the row's own shape (always `[n]`): the row is then visibly read
+    // where it is written, so it is updated in place and its offsets are the
+    // with-loop's, also where `n` is not a constant.
+    let r_shape = util::emit_prim(f, &mut loop_body, Prim::Shape, vec![r], util::int_vec_ty(Some(1)), span);
     let row_part = Part {
         lower: zero,
-        upper: row_shape,
+        upper: r_shape,
         step: None,
         width: None,
         index: None,
