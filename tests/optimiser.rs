@@ -85,7 +85,7 @@ fn check(p: &Program, hints: &[String], subset: &PipelineOptions, native: bool) 
         }
         if native && what == "all passes" {
             let mut out = Vec::new();
-            let codegen = withloop_codegen::Options::default();
+            let codegen = withloop_codegen::Options { exact_folds: true, ..Default::default() };
             let got =
                 match withloop_codegen::jit::run(&m, &fe.sources, &p.entry, args.clone(), &codegen, None, &mut |b| {
                     out.extend_from_slice(b)

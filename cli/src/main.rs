@@ -127,6 +127,11 @@ struct NativeArgs {
     /// Run every with-loop on one thread (no parallel with-loops).
     #[arg(long)]
     sequential: bool,
+    /// Combine the elements of floating-point folds strictly in index order,
+    /// as the interpreter does (by default `+` and `*` folds may be reassociated
+    /// and vectorised: SaC leaves a fold's order open).
+    #[arg(long)]
+    exact_folds: bool,
 }
 
 impl NativeArgs {
@@ -137,6 +142,7 @@ impl NativeArgs {
             cpu: self.cpu.clone(),
             features: self.features.clone(),
             parallel: !self.sequential,
+            exact_folds: self.exact_folds,
             ..Default::default()
         }
     }

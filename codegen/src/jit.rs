@@ -137,6 +137,7 @@ pub fn run_counted(
     let ctx = Context::create();
     let mut e = Emitter::new(&ctx, module, sources, options.parallel);
     e.static_parallel_min = options.parallel_min.unwrap_or(crate::STATIC_PARALLEL_MIN);
+    e.exact_folds = options.exact_folds;
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;
     let (llmod, tm) = e.finish(&spec, options)?;

@@ -79,6 +79,11 @@ pub struct Options {
     /// also replaces [`STATIC_PARALLEL_MIN`] as the compile-time cut.
     pub threads: Option<u32>,
     pub parallel_min: Option<i64>,
+    /// Folds of `float`/`double` `+` and `*` combine their elements strictly
+    /// in index order, as the interpreter does. By default (SaC leaves a
+    /// fold's order unspecified) LLVM may reassociate them, which lets it
+    /// vectorise the loop with several partial accumulators.
+    pub exact_folds: bool,
 }
 
 /// With-loop parts with fewer iterations than this, when the count is known at
@@ -98,6 +103,7 @@ impl Default for Options {
             parallel: true,
             threads: None,
             parallel_min: None,
+            exact_folds: false,
         }
     }
 }
@@ -210,6 +216,7 @@ pub fn compile_timed(
     let ctx = Context::create();
     let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
     e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
+    e.exact_folds = options.exact_folds;
     e.functions()?;
     e.exports()?;
     if executable {

@@ -97,7 +97,8 @@ fn interpret(p: &Program, args: &[Value]) -> Outcome {
 /// Parallel splitting as eager as it gets: every part of an eligible
 /// with-loop is split over four threads.
 fn eager() -> Options {
-    Options { threads: Some(4), parallel_min: Some(1), ..Options::default() }
+    // Folds in index order: results compare bit for bit with the interpreter.
+    Options { threads: Some(4), parallel_min: Some(1), exact_folds: true, ..Options::default() }
 }
 
 fn native(p: &Program, args: &[Value], options: &Options) -> Outcome {

@@ -73,6 +73,11 @@ pub struct CompileOptions {
     /// at run time (default).
     #[serde(default)]
     pub threads: Option<u32>,
+    /// Combine floating-point folds strictly in index order (bit-identical to
+    /// the interpreter on one thread). Default `false`: `+` and `*` folds may be
+    /// reassociated and vectorised (SaC leaves a fold's order open).
+    #[serde(default)]
+    pub exact_folds: Option<bool>,
     /// `-D NAME[=VALUE]` for the C preprocessor.
     #[serde(default)]
     pub defines: Vec<String>,
@@ -242,6 +247,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         parallel: options.threads != Some(1),
         threads: None,
         parallel_min: None,
+        exact_folds: options.exact_folds.unwrap_or(false),
     };
     let spec = withloop_codegen::target_spec(&codegen);
     if options.target.is_some() || options.cpu.is_some() || options.features.is_some() {
@@ -265,6 +271,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
     option_map.insert("opt_level".to_string(), opt_level.to_string());
     option_map.insert("disable".to_string(), disabled.iter().cloned().collect::<Vec<_>>().join(","));
     option_map.insert("threads".to_string(), options.threads.map_or("auto".to_string(), |t| t.to_string()));
+    option_map.insert("exact_folds".to_string(), options.exact_folds.unwrap_or(false).to_string());
     option_map.insert("defines".to_string(), serde_json::to_string(&options.defines).unwrap_or_default());
     option_map.insert(
         "max_specialisations".to_string(),

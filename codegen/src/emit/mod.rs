@@ -87,6 +87,8 @@ pub(crate) struct Emitter<'ctx, 'a> {
     locs: HashMap<Span, PointerValue<'ctx>>,
     counter: usize,
     pub parallel: bool,
+    /// Folds of floats combine strictly in order ([`crate::Options::exact_folds`]).
+    pub exact_folds: bool,
     /// Parts whose iteration count is known here and below this run
     /// sequentially: no chunk function is emitted for them (a copy of the
     /// part's code that the run-time threshold would never pick).
@@ -229,6 +231,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             locs: HashMap::new(),
             counter: 0,
             parallel,
+            exact_folds: false,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             tbaa: Tbaa::new(ctx),
         }

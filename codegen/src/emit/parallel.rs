@@ -183,7 +183,31 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.position_at_end(seq_bb);
         let iv_slot = if part.index.is_some() { Some(self.alloca(fx, self.ptr().into(), "wl.iv")?) } else { None };
         let pcx = PartCx { w, part, s, iv_slot, mask: None, end: None };
+        // The folds' accumulators escape to the chunk function (their address
+        // is captured): the inline loop runs on private copies that LLVM keeps
+        // in registers (and so can vectorise a reduction), stored back after.
+        let mut shared = Vec::new();
+        for st in states.iter_mut() {
+            if let OpState::Fold { slot, ty, .. } = st {
+                let vty = self.value_ty(ty);
+                let local = self.alloca(fx, vty, "wl.acc.inline")?;
+                let v = self.b.build_load(vty, *slot, "acc")?;
+                self.b.build_store(local, v)?;
+                shared.push((*slot, local, vty));
+                *slot = local;
+            }
+        }
         self.part(fx, &pcx, states)?;
+        let mut k = 0;
+        for st in states.iter_mut() {
+            if let OpState::Fold { slot, .. } = st {
+                let (orig, local, vty) = shared[k];
+                let v = self.b.build_load(vty, local, "acc")?;
+                self.b.build_store(orig, v)?;
+                *slot = orig;
+                k += 1;
+            }
+        }
         self.b.build_unconditional_branch(join)?;
 
         self.b.position_at_end(par_bb);

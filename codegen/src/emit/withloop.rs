@@ -47,7 +47,7 @@ use compiler_core::span::Span;
 use compiler_core::syntax::ast::BaseType;
 use inkwell::IntPredicate;
 use inkwell::basic_block::BasicBlock;
-use inkwell::values::{BasicValueEnum, IntValue, PhiValue, PointerValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PhiValue, PointerValue};
 
 use super::ops::{Ew, static_extent, static_rank};
 use super::scan::{FilterState, ScanState};
@@ -1591,6 +1591,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         fx.loc = rloc;
         let next = self.combine(fx, fun, partial, acc, ty, y, yty)?;
         fx.loc = saved;
+        // SaC leaves a fold's order open: unless exact folds are asked for,
+        // LLVM may reassociate `+` and `*` on floats (and so vectorise the
+        // loop with partial accumulators).
+        let reassociable = matches!(fun, FoldFn::Prim(Prim::Bin(BinOp::Add | BinOp::Mul)))
+            && matches!(base(ty), BaseType::Float | BaseType::Double)
+            && scalar_repr(ty);
+        if reassociable && !self.exact_folds {
+            if let Some(i) = next.as_instruction_value() {
+                const ALLOW_REASSOC: u32 = 1;
+                i.set_fast_math_flags(ALLOW_REASSOC);
+            }
+        }
         if self.counted(ty) {
             self.dec(acc)?;
         }

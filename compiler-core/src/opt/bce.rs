@@ -388,6 +388,16 @@ impl<'r> Walk<'_, 'r> {
                         }
                     }
                 }
+                Op::Check(CheckOp { check: Check::SameShape(a, b), .. }) => {
+                    // From here on (in this block) the shapes are equal, component by
+                    // component: a passed check of vectors of one known length (the
+                    // alternative, one of them `[]`, needs length 0).
+                    if let (Some(x), Some(y)) = (reader.vector(*a), reader.vector(*b)) {
+                        if x.len() == y.len() && !x.is_empty() {
+                            facts.extend(x.iter().zip(&y).map(|(p, q)| p.sub(q)).filter(|d| !d.terms.is_empty()));
+                        }
+                    }
+                }
                 Op::Check(CheckOp { check: Check::Assert(c), .. }) => {
                     // From here on (in this block) `x == y`.
                     if let Some(Def::Prim(Prim::Bin(crate::interp::ops::BinOp::Eq), args)) = reader.defs.def(*c) {
