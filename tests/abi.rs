@@ -91,6 +91,37 @@ fn a_c_program_calls_the_shared_library_through_the_header() {
 }
 
 #[test]
+fn a_library_compiled_in_parts_links_and_runs() {
+    // Three parts on threads of their own, merged into one object: functions
+    // called across parts are hidden globals, exports go with their functions.
+    let work = scratch("parts");
+    let inv = invocation("kernels.sac", &["scale.m=double[3,3]"]);
+    let parts = withloop_codegen::Options { partitions: Some(3), ..Default::default() };
+    let report = compile(&inv, &PipelineOptions::default(), Emit::Shared, &parts, Some(&work.join("libkernels.so")));
+    assert_eq!(report.exit_code, 0, "compile failed:\n{}", report.stderr);
+    emit(&inv, Emit::Header, &work.join("kernels.h"));
+    let exe = work.join("check");
+    let (code, _, stderr) = run(Command::new("cc")
+        .args(["-std=c11", "-o"])
+        .arg(&exe)
+        .arg(dir().join("check.c"))
+        .arg("-I")
+        .arg(&work)
+        .arg("-L")
+        .arg(&work)
+        .arg("-lkernels"));
+    assert_eq!(code, 0, "cc failed:\n{stderr}");
+    let (code, stdout, stderr) = run(Command::new(&exe).env("LD_LIBRARY_PATH", &work));
+    assert_eq!(code, 0, "the C program failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("0 failure(s)"), "{stdout}");
+    // Only the exports are visible from the library.
+    let (_, symbols, _) = run(Command::new("nm").args(["-D", "--defined-only"]).arg(work.join("libkernels.so")));
+    assert!(symbols.lines().any(|l| l.ends_with(" wl_scale")), "{symbols}");
+    assert!(!symbols.contains(" wl."), "internal functions are exported:\n{symbols}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn python_calls_the_shared_library_with_numpy_arrays() {
     let work = scratch("py");
     kernels(&work);

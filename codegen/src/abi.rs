@@ -238,6 +238,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// Emits the C function of every export.
     pub fn exports(&mut self) -> R<()> {
         for e in c_exports(self.ir) {
+            // In a partitioned compile, an export goes with its function.
+            if !self.owns(e.func.0 as usize) {
+                continue;
+            }
             let sig = signature(self.ir, &e);
             self.export(e.func.0 as usize, &e.symbol, &sig)?;
         }

@@ -84,6 +84,9 @@ pub struct Options {
     /// fold's order unspecified) LLVM may reassociate them, which lets it
     /// vectorise the loop with several partial accumulators.
     pub exact_folds: bool,
+    /// Object files are compiled in this many parts on threads of their own
+    /// (`None`: one per core, at most four, for modules large enough).
+    pub partitions: Option<usize>,
 }
 
 /// With-loop parts with fewer iterations than this, when the count is known at
@@ -104,6 +107,7 @@ impl Default for Options {
             threads: None,
             parallel_min: None,
             exact_folds: false,
+            partitions: None,
         }
     }
 }
@@ -213,6 +217,14 @@ pub fn compile_timed(
         clock = now;
     };
     let spec = target_spec(options);
+    if output == Output::Object {
+        if let Some(parts) = partitions(module, options.partitions) {
+            // `None`: no C compiler to merge the parts with; one part, as below.
+            if let Some(done) = compile_in_parts(module, sources, options, executable, &spec, &parts)? {
+                return Ok(done);
+            }
+        }
+    }
     let ctx = Context::create();
     let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
     e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
@@ -238,4 +250,154 @@ pub fn compile_timed(
         }
     };
     Ok((bytes, times))
+}
+
+/// A module smaller than this (in IR statements) is compiled in one part.
+const MIN_PARTITIONED: usize = 400;
+
+/// How the functions of a module are split between parts compiled on
+/// threads of their own.
+#[derive(Clone, Debug)]
+struct Parts {
+    /// Per IR function, its part.
+    part_of: Vec<usize>,
+    count: usize,
+    /// Per IR function: called from another part.
+    shared: Vec<bool>,
+    suffix: String,
+}
+
+impl Parts {
+    fn partition(&self, part: usize) -> emit::Partition {
+        emit::Partition {
+            own: self.part_of.iter().map(|p| *p == part).collect(),
+            shared: self.shared.clone(),
+            suffix: self.suffix.clone(),
+        }
+    }
+}
+
+/// How the functions of `module` are split between parts compiled on threads
+/// of their own (LLVM's pipeline and code generation are most of a compile's
+/// time, and independent per function): one part per core, at most four,
+/// balanced by size, or as many as asked; `None` when one part will do.
+fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let sizes: Vec<usize> = module.functions.iter().map(|f| compiler_core::opt::util::size(&f.body)).collect();
+    let total: usize = sizes.iter().sum();
+    let count = asked.unwrap_or(cores).min(sizes.iter().filter(|s| **s > 0).count());
+    if count < 2 || (asked.is_none() && total < MIN_PARTITIONED) {
+        return None;
+    }
+    // Largest first, each to the lightest part.
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|k| std::cmp::Reverse(sizes[*k]));
+    let mut load = vec![0usize; count];
+    let mut part_of = vec![0usize; sizes.len()];
+    for k in order {
+        let lightest = (0..count).min_by_key(|p| load[*p]).unwrap_or(0);
+        part_of[k] = lightest;
+        load[lightest] += sizes[k].max(1);
+    }
+    // Functions called from another part are shared (global, hidden).
+    let mut shared = vec![false; sizes.len()];
+    for (k, f) in module.functions.iter().enumerate() {
+        for g in compiler_core::opt::util::callees(f) {
+            let g = g.0 as usize;
+            if g < shared.len() && part_of[g] != part_of[k] {
+                shared[g] = true;
+            }
+        }
+    }
+    // The suffix: a hash of what the parts define, so that the objects of two
+    // programs linked together do not clash.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (f, size) in module.functions.iter().zip(&sizes) {
+        for b in f.name.bytes().chain(size.to_le_bytes()) {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    Some(Parts { part_of, count, shared, suffix: format!("p{h:016x}") })
+}
+
+/// Compiles `module` to one object in parts: each part's LLVM module is
+/// emitted here (our IR is not shared between threads), handed to a thread
+/// as bitcode, optimised and compiled there, and the objects are merged
+/// (`cc -r`; `None` when that cannot be done). Phases: `llvm-emit`, then
+/// `llvm-opt` and `machine-code` as the slowest part took them, then `merge`.
+fn compile_in_parts(
+    module: &IrModule,
+    sources: &SourceMap,
+    options: &Options,
+    executable: bool,
+    spec: &TargetSpec,
+    parts: &Parts,
+) -> Result<Option<(Vec<u8>, PhaseTimes)>, CodegenError> {
+    let start = std::time::Instant::now();
+    let main_fn = module.entry("main").map(|f| f.0 as usize);
+    let mut bitcode = Vec::with_capacity(parts.count);
+    for part in 0..parts.count {
+        let ctx = Context::create();
+        let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
+        e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
+        e.exact_folds = options.exact_folds;
+        e.partition = Some(parts.partition(part));
+        e.functions()?;
+        e.exports()?;
+        if executable && main_fn.is_some_and(|m| parts.part_of[m] == part) {
+            e.executable_main()?;
+        }
+        let (llmod, _tm) = e.finish(spec, options)?;
+        bitcode.push(llmod.write_bitcode_to_memory().as_slice().to_vec());
+    }
+    let emitted = start.elapsed();
+    type PartResult = Result<(Vec<u8>, std::time::Duration, std::time::Duration), CodegenError>;
+    let compiled: Vec<PartResult> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            bitcode.iter().map(|bc| scope.spawn(move || compile_bitcode(bc, spec, options))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(CodegenError::Bug("a code generation thread panicked".into()))))
+            .collect()
+    });
+    let mut objects = Vec::with_capacity(compiled.len());
+    let (mut opt, mut codegen) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    for r in compiled {
+        let (obj, o, c) = r?;
+        opt = opt.max(o);
+        codegen = codegen.max(c);
+        objects.push(obj);
+    }
+    let parallel = start.elapsed() - emitted;
+    let merge_start = std::time::Instant::now();
+    let Some(merged) = link::relocatable(&objects) else { return Ok(None) };
+    let times = vec![
+        ("llvm-emit", emitted),
+        ("llvm-opt", opt),
+        ("machine-code", parallel.saturating_sub(opt)),
+        ("merge", merge_start.elapsed()),
+    ];
+    Ok(Some((merged, times)))
+}
+
+/// One part's bitcode, optimised and compiled to an object in a context of
+/// its own: the object, and how long optimisation and code generation took.
+fn compile_bitcode(
+    bitcode: &[u8],
+    spec: &TargetSpec,
+    options: &Options,
+) -> Result<(Vec<u8>, std::time::Duration, std::time::Duration), CodegenError> {
+    let t0 = std::time::Instant::now();
+    let ctx = Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(bitcode, "part");
+    let llmod = ctx
+        .create_module_from_ir(buffer)
+        .map_err(|e| CodegenError::Bug(format!("reading back a part's bitcode: {}", e.to_string_lossy())))?;
+    let tm = target_machine(spec, options)?;
+    emit::optimise(&llmod, &tm, options)?;
+    let t1 = std::time::Instant::now();
+    let buf = tm
+        .write_to_memory_buffer(&llmod, FileType::Object)
+        .map_err(|e| CodegenError::Llvm(format!("writing an object: {}", e.to_string_lossy())))?;
+    Ok((buf.as_slice().to_vec(), t1 - t0, t1.elapsed()))
 }

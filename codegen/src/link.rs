@@ -94,6 +94,30 @@ pub fn link(object: &[u8], kind: LinkKind, out: &Path) -> Result<(), CodegenErro
     Ok(())
 }
 
+/// One relocatable object holding all of `objects` (`cc -r`): the parts of a
+/// module compiled on several threads. `None` when the C compiler cannot do
+/// it (the caller then compiles in one part).
+pub fn relocatable(objects: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let dir = tempdir().ok()?;
+    let merged = (|| {
+        let mut inputs = Vec::with_capacity(objects.len());
+        for (k, o) in objects.iter().enumerate() {
+            let p = dir.join(format!("part{k}.o"));
+            std::fs::write(&p, o).ok()?;
+            inputs.push(p);
+        }
+        let out = dir.join("merged.o");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+        let status = Command::new(&cc).args(["-r", "-nostdlib", "-o"]).arg(&out).args(&inputs).output().ok()?;
+        if !status.status.success() {
+            return None;
+        }
+        std::fs::read(&out).ok()
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    merged
+}
+
 /// [`link`] into a temporary file, returning its bytes (for callers that keep
 /// outputs in memory, such as the compile service's cache).
 pub fn link_bytes(object: &[u8], kind: LinkKind) -> Result<Vec<u8>, CodegenError> {

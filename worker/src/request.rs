@@ -248,6 +248,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         threads: None,
         parallel_min: None,
         exact_folds: options.exact_folds.unwrap_or(false),
+        partitions: None,
     };
     let spec = withloop_codegen::target_spec(&codegen);
     if options.target.is_some() || options.cpu.is_some() || options.features.is_some() {

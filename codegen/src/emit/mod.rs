@@ -74,6 +74,16 @@ pub(crate) fn elem_code(b: BaseType) -> u64 {
     BaseType::ALL.iter().position(|x| *x == b).unwrap_or(4) as u64
 }
 
+/// The functions one part of a module compiled in parts defines (`own`), and
+/// those called across parts (`shared`), per IR function.
+#[derive(Clone, Debug)]
+pub(crate) struct Partition {
+    pub own: Vec<bool>,
+    pub shared: Vec<bool>,
+    /// Distinguishes this compilation's shared functions from another's.
+    pub suffix: String,
+}
+
 /// The module-wide state.
 pub(crate) struct Emitter<'ctx, 'a> {
     pub ctx: &'ctx Context,
@@ -89,6 +99,9 @@ pub(crate) struct Emitter<'ctx, 'a> {
     pub parallel: bool,
     /// Folds of floats combine strictly in order ([`crate::Options::exact_folds`]).
     pub exact_folds: bool,
+    /// When the module is compiled in parts (one LLVM module per thread),
+    /// which functions this emitter defines.
+    pub partition: Option<Partition>,
     /// Parts whose iteration count is known here and below this run
     /// sequentially: no chunk function is emitted for them (a copy of the
     /// part's code that the run-time threshold would never pick).
@@ -232,6 +245,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             counter: 0,
             parallel,
             exact_folds: false,
+            partition: None,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             tbaa: Tbaa::new(ctx),
         }
@@ -279,16 +293,47 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if scalar_repr(ty) { self.scalar_ty(base(ty)) } else { self.ptr().into() }
     }
 
-    /// Declares every function of the module.
+    /// Declares every function of the module. In a partition, a function
+    /// another part calls is a hidden global whose name carries the
+    /// compilation's suffix (parts are merged into one object, where the
+    /// suffix keeps two programs' functions apart); functions other parts
+    /// define are declarations.
     pub fn declare_functions(&mut self) {
-        for f in &self.ir.functions {
+        for (k, f) in self.ir.functions.iter().enumerate() {
             let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![self.ptr().into()];
             params.extend(f.results.iter().map(|_| BasicMetadataTypeEnum::from(self.ptr())));
             params.extend(f.params.iter().map(|p| BasicMetadataTypeEnum::from(self.value_ty(f.ty(*p)))));
             let ty = self.ctx.void_type().fn_type(&params, false);
-            let func = self.module.add_function(&format!("wl.{}", f.name), ty, Some(Linkage::Internal));
+            let func = match &self.partition {
+                Some(part) if part.shared[k] || !part.own[k] => {
+                    let func = self.module.add_function(
+                        &format!("wl.{}.{}", f.name, part.suffix),
+                        ty,
+                        Some(Linkage::External),
+                    );
+                    func.as_global_value().set_visibility(inkwell::GlobalVisibility::Hidden);
+                    func
+                }
+                _ => self.module.add_function(&format!("wl.{}", f.name), ty, Some(Linkage::Internal)),
+            };
+            if f.cold {
+                // Rarely run code: LLVM leaves it unoptimised (a fraction of the
+                // compile time of optimising it).
+                for attr in ["cold", "noinline", "optnone"] {
+                    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
+                    func.add_attribute(
+                        inkwell::attributes::AttributeLoc::Function,
+                        self.ctx.create_enum_attribute(kind, 0),
+                    );
+                }
+            }
             self.funcs.push(func);
         }
+    }
+
+    /// Whether this emitter defines IR function `k` (all of them, unless partitioned).
+    pub fn owns(&self, k: usize) -> bool {
+        self.partition.as_ref().is_none_or(|p| p.own[k])
     }
 
     // ------------------------------------------------------------ constants
@@ -800,7 +845,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     pub fn functions(&mut self) -> R<()> {
         self.declare_functions();
         for k in 0..self.ir.functions.len() {
-            self.function(k)?;
+            if self.owns(k) {
+                self.function(k)?;
+            }
         }
         Ok(())
     }

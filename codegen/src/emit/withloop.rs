@@ -531,7 +531,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 mask = Some(m);
             }
         }
-        let parallel = self.parallel && self.parallel_eligible(fx, w, &states);
+        // Cold code (see `compiler_core::ir::Function::cold`) gets no chunk functions.
+        let parallel = self.parallel && !fx.irf.cold && self.parallel_eligible(fx, w, &states);
         for part in &w.parts {
             if parallel && !self.statically_small(fx, part) {
                 self.parallel_part(fx, s, w, part, &mut states)?;

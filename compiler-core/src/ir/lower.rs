@@ -56,6 +56,7 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
             values: Vec::new(),
             inline: f.inline == crate::syntax::ast::Inline::Inline,
             noinline: f.inline == crate::syntax::ast::Inline::Noinline,
+            cold: false,
             library: f.is_library(),
             span: f.name_span,
         });
@@ -154,6 +155,7 @@ impl ModuleLower<'_> {
             values: Vec::new(),
             inline: false,
             noinline: false,
+            cold: false,
             library,
             span: members.first().map_or(Span::new(crate::span::FileId(0), 0, 0), |i| {
                 self.program.function(self.typed.instance(*i).fun).name_span
@@ -244,6 +246,7 @@ fn placeholder() -> Function {
         values: Vec::new(),
         inline: false,
         noinline: false,
+        cold: false,
         library: false,
         span: Span::new(crate::span::FileId(0), 0, 0),
     }

@@ -137,6 +137,10 @@ pub struct Function {
     pub inline: bool,
     /// Declared `noinline`: never inlined.
     pub noinline: bool,
+    /// Rarely run (the original code beside a version for large arrays, see
+    /// `opt::version`): compiled for size and speed of compilation, not of
+    /// execution. Never inlined.
+    pub cold: bool,
     /// Comes from library code.
     pub library: bool,
     pub span: Span,

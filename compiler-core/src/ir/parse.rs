@@ -744,6 +744,7 @@ pub fn parse_module(text: &str, span: Span) -> PResult<Module> {
             values,
             inline: others.contains(&"inline"),
             noinline: others.contains(&"noinline"),
+            cold: others.contains(&"cold"),
             library: others.contains(&"library"),
             span,
         });

@@ -393,6 +393,9 @@ pub fn function_text(module: &Module, f: &Function) -> String {
     if f.noinline {
         attrs.push("noinline".into());
     }
+    if f.cold {
+        attrs.push("cold".into());
+    }
     if f.inline {
         attrs.push("inline".into());
     }

@@ -99,6 +99,7 @@ pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<M
             values: Vec::new(),
             inline: false,
             noinline: false,
+            cold: false,
             library: false,
             span: f.name_span,
         });
@@ -788,6 +789,7 @@ impl FnLower<'_, '_> {
                     values: Vec::new(),
                     inline: true,
                     noinline: false,
+                    cold: false,
                     library: false,
                     span: *lspan,
                 };

@@ -54,6 +54,7 @@ pub fn inlinable(m: &Module) -> Vec<bool> {
         .map(|(i, f)| {
             !recursive[i]
                 && !f.noinline
+                && !f.cold
                 && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
         })
         .collect()

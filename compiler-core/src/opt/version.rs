@@ -75,7 +75,12 @@ pub const MAX_THRESHOLD: i64 = 64;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     let inlinable = super::inline::inlinable(m);
+    let mut outlined: Vec<Function> = Vec::new();
     for i in 0..m.functions.len() {
+        // The original code a split moved out is not split again.
+        if m.functions[i].cold {
+            continue;
+        }
         // Not before inlining is done: the thresholds come from the code the
         // library's functions bring.
         let mut waiting = false;
@@ -85,12 +90,15 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         if waiting {
             continue;
         }
+        let first_id = (m.functions.len() + outlined.len()) as u32;
         let f = &mut m.functions[i];
         let mut done = Vec::new();
         let span = f.span;
         // Definitions as they are before any split (a split defines only its condition).
         let defs = index::defs(f);
-        util::with_body(f, |f, body| visit(f, &defs, body, span, &mut done));
+        let mut cold = Cold { first_id, functions: Vec::new() };
+        util::with_body(f, |f, body| visit(f, &defs, body, span, &mut done, &mut cold));
+        outlined.extend(cold.functions);
         let name = f.name.clone();
         for (span, split) in &done {
             let mut why = Vec::new();
@@ -112,21 +120,29 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         }
         cx.count("blocks_versioned", done.len() as u64);
     }
+    m.functions.extend(outlined);
+}
+
+/// Functions made of the original code beside versions (cold: compiled for
+/// speed of compilation), numbered from `first_id` as they will be added.
+struct Cold {
+    first_id: u32,
+    functions: Vec<Function>,
 }
 
 /// Versions `b` (a function or loop body), or else the loop bodies in it.
-fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Vec<(Span, Split)>) {
-    if let Some(split) = split(f, defs, b, span) {
+fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Vec<(Span, Split)>, cold: &mut Cold) {
+    if let Some(split) = split(f, defs, b, span, cold) {
         done.push((span, split));
         return;
     }
     for s in &mut b.stmts {
         let at = s.span;
         match &mut s.op {
-            Op::Loop { body, .. } => visit(f, defs, body, at, done),
+            Op::Loop { body, .. } => visit(f, defs, body, at, done, cold),
             Op::With(w) => {
                 for p in &mut w.parts {
-                    visit_nested(f, defs, &mut p.body, done);
+                    visit_nested(f, defs, &mut p.body, done, cold);
                 }
             }
             _ => {}
@@ -135,11 +151,11 @@ fn visit(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, done: &mut Ve
 }
 
 /// Loops inside a with-loop part's body.
-fn visit_nested(f: &mut Function, defs: &Defs, b: &mut Block, done: &mut Vec<(Span, Split)>) {
+fn visit_nested(f: &mut Function, defs: &Defs, b: &mut Block, done: &mut Vec<(Span, Split)>, cold: &mut Cold) {
     for s in &mut b.stmts {
         let at = s.span;
         if let Op::Loop { body, .. } = &mut s.op {
-            visit(f, defs, body, at, done);
+            visit(f, defs, body, at, done, cold);
         }
     }
 }
@@ -161,7 +177,7 @@ struct Split {
 }
 
 /// Splits `b` when it qualifies.
-fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<Split> {
+fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, cold: &mut Cold) -> Option<Split> {
     let withs = b.stmts.iter().filter(|s| matches!(s.op, Op::With(_))).count();
     // One split per block: a block with branches holding with-loops (a split
     // made before, or the program's own) is left alone.
@@ -210,7 +226,18 @@ fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span) -> Option<Spl
         cond = util::emit_prim(f, &mut cond_stmts, Prim::Bin(BinOp::And), vec![cond, *c], util::bool_ty(), at);
     }
     let then_block = Block { stmts: rest, yields: b.yields.clone() };
-    let else_block = Cloner { src: None, map: Default::default() }.block(f, &then_block);
+    let copy = Cloner { src: None, map: Default::default() }.block(f, &then_block);
+    // The original code runs rarely (tiny arrays, or on to an error): it
+    // becomes a cold function of its own, cheap to compile.
+    let id = FuncId(cold.first_id + cold.functions.len() as u32);
+    let name = format!("{}__original{}", f.name, cold.functions.len() + 1);
+    let else_block = match outline(f, &copy, &b.stmts, defs, id, name, at) {
+        Some((g, call)) => {
+            cold.functions.push(g);
+            call
+        }
+        None => copy,
+    };
     let results: Vec<ValueId> = b
         .yields
         .iter()
@@ -411,4 +438,112 @@ fn thresholds(
         return None;
     }
     Some((extents, threshold))
+}
+
+/// `block` as a function of its own (`id`, cold, never inlined) taking the
+/// values it reads from around it; returns the function and the block that
+/// calls it. `None` when the block holds statements whose errors are blamed
+/// on the call of the enclosing function (they would be blamed on this call).
+fn outline(
+    f: &mut Function,
+    block: &Block,
+    before: &[Stmt],
+    defs: &Defs,
+    id: FuncId,
+    name: String,
+    span: Span,
+) -> Option<(Function, Block)> {
+    let mut blamed_on_caller = false;
+    block.walk(&mut |s| blamed_on_caller |= s.blame == Blame::Caller);
+    if blamed_on_caller {
+        return None;
+    }
+    // What the block reads of the statements before it that cannot fail
+    // (shapes, their components, constants) is computed again inside, so the
+    // function knows what these values are (`shape(a)`, not a parameter).
+    let mut block = block.clone();
+    let mut needed: std::collections::HashSet<ValueId> = std::collections::HashSet::new();
+    let mut copied = Vec::new();
+    {
+        let mut wanted = std::collections::BTreeSet::new();
+        fn reads(b: &Block, out: &mut std::collections::BTreeSet<ValueId>) {
+            for s in &b.stmts {
+                out.extend(s.op.operands());
+                s.op.walk_blocks(&mut |inner| reads(inner, out));
+            }
+            out.extend(b.yields.iter().copied());
+        }
+        reads(&block, &mut wanted);
+        needed.extend(wanted);
+        for s in before.iter().rev() {
+            let pure = match &s.op {
+                Op::Const(_) | Op::Array(_) => true,
+                Op::Prim { prim: Prim::Sel | Prim::IdxSel, checked: false, .. } => true,
+                Op::Prim { prim, .. } => !util::prim_may_fail(prim) && !prim.has_effect(),
+                _ => false,
+            };
+            if pure && s.defs.iter().any(|d| needed.contains(d)) {
+                needed.extend(s.op.operands());
+                copied.push(s.clone());
+            }
+        }
+    }
+    copied.reverse();
+    copied.append(&mut block.stmts);
+    block.stmts = copied;
+    let block = &block;
+    let defined = util::defined_in(block);
+    let mut free = std::collections::BTreeSet::new();
+    fn uses(b: &Block, out: &mut std::collections::BTreeSet<ValueId>) {
+        for s in &b.stmts {
+            out.extend(s.op.operands());
+            s.op.walk_blocks(&mut |inner| uses(inner, out));
+        }
+        out.extend(b.yields.iter().copied());
+    }
+    uses(block, &mut free);
+    let free: Vec<ValueId> = free.into_iter().filter(|v| !defined.contains(v)).collect();
+    let mut g = Function {
+        name,
+        source_name: f.source_name.clone(),
+        kind: FunctionKind::Instance,
+        params: Vec::new(),
+        results: block.yields.iter().map(|y| f.ty(*y).clone()).collect(),
+        body: Block::default(),
+        values: Vec::new(),
+        inline: false,
+        noinline: true,
+        cold: true,
+        library: f.library,
+        span: f.span,
+    };
+    let mut cl = Cloner { src: Some(&f.values), map: HashMap::new() };
+    // Constants from around the block are constants inside too; the rest are parameters.
+    let mut consts = Vec::new();
+    let mut args = Vec::new();
+    for v in &free {
+        let data = &f.values[v.0 as usize];
+        let p = g.new_value(data.ty.clone(), data.name.clone());
+        match defs.get(v) {
+            Some(index::Def::Const(c)) => consts.push(Stmt::new(vec![p], Op::Const(c.clone()), span)),
+            _ => {
+                g.params.push(p);
+                args.push(*v);
+            }
+        }
+        cl.map.insert(*v, p);
+    }
+    g.body = cl.block(&mut g, block);
+    consts.append(&mut g.body.stmts);
+    g.body.stmts = consts;
+    let results: Vec<ValueId> = block
+        .yields
+        .iter()
+        .map(|y| {
+            let data = f.values[y.0 as usize].clone();
+            f.new_value(data.ty, data.name)
+        })
+        .collect();
+    let call = Stmt::new(results.clone(), Op::Call { func: id, args }, span);
+    Some((g, Block { stmts: vec![call], yields: results }))
 }
