@@ -146,11 +146,61 @@ impl Compiler {
     }
 }
 
-/// Runs the compiler on a thread of its own (deep recursion in the front end
-/// needs a large stack; a panic becomes a compiler-bug error).
+/// A compile to run on a compile thread.
+type CompileJob = Box<dyn FnOnce() + Send>;
+
+/// The threads compiles run on: started when every one is busy, then kept
+/// (they have large stacks for the front end's deep recursion, and the front
+/// end keeps per-thread caches — the library's function stubs — that a fresh
+/// thread per compile would rebuild every time).
+struct CompileThreads {
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<CompileJob>>,
+    queue: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<CompileJob>>>,
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CompileThreads {
+    fn get() -> &'static CompileThreads {
+        static THREADS: std::sync::OnceLock<CompileThreads> = std::sync::OnceLock::new();
+        THREADS.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            CompileThreads {
+                jobs: std::sync::Mutex::new(tx),
+                queue: Arc::new(std::sync::Mutex::new(rx)),
+                idle: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            }
+        })
+    }
+
+    /// Runs `job` on a compile thread (a new one when none is idle).
+    fn run(&self, job: CompileJob) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let claimed = self.idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
+        if !claimed {
+            let queue = self.queue.clone();
+            let idle = self.idle.clone();
+            std::thread::Builder::new().name("withloop-compile".into()).stack_size(256 << 20).spawn(move || {
+                loop {
+                    let next = queue.lock().ok().and_then(|q| q.recv().ok());
+                    let Some(job) = next else { return };
+                    job();
+                    idle.fetch_add(1, Ordering::AcqRel);
+                }
+            })?;
+        }
+        self.jobs
+            .lock()
+            .map_err(|_| std::io::Error::other("the compile threads' queue is poisoned"))?
+            .send(job)
+            .map_err(|_| std::io::Error::other("the compile threads are gone"))
+    }
+}
+
+/// Runs the compiler on a compile thread ([`CompileThreads`]: deep recursion
+/// in the front end needs a large stack; a panic becomes a compiler-bug error).
 async fn run_build(build: BuildRequest, progress: Option<Progress>) -> Result<BuildOutput, BuildError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("withloop-compile".into()).stack_size(256 << 20).spawn(move || {
+    let spawned = CompileThreads::get().run(Box::new(move || {
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let mut report = |phase: crate::Phase| {
                 if let Some(progress) = &progress {
@@ -168,7 +218,7 @@ async fn run_build(build: BuildRequest, progress: Option<Progress>) -> Result<Bu
             Err(BuildError::bug(format!("the compiler panicked: {what}")))
         });
         let _ = tx.send(result);
-    });
+    }));
     if let Err(e) = spawned {
         return Err(BuildError::bug(format!("cannot start a compile thread: {e}")));
     }

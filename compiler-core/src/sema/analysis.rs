@@ -13,6 +13,7 @@ use super::hir::{Bound, ExprKind, FoldTarget, FunId, LocalId, Program, Stmt, Wit
 
 pub fn analyse(program: &mut Program) {
     compute_purity(program);
+    let purity: Vec<bool> = program.functions.iter().map(|f| f.pure).collect();
     for k in 0..program.functions.len() {
         let f = &program.functions[k];
         if !f.resolved || f.intrinsic.is_some() {
@@ -35,7 +36,6 @@ pub fn analyse(program: &mut Program) {
                     || (pattern_used && !matches!(p.ty.shape, crate::syntax::ast::ShapeSpec::Scalar))
             })
             .collect();
-        let purity: Vec<bool> = program.functions.iter().map(|f| f.pure).collect();
         let f = &mut program.functions[k];
         f.param_used = param_used;
         let mut body = std::mem::take(&mut f.body);

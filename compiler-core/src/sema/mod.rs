@@ -71,6 +71,20 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
     program
 }
 
+/// The library's stubs and indexes ([`State::register_library`]).
+#[derive(Clone)]
+struct LibraryStubs {
+    functions: Vec<Function>,
+    sources: Vec<Source<'static>>,
+    library_names: HashMap<Name, Vec<FunId>>,
+    library_by_module: HashMap<(Name, Name), Vec<FunId>>,
+    providers: HashMap<Name, Vec<&'static str>>,
+}
+
+thread_local! {
+    static LIBRARY_STUBS: std::cell::OnceCell<LibraryStubs> = const { std::cell::OnceCell::new() };
+}
+
 /// A module the user's code sees: its name, the only names taken from it (if
 /// restricted), and the names excluded.
 type VisibleModule = (Name, Option<HashSet<Name>>, HashSet<Name>);
@@ -125,7 +139,47 @@ impl<'a> State<'a> {
         id
     }
 
+    /// Every library function's stub and the library's indexes, from a copy
+    /// made once per thread (the library is the same for every compile, and
+    /// resolving its thousands of signatures was most of a small compile's
+    /// front end; the compile service keeps its compile threads for this).
     fn register_library(&mut self) {
+        debug_assert!(self.functions.is_empty(), "the library comes first");
+        let stubs = LIBRARY_STUBS.with(|cell| {
+            cell.get_or_init(|| {
+                let lib: &'static Library = library::library();
+                let mut scratch = Diagnostics::new();
+                let mut fresh = State::new(lib, &mut scratch);
+                fresh.register_library_stubs();
+                // The same sources in the same order, borrowed from the library
+                // for as long as it lives (the process).
+                let mut sources: Vec<Source<'static>> = Vec::with_capacity(fresh.sources.len());
+                for (_, src) in &lib.modules {
+                    sources.extend(src.items.iter().filter_map(|item| match item {
+                        Item::Function(def) => Some(Source::Ast(def)),
+                        _ => None,
+                    }));
+                }
+                sources.extend(library::INTRINSICS.iter().map(|_| Source::Intrinsic));
+                debug_assert_eq!(sources.len(), fresh.functions.len());
+                LibraryStubs {
+                    functions: fresh.functions,
+                    sources,
+                    library_names: fresh.library_names,
+                    library_by_module: fresh.library_by_module,
+                    providers: fresh.providers,
+                }
+            })
+            .clone()
+        });
+        self.functions = stubs.functions;
+        self.sources = stubs.sources;
+        self.library_names = stubs.library_names;
+        self.library_by_module = stubs.library_by_module;
+        self.providers = stubs.providers;
+    }
+
+    fn register_library_stubs(&mut self) {
         let no_typedefs = TypeEnv::default();
         for (module, src) in &self.lib.modules {
             for item in &src.items {
