@@ -79,6 +79,22 @@ KERNEL_ENTRIES = ["neg", "implies", "relax", "relax_apl", "relax_iv", "smooth", 
                   "blackscholes", "floyd", "det"]
 
 
+def against_jax(times, label, title, note):
+    """Markdown lines: per kernel, our compile time against JAX's, and the geometric mean."""
+    if not times:
+        return []
+    lines = ["", title, "", f"| kernel | {label} ms | JAX ms | {label} / JAX |", "|---|---|---|---|"]
+    for k, t in times.items():
+        j = JAX_COMPILE.get(k)
+        cells = f"{j * 1e3:.0f} | {t / j:.2f}" if j else "– | –"
+        lines.append(f"| {k} | {t * 1e3:.0f} | {cells} |")
+    both = [k for k in times if k in JAX_COMPILE]
+    if both:
+        ratio = float(np.exp(np.mean([np.log(times[k] / JAX_COMPILE[k]) for k in both])))
+        lines += ["", f"Geometric mean {label} / JAX over {len(both)} kernels: {ratio:.2f}× (target ≤ 0.5×).{note}", ""]
+    return lines
+
+
 def service_compile_times(hints):
     """Each kernel compiled alone by the compile service (`withloop-server`,
     embedded, a warm process as JAX's is): `POST /v1/compile` with `entry`, the
@@ -759,36 +775,16 @@ def main():
         each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items())
         lines += [f"- JAX jit (trace + lower + compile, in-process, one shape each): {each}; total {total * 1e3:.0f} ms. "
                   f"withloop object / JAX total: {ours['obj'] / total:.2f}× (target ≤ 0.5×)."]
-    per = ours.get("per_kernel", {})
-    if per:
-        lines += ["", "Each kernel compiled alone (`--entry NAME`, object file, the `withloop` process included) "
-                  "against JAX's jit of the same function (in-process):", "",
-                  "| kernel | withloop ms | JAX ms | withloop / JAX |", "|---|---|---|---|"]
-        for k, t in per.items():
-            j = JAX_COMPILE.get(k)
-            cells = f"{j * 1e3:.0f} | {t / j:.2f}" if j else "– | –"
-            lines.append(f"| {k} | {t * 1e3:.0f} | {cells} |")
-        both = [k for k in per if k in JAX_COMPILE]
-        if both:
-            ratio = float(np.exp(np.mean([np.log(per[k] / JAX_COMPILE[k]) for k in both])))
-            lines += ["", f"Geometric mean withloop / JAX over {len(both)} kernels: {ratio:.2f}× (target ≤ 0.5×). "
-                      "det: ours compiles Kreye's Laplace expansion specialised for every size from 10×10 down "
-                      "(ten instances, unrolled), JAX compiles LU.", ""]
-    service = ours.get("service", {})
-    if service:
-        lines += ["", "Each kernel compiled alone by the compile service (`withloop-server`, a warm process as "
-                  "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
-                  "`compile_ms` it reports, median of 3). Ours also compiles the generic instance that accepts "
-                  "every other shape; JAX compiles the one shape:", "",
-                  "| kernel | service ms | JAX ms | service / JAX |", "|---|---|---|---|"]
-        for k, t in service.items():
-            j = JAX_COMPILE.get(k)
-            cells = f"{j * 1e3:.0f} | {t / j:.2f}" if j else "– | –"
-            lines.append(f"| {k} | {t * 1e3:.0f} | {cells} |")
-        both = [k for k in service if k in JAX_COMPILE]
-        if both:
-            ratio = float(np.exp(np.mean([np.log(service[k] / JAX_COMPILE[k]) for k in both])))
-            lines += ["", f"Geometric mean service / JAX over {len(both)} kernels: {ratio:.2f}× (target ≤ 0.5×).", ""]
+    lines += against_jax(ours.get("per_kernel", {}), "withloop",
+                         "Each kernel compiled alone (`--entry NAME`, object file, the `withloop` process included) "
+                         "against JAX's jit of the same function (in-process):",
+                         " det: ours compiles Kreye's Laplace expansion specialised for every size from 10×10 down "
+                         "(ten instances, unrolled), JAX compiles LU.")
+    lines += against_jax(ours.get("service", {}), "service",
+                         "Each kernel compiled alone by the compile service (`withloop-server`, a warm process as "
+                         "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
+                         "`compile_ms` it reports, median of 3). Ours also compiles the generic instance that accepts "
+                         "every other shape; JAX compiles the one shape:", "")
     for label, key in [("bench/kernels.sac", "phases"), ("bench/kernels.l0", "l0_phases")]:
         ph = ours.get(key, {})
         if ph:

@@ -53,6 +53,26 @@ fn kernels(work: &Path) {
     emit(&inv, Emit::Header, &work.join("kernels.h"));
 }
 
+/// Builds abi/check.c against `libkernels.so` and `kernels.h` in `work`, runs
+/// it, checks that none of its checks failed; returns what it printed.
+fn run_check_c(work: &Path) -> String {
+    let exe = work.join("check");
+    let (code, _, stderr) = run(Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-std=c11", "-o"])
+        .arg(&exe)
+        .arg(dir().join("check.c"))
+        .arg("-I")
+        .arg(work)
+        .arg("-L")
+        .arg(work)
+        .arg("-lkernels"));
+    assert_eq!(code, 0, "cc failed:\n{stderr}");
+    let (code, stdout, stderr) = run(Command::new(&exe).env("LD_LIBRARY_PATH", work));
+    assert_eq!(code, 0, "the C program failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("0 failure(s)"), "{stdout}");
+    stdout
+}
+
 #[test]
 fn a_c_program_calls_the_shared_library_through_the_header() {
     let work = scratch("c");
@@ -67,20 +87,7 @@ fn a_c_program_calls_the_shared_library_through_the_header() {
     ] {
         assert!(header.contains(decl), "the header lacks `{decl}`:\n{header}");
     }
-    let exe = work.join("check");
-    let (code, _, stderr) = run(Command::new("cc")
-        .args(["-Wall", "-Wextra", "-Werror", "-std=c11", "-o"])
-        .arg(&exe)
-        .arg(dir().join("check.c"))
-        .arg("-I")
-        .arg(&work)
-        .arg("-L")
-        .arg(&work)
-        .arg("-lkernels"));
-    assert_eq!(code, 0, "cc failed:\n{stderr}");
-    let (code, stdout, stderr) = run(Command::new(&exe).env("LD_LIBRARY_PATH", &work));
-    assert_eq!(code, 0, "the C program failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("0 failure(s)"), "{stdout}");
+    let stdout = run_check_c(&work);
     assert!(stdout.contains("message: argument `m` must have shape [3,3], not [2,3]"), "{stdout}");
     assert!(
         stdout.contains("error R0001 at ")
@@ -100,20 +107,7 @@ fn a_library_compiled_in_parts_links_and_runs() {
     let report = compile(&inv, &PipelineOptions::default(), Emit::Shared, &parts, Some(&work.join("libkernels.so")));
     assert_eq!(report.exit_code, 0, "compile failed:\n{}", report.stderr);
     emit(&inv, Emit::Header, &work.join("kernels.h"));
-    let exe = work.join("check");
-    let (code, _, stderr) = run(Command::new("cc")
-        .args(["-std=c11", "-o"])
-        .arg(&exe)
-        .arg(dir().join("check.c"))
-        .arg("-I")
-        .arg(&work)
-        .arg("-L")
-        .arg(&work)
-        .arg("-lkernels"));
-    assert_eq!(code, 0, "cc failed:\n{stderr}");
-    let (code, stdout, stderr) = run(Command::new(&exe).env("LD_LIBRARY_PATH", &work));
-    assert_eq!(code, 0, "the C program failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("0 failure(s)"), "{stdout}");
+    run_check_c(&work);
     // Only the exports are visible from the library.
     let (_, symbols, _) = run(Command::new("nm").args(["-D", "--defined-only"]).arg(work.join("libkernels.so")));
     assert!(symbols.lines().any(|l| l.ends_with(" wl_scale")), "{symbols}");

@@ -200,6 +200,25 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
     }
 
+    /// In a scan's pass: a `scan.join` block, and, where `covered` says index
+    /// `i` was not covered by any part, a branch straight to it (the builder
+    /// is left where a covered index's step goes).
+    fn skip_uncovered(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        covered: Option<PointerValue<'ctx>>,
+        i: IntValue<'ctx>,
+    ) -> R<inkwell::basic_block::BasicBlock<'ctx>> {
+        let join = self.ctx.append_basic_block(fx.func, "scan.join");
+        if let Some(c) = covered {
+            let hit = self.load_elem(c, i, BaseType::Bool)?.into_int_value();
+            let step = self.ctx.append_basic_block(fx.func, "scan.step");
+            self.b.build_conditional_branch(hit, step, join)?;
+            self.b.position_at_end(step);
+        }
+        Ok(join)
+    }
+
     /// The scan's pass over its frame; returns the result (owned, in the
     /// representation of the operator's type).
     pub(crate) fn scan_finish(&mut self, fx: &mut Fx<'ctx, 'a>, st: &ScanState<'ctx, 'a>) -> R<BasicValueEnum<'ctx>> {
@@ -214,13 +233,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let slot = self.alloca(fx, self.scalar_ty(elem), "scan.acc")?;
                 self.b.build_store(slot, st.neutral.0)?;
                 self.for_range(fx, self.const_i64(0), st.size, &mut |e, fx, i| {
-                    let join = e.ctx.append_basic_block(fx.func, "scan.join");
-                    if let Some(c) = covered {
-                        let hit = e.load_elem(c, i, BaseType::Bool)?.into_int_value();
-                        let step = e.ctx.append_basic_block(fx.func, "scan.step");
-                        e.b.build_conditional_branch(hit, step, join)?;
-                        e.b.position_at_end(step);
-                    }
+                    let join = e.skip_uncovered(fx, covered, i)?;
                     let y = e.load_elem(values, i, yelem)?;
                     let acc = e.b.build_load(e.scalar_ty(elem), slot, "acc")?;
                     let next = e.combine(fx, fun, &partial, acc, &acc_ty, y, &yty)?;
@@ -324,13 +337,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let callee = &self.ir.functions[func.0 as usize];
         let rtys = callee.results.clone();
         self.for_range(fx, self.const_i64(0), first.size, &mut |e, fx, i| {
-            let join = e.ctx.append_basic_block(fx.func, "scan.join");
-            if let Some(c) = covered {
-                let hit = e.load_elem(c, i, BaseType::Bool)?.into_int_value();
-                let step = e.ctx.append_basic_block(fx.func, "scan.step");
-                e.b.build_conditional_branch(hit, step, join)?;
-                e.b.position_at_end(step);
-            }
+            let join = e.skip_uncovered(fx, covered, i)?;
             let mut args = partial.clone();
             for l in &ls {
                 let acc = e.b.build_load(e.scalar_ty(l.elem), l.slot, "acc")?;

@@ -238,14 +238,7 @@ fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, cold: &mut Co
         }
         None => copy,
     };
-    let results: Vec<ValueId> = b
-        .yields
-        .iter()
-        .map(|y| {
-            let data = f.values[y.0 as usize].clone();
-            f.new_value(data.ty, data.name)
-        })
-        .collect();
+    let results = fresh_like(f, &b.yields);
     b.stmts.extend(cond_stmts);
     b.stmts.push(Stmt::new(results.clone(), Op::If { cond, then_block, else_block }, at));
     b.yields = results;
@@ -536,14 +529,17 @@ fn outline(
     g.body = cl.block(&mut g, block);
     consts.append(&mut g.body.stmts);
     g.body.stmts = consts;
-    let results: Vec<ValueId> = block
-        .yields
-        .iter()
+    let results = fresh_like(f, &block.yields);
+    let call = Stmt::new(results.clone(), Op::Call { func: id, args }, span);
+    Some((g, Block { stmts: vec![call], yields: results }))
+}
+
+/// Fresh values of `f` with the types and names of `like`.
+fn fresh_like(f: &mut Function, like: &[ValueId]) -> Vec<ValueId> {
+    like.iter()
         .map(|y| {
             let data = f.values[y.0 as usize].clone();
             f.new_value(data.ty, data.name)
         })
-        .collect();
-    let call = Stmt::new(results.clone(), Op::Call { func: id, args }, span);
-    Some((g, Block { stmts: vec![call], yields: results }))
+        .collect()
 }
