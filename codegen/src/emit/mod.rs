@@ -27,7 +27,7 @@ mod withloop;
 use std::collections::{HashMap, HashSet};
 
 use compiler_core::interp::value::{Scalar, Value};
-use compiler_core::ir::{self, Blame, Block, Function, Op, Stmt, ValueId};
+use compiler_core::ir::{self, Blame, Block, Function, Op, Stmt, ValueId, WithOp};
 use compiler_core::sema::hir::Elem;
 use compiler_core::sema::ty::{Shape, Ty};
 use compiler_core::span::{SourceMap, Span};
@@ -1054,9 +1054,22 @@ pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId]) -> Pl
             if owned.contains(v) && seen.insert(*v) {
                 dies_after[i].push(*v);
                 // Consumed here, once, and read by nothing else in the statement: moves.
+                // A with-loop whose result takes over `v`'s buffer may also read
+                // `v` in its body (only where it writes: the reuse pass checked) and
+                // name it as its modarray's array.
                 let times = cons.iter().filter(|c| *c == v).count();
-                let nested = nested_uses(s).contains(v);
-                let other_operand = s.op.operands().iter().filter(|o| *o == v).count() > times;
+                let reused = match &s.op {
+                    Op::With(w) => w.reuse.iter().flatten().any(|r| r == v),
+                    _ => false,
+                };
+                let own_array = match &s.op {
+                    Op::With(w) if reused => {
+                        w.ops.iter().filter(|o| matches!(o, WithOp::Modarray { array } if array == v)).count()
+                    }
+                    _ => 0,
+                };
+                let nested = nested_uses(s).contains(v) && !reused;
+                let other_operand = s.op.operands().iter().filter(|o| *o == v).count() > times + own_array;
                 if times == 1 && !nested && !other_operand {
                     moved[i].insert(*v);
                 }

@@ -415,6 +415,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let loc = fx.loc;
         let mut scratch: Vec<PointerValue<'ctx>> = Vec::new();
         let mut states: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(w.ops.len());
+        // Arrays updated in place whose reads in the body read the result instead (restored after).
+        let mut reads_of_result: Vec<(ValueId, Option<BasicValueEnum<'ctx>>)> = Vec::new();
         for (k, op) in w.ops.iter().enumerate() {
             let d = s.defs[k];
             let dty = fx.irf.ty(d).clone();
@@ -482,6 +484,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     // (the static ones are constants), but the frame buffer is the copy's.
                     let frame = Frame { buf: self.shape_ptr(arr)?, ..frame };
                     let data = self.data_ptr(arr)?;
+                    if w.reuse.get(k).copied().flatten() == Some(*array) {
+                        // The body reads the array it updates in place only where it
+                        // writes (the reuse pass checked): it reads the result, the
+                        // same buffer (or, when it was shared, a copy not yet written
+                        // there). LLVM then sees one buffer read and written at one
+                        // index, and vectorises without checking for overlap.
+                        reads_of_result.push((*array, fx.vals.get(array).copied()));
+                        fx.vals.insert(*array, arr.into());
+                    }
                     states.push(OpState::Mod { frame, elem: base(&aty), arr, data, array_ty: aty });
                 }
                 WithOp::Fold { fun, partial, neutral, fixpoint } => {
@@ -544,6 +555,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         self.b.build_unconditional_branch(end)?;
         self.b.position_at_end(end);
+        for (array, before) in reads_of_result {
+            match before {
+                Some(x) => fx.vals.insert(array, x),
+                None => fx.vals.remove(&array),
+            };
+        }
         if let Some(m) = mask {
             self.call(self.rt.free, &[m.into()])?;
         }
