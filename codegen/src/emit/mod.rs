@@ -181,6 +181,10 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// The function's constant, primitive and array definitions (the
     /// optimiser's view, for analyses such as [`compiler_core::opt::util::flat_part`]).
     pub defs: std::rc::Rc<HashMap<ValueId, compiler_core::opt::index::Def>>,
+    /// Element pointers of arrays a with-loop updates in place, while its body
+    /// runs: its reads of the array use the pointer it writes through, so LLVM
+    /// sees one buffer read and written at one index.
+    pub data: HashMap<ValueId, PointerValue<'ctx>>,
 }
 
 /// The `[i, j]` literals of integer scalars in `f` whose every use is as the
@@ -511,6 +515,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             comps: HashMap::new(),
             wide: HashMap::new(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
+            data: HashMap::new(),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -889,6 +894,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             comps: HashMap::new(),
             wide: HashMap::new(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
+            data: HashMap::new(),
         })
     }
 

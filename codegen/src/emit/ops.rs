@@ -367,7 +367,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.idx_modarray(fx, args, checked, in_place, moved)
             }
             Prim::Vect2Offset if !scalar_repr(ty(args[0])) && !scalar_repr(ty(args[1])) => {
-                let x = self.vect2offset(fx, args)?;
+                // The exact offset (an `i64`) addresses memory; a truncated `int`
+                // sign-extended again would hide from LLVM that it is affine.
+                let wide = self.vect2offset(fx, args)?;
+                fx.wide.insert(d, wide);
+                let x = self.as_int(wide)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
             Prim::Reshape
@@ -975,7 +979,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if checked {
             self.offset_check(fx, a, &aty, off, "offset {a} is outside an array of {b} elements")?;
         }
-        let data = self.data_ptr(a)?;
+        let data = match fx.data.get(&args[1]) {
+            Some(p) => *p,
+            None => self.data_ptr(a)?,
+        };
         let x = self.load_elem(data, off, base(&aty))?;
         self.scalar_result(fx, x, base(&aty), d)
     }
@@ -1033,8 +1040,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(result.into())
     }
 
-    /// `_vect2offset_(shp, iv)`: the linear formula, wrapping, unchecked except
-    /// for equal lengths.
+    /// `_vect2offset_(shp, iv)`: the linear formula, unchecked except for equal
+    /// lengths, as an exact `i64` (the `int` value the IR sees wraps).
     fn vect2offset(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId]) -> R<IntValue<'ctx>> {
         let sty = fx.irf.ty(args[0]).clone();
         let ity = fx.irf.ty(args[1]).clone();
@@ -1054,7 +1061,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let scaled = self.b.build_int_mul(off, ext, "off")?;
                 off = self.b.build_int_add(scaled, i, "off")?;
             }
-            return self.as_int(off);
+            return Ok(off);
         }
         let shp = self.value(fx, args[0])?.into_pointer_value();
         let iv = self.value(fx, args[1])?.into_pointer_value();
@@ -1092,7 +1099,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.b.build_load(self.i64(), acc, "off")?.into_int_value()
             }
         };
-        self.as_int(off)
+        Ok(off)
     }
 
     // ------------------------------------------------------------ literals

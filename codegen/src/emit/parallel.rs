@@ -377,6 +377,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             comps: HashMap::new(),
             wide: HashMap::new(),
             defs: fx.defs.clone(),
+            data: fx.data.iter().map(|(k, p)| (*k, remap.ptr(*p))).collect(),
         };
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());

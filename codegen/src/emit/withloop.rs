@@ -492,6 +492,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         // index, and vectorises without checking for overlap.
                         reads_of_result.push((*array, fx.vals.get(array).copied()));
                         fx.vals.insert(*array, arr.into());
+                        fx.data.insert(*array, data);
                     }
                     states.push(OpState::Mod { frame, elem: base(&aty), arr, data, array_ty: aty });
                 }
@@ -556,6 +557,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_unconditional_branch(end)?;
         self.b.position_at_end(end);
         for (array, before) in reads_of_result {
+            fx.data.remove(&array);
             match before {
                 Some(x) => fx.vals.insert(array, x),
                 None => fx.vals.remove(&array),
