@@ -167,6 +167,37 @@ fn object_assembly_and_llvm_ir_are_written() {
 }
 
 #[test]
+fn loops_are_not_unrolled_for_unknown_trip_counts() {
+    let work = scratch("unroll");
+    let inv = invocation("kernels.sac", &[]);
+    let ll = |opt_level| {
+        let out = work.join(format!("k{opt_level}.ll"));
+        let native = withloop_codegen::Options { opt_level, ..Default::default() };
+        let report = compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, &native, Some(&out));
+        assert_eq!(report.exit_code, 0, "{}", report.stderr);
+        std::fs::read_to_string(&out).expect("llvm ir")
+    };
+    // Every loop's back edge carries a loop ID (a distinct node whose first
+    // operand is itself) with the option.
+    let o0 = ll(0);
+    let option = o0
+        .lines()
+        .find_map(|l| l.strip_suffix(" = !{!\"llvm.loop.unroll.runtime.disable\"}"))
+        .unwrap_or_else(|| panic!("no runtime-unroll option in\n{o0}"))
+        .to_string();
+    let ids: Vec<&str> = o0.lines().filter_map(|l| l.split_once(", !llvm.loop ").map(|(_, id)| id)).collect();
+    assert!(!ids.is_empty(), "no loop IDs in\n{o0}");
+    for id in &ids {
+        let node = format!("\n{id} = distinct !{{{id}, {option}}}");
+        assert!(o0.contains(&node), "loop ID {id} is not `distinct {{self, {option}}}`");
+    }
+    // After O3 no loop has the prologue/remainder copies of run-time unrolling.
+    let o3 = ll(3);
+    assert!(!o3.contains(".prol:") && !o3.contains(".epil:"), "run-time unrolled:\n{o3}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn entry_options_export_only_the_named_functions() {
     let work = scratch("entry");
     let mut inv = invocation("kernels.sac", &[]);

@@ -310,7 +310,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let more = self.b.build_int_compare(IntPredicate::SLT, next, hi, "more")?;
         let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         phi.add_incoming(&[(&next, latch)]);
-        self.b.build_conditional_branch(more, loop_bb, exit_bb)?;
+        let back = self.b.build_conditional_branch(more, loop_bb, exit_bb)?;
+        self.loop_hints(back);
         self.b.position_at_end(exit_bb);
         Ok(())
     }

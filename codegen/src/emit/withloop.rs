@@ -189,7 +189,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let more = self.b.build_int_compare(IntPredicate::SLT, next, l.hi, "more")?;
         let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         l.phi.add_incoming(&[(&next, latch)]);
-        self.b.build_conditional_branch(more, l.body, l.exit)?;
+        let back = self.b.build_conditional_branch(more, l.body, l.exit)?;
+        self.loop_hints(back);
         self.b.position_at_end(l.exit);
         Ok(())
     }
