@@ -140,7 +140,7 @@ pub unsafe extern "C" fn wl_pattern(
 ) -> i32 {
     let (specs_text, types_text, names_text) = unsafe { (text(specs), text(types), text(names)) };
     let args: &[WlArg] = if n <= 0 { &[] } else { unsafe { std::slice::from_raw_parts(args, n as usize) } };
-    let mut env = compiler_core::interp::dispatch::Bindings::new();
+    let mut env = compiler_core::interp::dispatch::Bindings::default();
     let (types, names): (Vec<&str>, Vec<&str>) = (types_text.split(';').collect(), names_text.split(';').collect());
     for (k, (spec_text, arg)) in specs_text.split(';').zip(args).enumerate() {
         let Some(spec) = compiler_core::ir::parse::parse_shape_spec(spec_text) else {

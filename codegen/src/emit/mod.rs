@@ -24,7 +24,7 @@ mod scalar;
 mod scan;
 mod withloop;
 
-use std::collections::{HashMap, HashSet};
+use compiler_core::{HashMap, HashSet};
 
 use compiler_core::interp::value::{Scalar, Value};
 use compiler_core::ir::{self, Blame, Block, Function, Op, Stmt, ValueId, WithOp};
@@ -138,7 +138,7 @@ impl<'ctx> Tbaa<'ctx> {
             kind: ctx.get_kind_id("tbaa"),
             header: ctx.metadata_node(&[header_ty.into(), header_ty.into(), zero.into()]),
             elem_ty,
-            elems: std::cell::RefCell::new(HashMap::new()),
+            elems: std::cell::RefCell::new(HashMap::default()),
         }
     }
 
@@ -196,9 +196,9 @@ pub(crate) fn virtual_index_vectors(f: &Function) -> HashSet<ValueId> {
     use compiler_core::ir::Check;
     use compiler_core::sema::hir::Prim;
     let counts = compiler_core::opt::util::use_counts(f);
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     fn block(f: &Function, b: &Block, counts: &[u32], out: &mut HashSet<ValueId>) {
-        let mut local: HashMap<ValueId, u32> = HashMap::new();
+        let mut local: HashMap<ValueId, u32> = HashMap::default();
         for s in &b.stmts {
             match &s.op {
                 Op::Prim { prim: Prim::Vect2Offset, args, .. } if args.len() == 2 => {
@@ -244,8 +244,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             sources,
             rt,
             funcs: Vec::new(),
-            strings: HashMap::new(),
-            locs: HashMap::new(),
+            strings: HashMap::default(),
+            locs: HashMap::default(),
             counter: 0,
             parallel,
             exact_folds: false,
@@ -500,22 +500,22 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.position_at_end(fail_bb);
         self.b.build_return(None)?;
         let ctxp = func.get_nth_param(0).ok_or_else(|| CodegenError::Bug("ctx parameter".into()))?.into_pointer_value();
-        let mut consts = HashMap::new();
+        let mut consts = HashMap::default();
         collect_consts(&irf.body, &mut consts);
         let mut fx = Fx {
             func,
             irf,
-            vals: HashMap::new(),
+            vals: HashMap::default(),
             ctxp,
             fail_bb,
             entry_bb,
             loc: self.ptr().const_null(),
             consts,
             virt: std::rc::Rc::new(virtual_index_vectors(irf)),
-            comps: HashMap::new(),
-            wide: HashMap::new(),
+            comps: HashMap::default(),
+            wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
-            data: HashMap::new(),
+            data: HashMap::default(),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -636,7 +636,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         let mut out = Vec::with_capacity(b.yields.len());
-        let mut yielded: HashSet<ValueId> = HashSet::new();
+        let mut yielded: HashSet<ValueId> = HashSet::default();
         for y in &b.yields {
             let v = *fx.vals.get(y).ok_or_else(|| CodegenError::Bug(format!("%{} yielded before definition", y.0)))?;
             if self.counted(fx.irf.ty(*y)) {
@@ -924,17 +924,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(Fx {
             func,
             irf,
-            vals: HashMap::new(),
+            vals: HashMap::default(),
             ctxp,
             fail_bb,
             entry_bb,
             loc: self.ptr().const_null(),
-            consts: HashMap::new(),
-            virt: std::rc::Rc::new(HashSet::new()),
-            comps: HashMap::new(),
-            wide: HashMap::new(),
+            consts: HashMap::default(),
+            virt: std::rc::Rc::new(HashSet::default()),
+            comps: HashMap::default(),
+            wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
-            data: HashMap::new(),
+            data: HashMap::default(),
         })
     }
 
@@ -1090,7 +1090,7 @@ pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId]) -> Pl
     }
     let n = b.stmts.len();
     let mut dies_after: Vec<Vec<ValueId>> = vec![Vec::new(); n];
-    let mut moved: Vec<HashSet<ValueId>> = vec![HashSet::new(); n];
+    let mut moved: Vec<HashSet<ValueId>> = vec![HashSet::default(); n];
     let mut seen: HashSet<ValueId> = b.yields.iter().copied().collect();
     for i in (0..n).rev() {
         let s = &b.stmts[i];
@@ -1141,7 +1141,7 @@ pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId]) -> Pl
 
 /// What the nested blocks of a statement read from outside them.
 fn nested_uses(s: &Stmt) -> HashSet<ValueId> {
-    let mut nested = HashSet::new();
+    let mut nested = HashSet::default();
     s.op.walk_blocks(&mut |blk| {
         let defined = compiler_core::opt::util::defined_in(blk);
         blk.walk(&mut |t| {

@@ -8,7 +8,7 @@
 //! paths do not cover) calls the runtime's generic primitive, which applies the
 //! reference interpreter's implementation.
 
-use std::collections::HashSet;
+use compiler_core::HashSet;
 
 use compiler_core::interp::ops::{BinOp, UnOp};
 use compiler_core::ir::{Check, CheckOp, Op, Stmt, ValueId};

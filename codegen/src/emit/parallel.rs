@@ -27,7 +27,7 @@
 //! Errors: each chunk runs with a private context, and the error of the lowest
 //! chunk is the one reported (the one a sequential run meets first).
 
-use std::collections::HashMap;
+use compiler_core::HashMap;
 
 use compiler_core::ir::{Op, Part, Stmt, With};
 use compiler_core::opt::util::free_uses;
@@ -357,7 +357,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let chunk = param(2)?.into_int_value();
         let lo = param(3)?.into_int_value();
         let hi = param(4)?.into_int_value();
-        let mut remap = Remap { map: HashMap::new() };
+        let mut remap = Remap { map: HashMap::default() };
         for (i, v) in caps.values.iter().enumerate() {
             let at = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
             let x = self.b.build_load(v.get_type(), at, "cap")?;
@@ -374,8 +374,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             loc: fx.loc,
             consts: fx.consts.clone(),
             virt: fx.virt.clone(),
-            comps: HashMap::new(),
-            wide: HashMap::new(),
+            comps: HashMap::default(),
+            wide: HashMap::default(),
             defs: fx.defs.clone(),
             data: fx.data.iter().map(|(k, p)| (*k, remap.ptr(*p))).collect(),
         };

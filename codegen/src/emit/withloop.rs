@@ -37,7 +37,7 @@
 //! are combined in chunk order, so one thread computes exactly what the
 //! interpreter does; several threads reassociate floating-point folds.
 
-use std::collections::HashSet;
+use compiler_core::HashSet;
 
 use compiler_core::interp::ops::BinOp;
 use compiler_core::ir::{FoldFn, Part, Stmt, ValueId, With, WithOp};

@@ -6,7 +6,7 @@
 //! applicable instance wins (seed 003 §4.1). Pattern variables (`int[n,n]`) and
 //! conditions are then checked on the chosen instance, as sac2c's run-time checks do.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::value::{Elems, Value};
 use crate::sema::hir::{Elem, Type};
@@ -171,10 +171,10 @@ mod tests {
     #[test]
     fn patterns_bind_and_check() {
         let spec = ShapeSpec::Dims(vec![DimPattern::Var(n("n")), DimPattern::Var(n("n"))]);
-        let mut env = Bindings::new();
+        let mut env = Bindings::default();
         assert!(match_pattern(&spec, &[3, 3], &mut env));
         assert_eq!(env.get("n"), Some(&Binding::Int(3)));
-        let mut env = Bindings::new();
+        let mut env = Bindings::default();
         assert!(!match_pattern(&spec, &[3, 4], &mut env));
         assert!(env.is_empty());
         // [+, n:shp, n]: the last extent says how many dimensions shp has.
@@ -183,11 +183,11 @@ mod tests {
             DimPattern::Vector { count: DimCount::Var(n("n")), name: Some(n("shp")) },
             DimPattern::Var(n("n")),
         ]);
-        let mut env = Bindings::new();
+        let mut env = Bindings::default();
         assert!(match_pattern(&spec, &[7, 5, 6, 2], &mut env));
         assert_eq!(env.get("shp"), Some(&Binding::Vector(vec![5, 6])));
         let spec =
             ShapeSpec::Dims(vec![DimPattern::Vector { count: DimCount::AtLeast(n("d"), 1), name: Some(n("s")) }]);
-        assert!(!match_pattern(&spec, &[], &mut Bindings::new()));
+        assert!(!match_pattern(&spec, &[], &mut Bindings::default()));
     }
 }

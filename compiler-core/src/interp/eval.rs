@@ -1,6 +1,6 @@
 //! The tree-walking evaluator over [`hir`](crate::sema::hir).
 
-use std::collections::HashMap;
+use crate::HashMap;
 use std::rc::Rc;
 
 use super::dispatch::{Bindings, match_pattern, matches, spec_is_plain};
@@ -74,8 +74,8 @@ impl<'p> Interp<'p> {
             options,
             out,
             stack: Vec::new(),
-            signatures: HashMap::new(),
-            cache: HashMap::new(),
+            signatures: HashMap::default(),
+            cache: HashMap::default(),
             purity,
             steps: 0,
         }
@@ -191,8 +191,7 @@ impl<'p> Interp<'p> {
             .collect();
         match minimal.first() {
             Some(i) => {
-                let distinct: std::collections::HashSet<FunId> =
-                    minimal.iter().map(|i| typed.instance(*i).fun).collect();
+                let distinct: crate::HashSet<FunId> = minimal.iter().map(|i| typed.instance(*i).fun).collect();
                 if distinct.len() > 1 {
                     let list: Vec<String> = distinct.iter().map(|f| self.program.function(*f).signature()).collect();
                     return Err(self.error(
@@ -328,7 +327,7 @@ impl<'p> Interp<'p> {
         let f: &'p Function = self.program.function(id);
         if self.stack.len() >= self.options.max_call_depth {
             // Blame the user function that recursed: the one called most often on the stack.
-            let mut counts: HashMap<FunId, usize> = HashMap::new();
+            let mut counts: HashMap<FunId, usize> = HashMap::default();
             for (_, callee) in &self.stack {
                 if !self.program.function(*callee).is_library() {
                     *counts.entry(*callee).or_default() += 1;
@@ -374,7 +373,7 @@ impl<'p> Interp<'p> {
     fn invoke_body(&mut self, f: &'p Function, id: FunId, args: Vec<Option<Value>>, span: Span) -> Res<Vec<Value>> {
         let mut frame: Frame = vec![None; f.locals.len()];
         let sig = self.signature(id);
-        let mut env = Bindings::new();
+        let mut env = Bindings::default();
         for (p, a) in f.params.iter().zip(args) {
             if let Some(v) = &a {
                 if !sig.plain && !match_pattern(&p.ty.shape, v.shape(), &mut env) {
@@ -554,7 +553,7 @@ impl<'p> Interp<'p> {
         if let Some(fid) = f {
             let info = &self.program.function(fid).locals[local.0 as usize];
             if let Some(ty) = &info.declared {
-                if !self.conforms(&v, ty, &mut Bindings::new()) {
+                if !self.conforms(&v, ty, &mut Bindings::default()) {
                     return Err(self.error(
                         codes::TYPE_ASSERTION_FAILED,
                         format!("`{}` is declared {ty} but is assigned {}", info.name, describe_value(&v)),
@@ -629,7 +628,7 @@ impl<'p> Interp<'p> {
                     }
                     _ => v,
                 };
-                if !self.conforms(&v, ty, &mut Bindings::new()) {
+                if !self.conforms(&v, ty, &mut Bindings::default()) {
                     return Err(self.error(
                         codes::TYPE_ASSERTION_FAILED,
                         format!("cannot cast {} to {ty}", describe_value(&v)),

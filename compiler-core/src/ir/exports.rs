@@ -16,7 +16,7 @@
 //! A variant whose symbol would equal an entry's (a function without
 //! parameters: its entry calls exactly it) is exported only as the entry.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::{FuncId, Module};
 
@@ -46,7 +46,7 @@ pub fn c_symbol(link_name: &str) -> String {
 /// Every function compiled code exports, entries first, in module order.
 pub fn exports(module: &Module) -> Vec<Export> {
     let mut out = Vec::new();
-    let mut taken = HashSet::new();
+    let mut taken = HashSet::default();
     for (name, f) in &module.entries {
         let link = &module.function(*f).name;
         let unique = module.entries.iter().filter(|(n, _)| n == name).count() == 1;

@@ -147,7 +147,7 @@ impl Interp<'_> {
 
     /// Blames the user function that recursed: the one called most often on the stack.
     fn recursion_error(&self, site: Option<Span>) -> RuntimeError {
-        let mut counts: std::collections::HashMap<FuncId, usize> = std::collections::HashMap::new();
+        let mut counts: crate::HashMap<FuncId, usize> = crate::HashMap::default();
         for (_, callee) in &self.stack {
             let f = self.module.function(*callee);
             if !f.library && f.kind == FunctionKind::Instance {
@@ -307,7 +307,7 @@ impl Interp<'_> {
                 vec![x]
             }
             Op::Pattern { args, specs, vars, function } => {
-                let mut env = Bindings::new();
+                let mut env = Bindings::default();
                 for (k, (a, spec)) in args.iter().zip(specs).enumerate() {
                     let v = self.get(frame, *a, at)?;
                     if !match_pattern(spec, v.shape(), &mut env) {

@@ -14,7 +14,7 @@
 //! reads are not evaluated (SaC does not evaluate dead code): a placeholder of the
 //! parameter's type is passed instead.
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 
 use super::*;
 use crate::diagnostics::{self as codes};
@@ -34,8 +34,8 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
         typed,
         sources,
         module: Module::default(),
-        inst_func: HashMap::new(),
-        wrapper_func: HashMap::new(),
+        inst_func: HashMap::default(),
+        wrapper_func: HashMap::default(),
         pending_wrappers: Vec::new(),
     };
     for &i in &typed.reachable {
@@ -93,7 +93,7 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
     }
     // Link names must be unique (the text form refers to functions by name);
     // different overloads can mangle alike (same types, different modules).
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for f in &mut ml.module.functions {
         let base = f.name.clone();
         let mut k = 1;
@@ -820,7 +820,7 @@ impl FnLower<'_, '_> {
             _ => unreachable_loop(),
         };
         // Carried: locals the body (or condition) assigns that are defined before.
-        let mut assigned = HashSet::new();
+        let mut assigned = HashSet::default();
         collect_assigned(body, &mut assigned);
         let mut carried: Vec<LocalId> = assigned.into_iter().filter(|l| self.env[l.0 as usize].is_some()).collect();
         carried.sort();

@@ -4,7 +4,7 @@
 //! parser works line by line with a small tokenizer per line. Spans are not part
 //! of the text; parsed statements get the span given to [`parse_module`].
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::print::{MATH_FNS, prim_name};
 use super::*;
@@ -664,7 +664,7 @@ fn unquote(quoted: &str) -> String {
 pub fn parse_module(text: &str, span: Span) -> PResult<Module> {
     let lines: Vec<(usize, &str)> =
         text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty()).collect();
-    let mut funcs = HashMap::new();
+    let mut funcs = HashMap::default();
     for (_, l) in &lines {
         if let Some(rest) = l.trim().strip_prefix("fn ") {
             let name = rest.split('(').next().unwrap_or("").to_string();

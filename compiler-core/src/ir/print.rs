@@ -456,8 +456,8 @@ pub fn structure_text(module: &Module) -> String {
     out
 }
 
-fn constants(b: &Block) -> std::collections::HashMap<ValueId, Value> {
-    let mut out = std::collections::HashMap::new();
+fn constants(b: &Block) -> crate::HashMap<ValueId, Value> {
+    let mut out = crate::HashMap::default();
     b.walk(&mut |s| {
         if let Op::Const(c) = &s.op {
             out.insert(s.defs[0], c.clone());
@@ -468,7 +468,7 @@ fn constants(b: &Block) -> std::collections::HashMap<ValueId, Value> {
 
 fn structure_block(
     b: &Block,
-    consts: &std::collections::HashMap<ValueId, Value>,
+    consts: &crate::HashMap<ValueId, Value>,
     depth: usize,
     lines: &mut Vec<String>,
     count: &mut usize,

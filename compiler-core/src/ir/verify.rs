@@ -20,7 +20,7 @@
 //!    function takes the partial arguments and two values per lane and
 //!    returns one per lane.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::*;
 use crate::sema::hir::Elem;
@@ -65,7 +65,7 @@ impl Verifier<'_> {
     }
 
     fn block(&mut self, b: &Block, expect: Option<usize>, what: &str) {
-        self.scope.push(HashSet::new());
+        self.scope.push(HashSet::default());
         for s in &b.stmts {
             self.stmt(s);
         }
@@ -143,7 +143,7 @@ impl Verifier<'_> {
                 }
             }
             Op::Loop { params, cond, body, init, .. } => {
-                self.scope.push(HashSet::new());
+                self.scope.push(HashSet::default());
                 for p in params {
                     self.define(*p);
                 }
@@ -170,7 +170,7 @@ impl Verifier<'_> {
                 }
                 self.lanes(w);
                 for p in &w.parts {
-                    self.scope.push(HashSet::new());
+                    self.scope.push(HashSet::default());
                     for v in p.index.iter().chain(p.scalars.iter().flatten()).chain(p.offset.iter()) {
                         self.define(*v);
                     }
@@ -253,7 +253,8 @@ fn op_name(op: &Op) -> &'static str {
 pub fn verify(module: &Module) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     for f in &module.functions {
-        let mut v = Verifier { module, f, defined: HashSet::new(), scope: vec![HashSet::new()], errors: Vec::new() };
+        let mut v =
+            Verifier { module, f, defined: HashSet::default(), scope: vec![HashSet::default()], errors: Vec::new() };
         for p in &f.params {
             v.define(*p);
         }

@@ -22,7 +22,8 @@
 //! calls returning `*[t]` are fresh; other calls alias their non-consumed
 //! arguments. Literal arrays are never unique.
 
-use std::collections::{BTreeSet, HashMap};
+use crate::HashMap;
+use std::collections::BTreeSet;
 
 use super::ast::*;
 use crate::diagnostics::{self as codes, Code, Diagnostic, Diagnostics};
@@ -102,7 +103,7 @@ struct Sig {
 
 /// Checks a program; errors go to `diags`.
 pub fn check(program: &Program, diags: &mut Diagnostics) -> Checked {
-    let mut sigs: HashMap<Name, (Sig, Span)> = HashMap::new();
+    let mut sigs: HashMap<Name, (Sig, Span)> = HashMap::default();
     for f in &program.functions {
         if STRUCTURAL.contains(&f.name.as_str()) && f.name != "abs" {
             diags.push(
@@ -131,7 +132,7 @@ pub fn check(program: &Program, diags: &mut Diagnostics) -> Checked {
             types: &mut checked.types,
             vars: Vec::new(),
             scope: Vec::new(),
-            consumed: HashMap::new(),
+            consumed: HashMap::default(),
             observed: Vec::new(),
             level: 0,
         };

@@ -29,7 +29,7 @@
 //!   and `i`; `iota`, `replicate`, `transpose`, `split` and `concat` are
 //!   with-loops or primitives.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::ast::*;
 use super::check::{Checked, math_builtin};
@@ -81,7 +81,7 @@ pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<M
         program,
         checked,
         module: Module::default(),
-        funcs: HashMap::new(),
+        funcs: HashMap::default(),
         errors: Vec::new(),
         lambdas: 0,
     };

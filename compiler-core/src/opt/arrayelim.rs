@@ -17,7 +17,7 @@
 //! as values (array literals); operations that can fail (division) stay whole,
 //! so their errors keep their order.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::util;
 use super::{Pass, PassCx};
@@ -35,7 +35,7 @@ pub const MAX_ELEMENTS: usize = 4;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
-        let mut literals: HashMap<ValueId, Vec<ValueId>> = HashMap::new();
+        let mut literals: HashMap<ValueId, Vec<ValueId>> = HashMap::default();
         f.body.walk(&mut |s| {
             if let Op::Array(elems) = &s.op {
                 if elems.len() <= MAX_ELEMENTS {

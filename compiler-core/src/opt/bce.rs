@@ -38,7 +38,7 @@
 //! not cancel compare by ranges ([`index::Known`]): `[0, 1)` lies inside an
 //! extent `m` where an enclosing branch established `m >= 3`.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::index::{self, Affine, Atom, Def, Known, Order, Reader};
 use super::{Pass, PassCx, util};
@@ -99,7 +99,7 @@ struct Shapes {
 
 impl Shapes {
     fn of(f: &Function) -> Shapes {
-        let mut withs = HashMap::new();
+        let mut withs = HashMap::default();
         f.body.walk(&mut |s| {
             if let Op::With(w) = &s.op {
                 for (k, op) in w.ops.iter().enumerate() {
@@ -188,7 +188,7 @@ fn positive(d: &Affine, facts: &Facts) -> bool {
 type Choices = HashMap<ValueId, [ValueId; 2]>;
 
 fn choices(f: &Function) -> Choices {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     f.body.walk(&mut |s| {
         if let Op::If { then_block, else_block, .. } = &s.op {
             for (k, d) in s.defs.iter().enumerate() {
@@ -321,11 +321,11 @@ struct PartScope<'r> {
     atoms: HashMap<Atom, usize>,
     /// Everything defined (or bound) inside it, collected when a check
     /// first needs it (most parts have none to narrow).
-    inner: std::cell::OnceCell<std::collections::HashSet<ValueId>>,
+    inner: std::cell::OnceCell<crate::HashSet<ValueId>>,
 }
 
 impl PartScope<'_> {
-    fn inner(&self) -> &std::collections::HashSet<ValueId> {
+    fn inner(&self) -> &crate::HashSet<ValueId> {
         self.inner.get_or_init(|| {
             let p = self.part;
             let mut inner = util::defined_in(&p.body);
@@ -374,7 +374,7 @@ impl<'r> Walk<'_, 'r> {
                     // From here on (in this block) each single-atom component `a + c`
                     // of the index lies in `[-c, shape_j - c)`.
                     if let (Some(idx), Some(bounds)) = (reader.vector(*index), reader.vector(*shape)) {
-                        let mut atoms = HashMap::new();
+                        let mut atoms = HashMap::default();
                         let mut ranges_here = Vec::new();
                         for (c, n) in idx.iter().zip(&bounds) {
                             let [(atom, 1)] = c.terms.iter().map(|(a, k)| (*a, *k)).collect::<Vec<_>>()[..] else {
@@ -456,7 +456,7 @@ impl<'r> Walk<'_, 'r> {
                             (Some(l), Some(h)) if l.len() == h.len() => l.into_iter().zip(h).collect::<Vec<_>>(),
                             _ => Vec::new(),
                         };
-                        let mut atoms = HashMap::new();
+                        let mut atoms = HashMap::default();
                         if let Some(iv) = p.index {
                             for k in 0..bounds.len() {
                                 atoms.insert(Atom { value: iv, component: Some(k) }, k);
@@ -568,7 +568,7 @@ fn counters(
     cond: &Block,
     body: &Block,
 ) -> (HashMap<Atom, usize>, Vec<(Affine, Affine)>) {
-    let mut atoms = HashMap::new();
+    let mut atoms = HashMap::default();
     let mut bounds = Vec::new();
     // `cond` yields `p < hi` (or `p <= x`, i.e. `p < x + 1`) for one counter `p`.
     let Some(&test) = cond.yields.first() else { return (atoms, bounds) };

@@ -15,7 +15,7 @@
 //! dominates, fails first and identically. Limits: with-loops, loops and calls
 //! are not merged; in-place updates never are (each consumes its argument).
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::util;
 use super::{Pass, PassCx};
@@ -28,7 +28,7 @@ pub const PASS: Pass = Pass { name: "cse", description: "common subexpression el
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
-        let mut cse = Cse { scopes: vec![HashMap::new()], subst: HashMap::new(), merged: 0 };
+        let mut cse = Cse { scopes: vec![HashMap::default()], subst: HashMap::default(), merged: 0 };
         util::with_body(f, |f, body| {
             cse.block(f, body);
             util::substitute(body, &cse.subst);
@@ -69,7 +69,7 @@ impl Cse {
         for mut s in stmts {
             s.op.map_operands(&mut |v| self.resolve(v));
             s.op.walk_blocks_mut(&mut |inner| {
-                self.scopes.push(HashMap::new());
+                self.scopes.push(HashMap::default());
                 self.block(f, inner);
                 self.scopes.pop();
             });

@@ -16,7 +16,7 @@
 //! computation is dropped with the checks inside it: SaC does not evaluate dead
 //! code, so neither do we (see the pipeline documentation).
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::util;
 use super::{Pass, PassCx};
@@ -29,7 +29,7 @@ pub const PASS: Pass =
 fn run(m: &mut Module, cx: &mut PassCx) {
     let effectful = util::effectful_functions(m);
     for f in &mut m.functions {
-        let mut d = Dce { effectful: &effectful, removed: 0, live: HashSet::new() };
+        let mut d = Dce { effectful: &effectful, removed: 0, live: HashSet::default() };
         let mut body = std::mem::take(&mut f.body);
         d.block(&mut body);
         f.body = body;
@@ -162,7 +162,7 @@ impl Dce<'_> {
                     live.iter_mut().for_each(|l| *l = true);
                 }
                 loop {
-                    let mut probe = Dce { effectful: self.effectful, removed: 0, live: HashSet::new() };
+                    let mut probe = Dce { effectful: self.effectful, removed: 0, live: HashSet::default() };
                     let mut c = cond.clone();
                     probe.block(&mut c);
                     let mut bd = body.clone();

@@ -28,7 +28,7 @@
 //! back end loops over them flat). The shape check that guards a binary
 //! operation stays in front of it.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::util;
 use super::{Pass, PassCx};
@@ -55,8 +55,8 @@ fn run(m: &mut Module, cx: &mut PassCx) {
 fn candidates(f: &Function) -> HashSet<ValueId> {
     let array_prim =
         |s: &Stmt| matches!(&s.op, Op::Prim { prim, .. } if elementwise(prim)) && f.ty(s.defs[0]).shape.non_scalar();
-    let mut produced = HashSet::new();
-    let mut selected = HashSet::new();
+    let mut produced = HashSet::default();
+    let mut selected = HashSet::default();
     let mut prims: Vec<(ValueId, Vec<ValueId>)> = Vec::new();
     f.body.walk(&mut |s| match &s.op {
         Op::With(w) => {
@@ -74,7 +74,7 @@ fn candidates(f: &Function) -> HashSet<ValueId> {
         }
         _ => {}
     });
-    let mut wanted: HashSet<ValueId> = HashSet::new();
+    let mut wanted: HashSet<ValueId> = HashSet::default();
     loop {
         let mut grew = false;
         for (d, args) in &prims {

@@ -28,7 +28,7 @@
 //! index used for nothing but `sel(…, F)`; `F` (and its `shape`) read by that
 //! consumer only.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::util::{self, Cloner};
 use super::{Pass, PassCx, RemarkKind};
@@ -78,12 +78,7 @@ fn find(f: &Function) -> Option<Target> {
     find_block(f, &f.body, &uses, &consts)
 }
 
-fn find_block(
-    f: &Function,
-    b: &Block,
-    uses: &[u32],
-    consts: &std::collections::HashMap<ValueId, Value>,
-) -> Option<Target> {
+fn find_block(f: &Function, b: &Block, uses: &[u32], consts: &crate::HashMap<ValueId, Value>) -> Option<Target> {
     if let Some(t) = find_in(f, b, uses, consts) {
         return Some(t);
     }
@@ -101,12 +96,7 @@ fn find_block(
     found
 }
 
-fn find_in(
-    f: &Function,
-    b: &Block,
-    uses: &[u32],
-    consts: &std::collections::HashMap<ValueId, Value>,
-) -> Option<Target> {
+fn find_in(f: &Function, b: &Block, uses: &[u32], consts: &crate::HashMap<ValueId, Value>) -> Option<Target> {
     for (i, s) in b.stmts.iter().enumerate() {
         let Op::With(w) = &s.op else { continue };
         if !matches!(w.ops[..], [WithOp::Filter { .. }]) || !single_dense(w) {
@@ -141,7 +131,7 @@ fn consumer(
     producer: ValueId,
     shapes: &[ValueId],
     uses: &[u32],
-    consts: &std::collections::HashMap<ValueId, Value>,
+    consts: &crate::HashMap<ValueId, Value>,
 ) -> Option<Target> {
     let Op::With(w) = &c.op else { return None };
     let fold_or_filter = matches!(w.ops[..], [WithOp::Fold { .. }] | [WithOp::Filter { .. }]);
@@ -161,8 +151,8 @@ fn consumer(
     }
     // The index is used only to select elements of the producer.
     let mut index_vals: HashSet<ValueId> = p.index.into_iter().chain(p.scalars.iter().flatten().copied()).collect();
-    let mut index_arrays = HashSet::new();
-    let mut sels = HashSet::new();
+    let mut index_arrays = HashSet::default();
+    let mut sels = HashSet::default();
     for t in &p.body.stmts {
         match &t.op {
             Op::Array(a) if a.len() == 1 && p.scalars.as_ref().is_some_and(|s| s[0] == a[0]) => {

@@ -25,7 +25,7 @@
 //! printing in its body; neither is a filter whose length is taken (a loop over
 //! its result, which `filterfusion` fuses into it instead).
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 
 use super::util;
 use super::{Pass, PassCx, RemarkKind};
@@ -47,7 +47,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let name = f.name.clone();
         // Filters whose length is taken are read by a loop over them, which
         // `filterfusion` fuses into the filter; fused here first, they could not be.
-        let mut read_filters = HashSet::new();
+        let mut read_filters = HashSet::default();
         f.body.walk(&mut |s| {
             if let Op::Prim { prim: crate::sema::hir::Prim::Shape, args, .. } = &s.op {
                 read_filters.insert(args[0]);
@@ -177,7 +177,7 @@ fn merge(first: Stmt, second: &mut Stmt) {
     let mut parts = Vec::with_capacity(b.parts.len());
     for (p, mut q) in a.parts.into_iter().zip(std::mem::take(&mut b.parts)) {
         // One index for both bodies: the first's, or the second's if the first has none.
-        let mut map = HashMap::new();
+        let mut map = HashMap::default();
         let index = match (p.index, q.index) {
             (Some(x), Some(y)) => {
                 map.insert(y, x);

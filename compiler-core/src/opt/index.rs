@@ -15,7 +15,8 @@
 //! Like the rest of the optimiser, the arithmetic here is over the integers:
 //! index and extent expressions are assumed not to wrap around.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::HashMap;
+use std::collections::BTreeMap;
 
 use crate::interp::ops::BinOp;
 use crate::interp::value::{Scalar, Value};
@@ -615,7 +616,7 @@ pub enum Def {
 
 /// Definitions of every constant, primitive and array literal in a function.
 pub fn defs(f: &Function) -> HashMap<ValueId, Def> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     f.body.walk(&mut |s| match &s.op {
         Op::Const(c) => {
             out.insert(s.defs[0], Def::Const(c.clone()));

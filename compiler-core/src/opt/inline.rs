@@ -27,7 +27,7 @@
 //! caller does not grow beyond [`MAX_CALLER`] statements (a remark says so);
 //! fold functions stay calls.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::util::{self, Cloner};
 use super::{Pass, PassCx, RemarkKind};
@@ -73,7 +73,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
     for i in 0..m.functions.len() {
         let mut size = util::size(&m.functions[i].body);
-        let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
+        let mut subst: HashMap<ValueId, ValueId> = HashMap::default();
         let mut inlined = 0u64;
         let mut body = std::mem::take(&mut m.functions[i].body);
         let mut too_big: Vec<(String, Option<crate::span::Span>)> = Vec::new();
@@ -162,7 +162,7 @@ impl Inliner<'_> {
             }
             *size += callee_size;
             let caller = &mut self.module.functions[self.caller];
-            let mut cloner = Cloner { src: Some(&callee.values), map: HashMap::new() };
+            let mut cloner = Cloner { src: Some(&callee.values), map: HashMap::default() };
             // Arguments narrower in the callee (its instance was chosen for
             // their types) keep the callee's parameter types.
             let mut narrowed = Vec::new();

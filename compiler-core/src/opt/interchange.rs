@@ -36,7 +36,7 @@
 //! the fold has one part over one axis and a primitive function that cannot
 //! fail; both loops must be long enough to be worth it (or of unknown length).
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::index::{self, Reader};
 use super::util::{self, Cloner};
@@ -262,7 +262,7 @@ fn rewrite(f: &mut Function, s: &Stmt, components: &[(ValueId, usize)]) -> Optio
     let default_row = util::emit_prim(f, &mut out, Prim::Genarray, vec![row_shape, fill], row_ty.clone(), span);
 
     // The new part, over all axes but the last.
-    let mut cl = Cloner { src: None, map: HashMap::new() };
+    let mut cl = Cloner { src: None, map: HashMap::default() };
     let outer_scalars: Vec<ValueId> = (0..n - 1).map(|_| f.new_value(util::int_ty(), None)).collect();
     let mut part_body = Vec::new();
     if let Some(ss) = &p.scalars {
@@ -327,7 +327,7 @@ fn rewrite(f: &mut Function, s: &Stmt, components: &[(ValueId, usize)]) -> Optio
     // The fold body's statements that do not read the last index run once per
     // `k`, before the row's with-loop (they cannot fail: see `qualifies`).
     let step = cl.block(f, &q.body);
-    let mut per_row: std::collections::HashSet<ValueId> = [j].into_iter().collect();
+    let mut per_row: crate::HashSet<ValueId> = [j].into_iter().collect();
     per_row.extend(p.index.and_then(|iv| cl.map.get(&iv).copied()));
     for t in step.stmts {
         if util::free_uses(&t).iter().any(|v| per_row.contains(v)) {

@@ -26,7 +26,7 @@
 //! statically); the write offset is reused only for with-loops whose index
 //! covers their whole result (scalar cells).
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::index::{self, Affine, Atom, Reader};
 use super::util;
@@ -140,7 +140,7 @@ impl Ive<'_> {
                         // The write offset is the index's offset in the result
                         // only when the index covers the whole frame.
                         let frame = frame.clone().filter(|fr| Some(fr.len()) == n);
-                        let mut atoms = HashMap::new();
+                        let mut atoms = HashMap::default();
                         if let Some(iv) = p.index {
                             for c in 0..n.unwrap_or(0) {
                                 atoms.insert(Atom { value: iv, component: Some(c) }, c);
@@ -169,7 +169,7 @@ impl Ive<'_> {
                 }
                 Op::Loop { cond, body, .. } => {
                     self.enclosing.push(Enclosing {
-                        atoms: HashMap::new(),
+                        atoms: HashMap::default(),
                         frame: None,
                         offset: None,
                         is_part: false,

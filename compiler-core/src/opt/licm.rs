@@ -28,7 +28,7 @@
 //! Limits: nothing moves out of `while` conditions' side effects; failing
 //! statements other than checks stay.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::util;
 use super::{Pass, PassCx};
@@ -62,11 +62,7 @@ fn total(op: &Op) -> bool {
 
 /// `sel([k], v)` / `idx_sel(k, v)` of a vector whose length exceeds the
 /// constant `k` (`shape(a)[1]`): it cannot fail wherever it runs.
-fn component_of_vector(
-    f: &Function,
-    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
-    op: &Op,
-) -> bool {
+fn component_of_vector(f: &Function, consts: &crate::HashMap<ValueId, crate::interp::value::Value>, op: &Op) -> bool {
     let Op::Prim { prim: prim @ (Prim::Sel | Prim::IdxSel), args, .. } = op else { return false };
     let k = match (prim, consts.get(&args[0])) {
         (Prim::Sel, Some(c)) => util::int_vec(c).filter(|v| v.len() == 1).map(|v| v[0]),
@@ -95,7 +91,7 @@ fn total_block(b: &Block) -> bool {
 fn block(
     f: &mut Function,
     b: &mut Block,
-    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
+    consts: &crate::HashMap<ValueId, crate::interp::value::Value>,
     hoisted: &mut u64,
     checks: &mut u64,
 ) {
@@ -115,7 +111,7 @@ fn block(
             Op::With(w) => {
                 let single = w.parts.len() == 1;
                 for p in &mut w.parts {
-                    let mut bound: HashSet<ValueId> = HashSet::new();
+                    let mut bound: HashSet<ValueId> = HashSet::default();
                     bound.extend(p.index);
                     bound.extend(p.scalars.iter().flatten());
                     bound.extend(p.offset);
@@ -150,7 +146,7 @@ fn cond_is_pure(_cond: &Block) -> bool {
 }
 
 /// Whether a part's index set is statically non-empty.
-fn nonempty(p: &Part, consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>) -> bool {
+fn nonempty(p: &Part, consts: &crate::HashMap<ValueId, crate::interp::value::Value>) -> bool {
     let get = |v: ValueId| consts.get(&v).and_then(util::int_vec);
     match (get(p.lower), get(p.upper)) {
         (Some(l), Some(h)) => {
@@ -242,7 +238,7 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
 #[allow(clippy::too_many_arguments)]
 fn hoist(
     f: &Function,
-    consts: &std::collections::HashMap<ValueId, crate::interp::value::Value>,
+    consts: &crate::HashMap<ValueId, crate::interp::value::Value>,
     b: &mut Block,
     bound: &HashSet<ValueId>,
     out: &mut Vec<Stmt>,

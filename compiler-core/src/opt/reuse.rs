@@ -27,7 +27,7 @@
 //! Limits: aliases through `if` results and calls are not tracked, so those
 //! stay copies.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::index::{self, Reader};
 use super::util;
@@ -50,7 +50,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut counts = (0u64, 0u64);
         let params: HashSet<ValueId> = f.params.iter().copied().collect();
         // Constants are static data: never written.
-        let mut constants = HashSet::new();
+        let mut constants = HashSet::default();
         f.body.walk(&mut |s| {
             if matches!(s.op, Op::Const(_)) {
                 constants.extend(s.defs.iter().copied());
@@ -63,8 +63,8 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
 }
 
-fn shape_values(f: &Function) -> std::collections::HashMap<ValueId, ValueId> {
-    let mut out = std::collections::HashMap::new();
+fn shape_values(f: &Function) -> crate::HashMap<ValueId, ValueId> {
+    let mut out = crate::HashMap::default();
     f.body.walk(&mut |s| {
         if let Op::Prim { prim: Prim::Shape, args, .. } = &s.op {
             out.entry(args[0]).or_insert(s.defs[0]);
@@ -78,7 +78,7 @@ fn shape_values(f: &Function) -> std::collections::HashMap<ValueId, ValueId> {
 /// What the walk looks things up in.
 struct Cx<'a> {
     reader: &'a Reader<'a>,
-    shapes: &'a std::collections::HashMap<ValueId, ValueId>,
+    shapes: &'a crate::HashMap<ValueId, ValueId>,
     constants: &'a HashSet<ValueId>,
 }
 
@@ -89,7 +89,7 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
     let mut local: HashSet<ValueId> = outer_local.clone();
     // Uses from each statement on, for "dead afterwards".
     let n = b.stmts.len();
-    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::new(); n + 1];
+    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::default(); n + 1];
     later[n].extend(b.yields.iter().copied());
     for k in (0..n).rev() {
         let mut set = later[k + 1].clone();
@@ -120,7 +120,7 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
                         WithOp::Fold { .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => None,
                     })
                     .collect();
-                let mut taken: HashSet<ValueId> = HashSet::new();
+                let mut taken: HashSet<ValueId> = HashSet::default();
                 for (k2, cand) in candidates.into_iter().enumerate() {
                     let Some(a) = cand else { continue };
                     if w.reuse[k2].is_some() || taken.contains(&a) || !dead_after(a, &local) {
@@ -155,10 +155,10 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
         match &mut s.op {
             Op::Loop { params, cond, body, .. } => {
                 let ps: HashSet<ValueId> = params.iter().copied().collect();
-                block(cond, &HashSet::new(), cx, counts);
+                block(cond, &HashSet::default(), cx, counts);
                 block(body, &ps, cx, counts);
             }
-            other => other.walk_blocks_mut(&mut |inner| block(inner, &HashSet::new(), cx, counts)),
+            other => other.walk_blocks_mut(&mut |inner| block(inner, &HashSet::default(), cx, counts)),
         }
         local.extend(b.stmts[k].defs.iter().copied());
     }
@@ -171,7 +171,7 @@ fn genarray_candidate(
     k: usize,
     shape: ValueId,
     reader: &Reader,
-    shapes: &std::collections::HashMap<ValueId, ValueId>,
+    shapes: &crate::HashMap<ValueId, ValueId>,
 ) -> Option<ValueId> {
     let frame = reader.vector(shape)?;
     let elem = w.parts.first().map(|p| reader.ty(w.element_yield(p, k)).elem)?;

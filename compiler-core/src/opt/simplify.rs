@@ -37,7 +37,7 @@
 //! Limits: the shape knowledge is intra-procedural and not carried around loops;
 //! floating-point identities are not applied (`x + 0.0` is not `x` for `-0.0`).
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::index::{self, Order};
 use super::util;
@@ -64,10 +64,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     for i in 0..m.functions.len() {
         let f = &mut m.functions[i];
         let mut s = Simplify {
-            consts: HashMap::new(),
-            subst: HashMap::new(),
-            defs: HashMap::new(),
-            shape_src: HashMap::new(),
+            consts: HashMap::default(),
+            subst: HashMap::default(),
+            defs: HashMap::default(),
+            shape_src: HashMap::default(),
             unchecked_sels: Default::default(),
             depth: 0,
             facts: index::Facts::default(),
@@ -138,7 +138,7 @@ struct Simplify {
     shape_src: HashMap<ValueId, ShapeSrc>,
     /// Selections proven in bounds (`sel … unchecked`): a selection from one
     /// of them may be merged into it without losing its error.
-    unchecked_sels: std::collections::HashSet<ValueId>,
+    unchecked_sels: crate::HashSet<ValueId>,
     /// How deep in nested blocks the walk is (0: the function body).
     depth: usize,
     /// What the conditions of enclosing branches and loops, and the asserts
@@ -590,10 +590,8 @@ impl Simplify {
                     return action;
                 }
                 // Values both branches yield from outside the `if`.
-                let inner = defined_in(then_block)
-                    .into_iter()
-                    .chain(defined_in(else_block))
-                    .collect::<std::collections::HashSet<_>>();
+                let inner =
+                    defined_in(then_block).into_iter().chain(defined_in(else_block)).collect::<crate::HashSet<_>>();
                 for (k, d) in s.defs.iter().enumerate() {
                     let (a, b) = (then_block.yields[k], else_block.yields[k]);
                     if a == b && !inner.contains(&a) && !self.subst.contains_key(d) {
@@ -608,7 +606,7 @@ impl Simplify {
             Op::Pattern { args, specs, .. } => {
                 let shapes: Option<Vec<Vec<usize>>> = args.iter().map(|a| util::extents(f, *a)).collect();
                 let Some(shapes) = shapes else { return Action::Keep(s) };
-                let mut env = crate::interp::dispatch::Bindings::new();
+                let mut env = crate::interp::dispatch::Bindings::default();
                 let ok = specs
                     .iter()
                     .zip(&shapes)
@@ -1321,7 +1319,7 @@ impl Simplify {
     /// The shape of operator `k`'s cells, when every part yields cells whose
     /// shape pieces are the same values, defined outside the with-loop.
     fn invariant_cell_pieces(&self, w: &With, k: usize) -> Option<std::rc::Rc<[(usize, ValueId)]>> {
-        let mut inside = std::collections::HashSet::new();
+        let mut inside = crate::HashSet::default();
         for p in &w.parts {
             inside.extend(util::defined_in(&p.body));
             inside.extend(p.index);
@@ -1823,8 +1821,8 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
 }
 
 /// Values defined anywhere inside a block (statements and bound values).
-pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
-    let mut out = std::collections::HashSet::new();
+pub fn defined_in(b: &Block) -> crate::HashSet<ValueId> {
+    let mut out = crate::HashSet::default();
     b.walk(&mut |s| {
         out.extend(s.defs.iter().copied());
         out.extend(s.op.bound_values());

@@ -28,7 +28,7 @@
 //! with-loops whose generators are not constant or leave their frame stay, and
 //! so do arrays other with-loops select from (folding them is better).
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 
 use super::util::{self, Cloner};
 use super::{Pass, PassCx};
@@ -58,7 +58,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
         let consts = util::constants(f);
         // Arrays other with-loops select from are left to folding.
-        let mut selected = HashSet::new();
+        let mut selected = HashSet::default();
         f.body.walk(&mut |s| {
             if let Op::With(w) = &s.op {
                 for p in &w.parts {
@@ -213,7 +213,7 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part:
         }
         seen.push(iv.clone());
         let p = &w.parts[*k];
-        let mut cl = Cloner { src: None, map: HashMap::new() };
+        let mut cl = Cloner { src: None, map: HashMap::default() };
         if let Some(i) = p.index {
             let c = util::emit_const(f, &mut out, Value::int_vector(iv), span);
             cl.map.insert(i, c);

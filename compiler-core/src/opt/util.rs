@@ -1,7 +1,7 @@
 //! Helpers the passes share: use counts, copying blocks with fresh values,
 //! substitution, constants, and what may fail or has effects.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use crate::interp::value::{Scalar, Value};
 use crate::ir::*;
@@ -136,7 +136,7 @@ impl Cloner<'_> {
 
 /// The constant each value was defined as (for every `const` in the function).
 pub fn constants(f: &Function) -> HashMap<ValueId, Value> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     f.body.walk(&mut |s| {
         if let Op::Const(c) = &s.op {
             out.insert(s.defs[0], c.clone());
@@ -382,10 +382,10 @@ fn alpha_eq_stmt(f: &Function, x: &Stmt, y: &Stmt, map: &mut HashMap<ValueId, Va
 
 /// The values a statement reads from outside itself: its operands and what its
 /// nested blocks read that they do not define.
-pub fn free_uses(s: &Stmt) -> std::collections::HashSet<ValueId> {
-    let mut used = std::collections::HashSet::new();
-    let mut defined = std::collections::HashSet::new();
-    fn go(op: &Op, used: &mut std::collections::HashSet<ValueId>, defined: &mut std::collections::HashSet<ValueId>) {
+pub fn free_uses(s: &Stmt) -> crate::HashSet<ValueId> {
+    let mut used = crate::HashSet::default();
+    let mut defined = crate::HashSet::default();
+    fn go(op: &Op, used: &mut crate::HashSet<ValueId>, defined: &mut crate::HashSet<ValueId>) {
         used.extend(op.operands());
         defined.extend(op.bound_values());
         op.walk_blocks(&mut |b| {
@@ -402,8 +402,8 @@ pub fn free_uses(s: &Stmt) -> std::collections::HashSet<ValueId> {
 }
 
 /// Every value a block defines, nested blocks and bound values included.
-pub fn defined_in(b: &Block) -> std::collections::HashSet<ValueId> {
-    let mut out = std::collections::HashSet::new();
+pub fn defined_in(b: &Block) -> crate::HashSet<ValueId> {
+    let mut out = crate::HashSet::default();
     b.walk(&mut |s| {
         out.extend(s.defs.iter().copied());
         out.extend(s.op.bound_values());
@@ -459,7 +459,7 @@ pub fn boxes_cover(boxes: &[(Vec<i64>, Vec<i64>)], frame: &[i64]) -> bool {
 /// first one met), `reshape(s, x)` (shape `s`), and genarray with-loops of
 /// scalar cells (their frame shape).
 pub fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     f.body.walk(&mut |s| match &s.op {
         Op::Prim { prim: Prim::Shape, args, .. } => {
             out.entry(args[0]).or_insert(s.defs[0]);

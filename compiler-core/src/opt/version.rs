@@ -50,7 +50,7 @@
 //! coefficients of one sign (`m - 2`, not `m - n`); the code of the block is
 //! duplicated.
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 
 use super::index::{self, Affine, Atom, Known, Order, Reader};
 use super::util::{self, Cloner};
@@ -365,7 +365,7 @@ fn thresholds(
 ) -> Option<(Vec<Atom>, i64)> {
     let mut extents: Vec<Atom> = Vec::new();
     let mut threshold = 2;
-    let mut undecided: HashSet<ValueId> = HashSet::new();
+    let mut undecided: HashSet<ValueId> = HashSet::default();
     for s in &b.stmts {
         let Op::Prim { prim, args, .. } = &s.op else { continue };
         if !args.iter().all(|a| reader.is_int_scalar(*a)) {
@@ -455,7 +455,7 @@ fn outline(
     // (shapes, their components, constants) is computed again inside, so the
     // function knows what these values are (`shape(a)`, not a parameter).
     let mut block = block.clone();
-    let mut needed: std::collections::HashSet<ValueId> = std::collections::HashSet::new();
+    let mut needed: crate::HashSet<ValueId> = crate::HashSet::default();
     let mut copied = Vec::new();
     {
         let mut wanted = std::collections::BTreeSet::new();
@@ -510,7 +510,7 @@ fn outline(
         library: f.library,
         span: f.span,
     };
-    let mut cl = Cloner { src: Some(&f.values), map: HashMap::new() };
+    let mut cl = Cloner { src: Some(&f.values), map: HashMap::default() };
     // Constants from around the block are constants inside too; the rest are parameters.
     let mut consts = Vec::new();
     let mut args = Vec::new();

@@ -43,7 +43,8 @@
 //!   only done for exactly associative and commutative folds (integer `+`, `*`,
 //!   `min`, `max`, logical and bitwise operators).
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
+use std::borrow::Cow;
 
 use super::index::{self, Affine, Atom, Def, IndexBox, Known, Order, Reader};
 use super::util::{self, Cloner};
@@ -115,9 +116,11 @@ enum Source {
     Unchanged(ValueId),
 }
 
-/// A producer with-loop, seen from one of its results.
-struct Producer {
-    with: With,
+/// A producer with-loop, seen from one of its results. Planning borrows the
+/// with-loop (most plans fail, and producers can be large); a plan that
+/// succeeds owns a copy, since folds rewrite the function before it is applied.
+struct Producer<'a> {
+    with: Cow<'a, With>,
     /// Which operator makes the result.
     op: usize,
     /// The index space (the first `n` axes of the frame).
@@ -125,6 +128,13 @@ struct Producer {
     /// Disjoint regions covering the frame, and what each computes.
     regions: Vec<(IndexBox, Source)>,
     cheap: bool,
+}
+
+impl Producer<'_> {
+    fn owned(self) -> Producer<'static> {
+        let Producer { with, op, frame, regions, cheap } = self;
+        Producer { with: Cow::Owned(with.into_owned()), op, frame, regions, cheap }
+    }
 }
 
 /// A selection `sel(idx, B)` inside a consumer's part.
@@ -143,7 +153,7 @@ struct Reference {
 /// the offset.
 type Projection = Vec<(Option<usize>, Affine)>;
 
-fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader, ord: &dyn Order) -> Result<Producer, String> {
+fn producer<'a>(f: &Function, stmt: &'a Stmt, op: usize, r: &Reader, ord: &dyn Order) -> Result<Producer<'a>, String> {
     let Op::With(w) = &stmt.op else { return Err("not a with-loop".into()) };
     let n = match w.parts.first() {
         Some(p) => r.vector(p.lower).map(|v| v.len()).ok_or("its index length is not known statically")?,
@@ -191,7 +201,7 @@ fn producer(f: &Function, stmt: &Stmt, op: usize, r: &Reader, ord: &dyn Order) -
     };
     regions.extend(rest.into_iter().map(|p| (p, src.clone())));
     let cheap = w.parts.iter().all(cheap_part);
-    Ok(Producer { with: (**w).clone(), op, frame, regions, cheap })
+    Ok(Producer { with: Cow::Borrowed(&**w), op, frame, regions, cheap })
 }
 
 /// A few scalar operations: recomputing its element costs about as much as
@@ -234,7 +244,7 @@ fn axis_of(p: &Part, atom: &Atom) -> Option<usize> {
 /// The index atoms of a part, `length` components long, and their axes: its
 /// index vector's components and its scalars.
 fn index_atoms(p: &Part, length: usize) -> HashMap<Atom, usize> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     if let Some(iv) = p.index {
         for k in 0..length {
             out.insert(Atom { value: iv, component: Some(k) }, k);
@@ -512,7 +522,7 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
     let uses = util::use_counts(f);
     let reader = Reader::new(f, &defs);
     // Producers: with-loop results by value.
-    let mut producers: HashMap<ValueId, usize> = HashMap::new();
+    let mut producers: HashMap<ValueId, usize> = HashMap::default();
     f.body.walk(&mut |s| {
         if let Op::With(w) = &s.op {
             for (k, op) in w.ops.iter().enumerate() {
@@ -551,11 +561,14 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
     let layout = Layout::of(&f.body);
     let holds = |x: ValueId, v: ValueId| layout.holds(x, v);
     // Consumers reading each producer.
-    let mut consumers_of: HashMap<ValueId, HashSet<ValueId>> = HashMap::new();
+    let mut consumers_of: HashMap<ValueId, HashSet<ValueId>> = HashMap::default();
     for r in &refs {
         consumers_of.entry(r.array).or_default().insert(r.consumer);
     }
     let mut batch: Vec<(Reference, Plan)> = Vec::new();
+    // What holds in a consumer part, shared by its references: finding it
+    // walks the function, and a part can read a producer hundreds of times.
+    let mut contexts: HashMap<(ValueId, usize), Context> = HashMap::default();
     for r in refs {
         if batch.len() >= limit {
             break;
@@ -575,7 +588,7 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         let op = producers[&r.array];
         let Some(pstmt) = layout.stmt(r.array) else { continue };
         let Some(Op::With(consumer)) = layout.stmt(r.consumer).map(|s| &s.op) else { continue };
-        match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of) {
+        match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of, &mut contexts) {
             Ok(p) => {
                 // Whole folds into one consumer only replace their own selection.
                 let shares_consumer = batch.iter().any(|(b, bp)| {
@@ -648,7 +661,7 @@ impl<'a> Layout<'a> {
                 }
             }
         }
-        let mut l = Layout { at: HashMap::new(), extent: HashMap::new() };
+        let mut l = Layout { at: HashMap::default(), extent: HashMap::default() };
         number(body, &mut 0, &mut l);
         l
     }
@@ -670,7 +683,7 @@ impl<'a> Layout<'a> {
 /// How a reference is folded: the consumer part's pieces and what each reads.
 struct Plan {
     regions: Vec<(IndexBox, Source)>,
-    producer: Producer,
+    producer: Producer<'static>,
     /// The consumer part stays whole (no split): its bounds, step and width stay.
     whole: bool,
     /// Index components past the producer's frame: they select inside its cell.
@@ -687,6 +700,7 @@ fn plan(
     consumer: &With,
     uses: &[u32],
     consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
+    contexts: &mut HashMap<(ValueId, usize), Context>,
 ) -> Result<Plan, String> {
     let mut effect = false;
     pstmt
@@ -703,11 +717,11 @@ fn plan(
         let prod = whole_plan(r, rf, pstmt, op, consumer)?;
         no_duplicated_work(&prod, rf, consumer, uses, consumers_of, true)?;
         let regions = prod.regions.clone();
-        return Ok(Plan { regions, producer: prod, whole: true, tail: 0 });
+        return Ok(Plan { regions, producer: prod.owned(), whole: true, tail: 0 });
     }
     // What holds where the part runs: enclosing indices' ranges, asserted
     // equalities, conditions of enclosing branches.
-    let ctx = &Context::at(r, &f.body, rf.consumer, rf.part);
+    let ctx = &*contexts.entry((rf.consumer, rf.part)).or_insert_with(|| Context::at(r, &f.body, rf.consumer, rf.part));
     let prod = producer(f, pstmt, op, r, &ctx.order(r))?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
@@ -778,7 +792,7 @@ fn plan(
     }
     let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
     no_duplicated_work(&prod, rf, consumer, uses, consumers_of, used_axes.len() == m)?;
-    Ok(Plan { regions, producer: prod, whole, tail })
+    Ok(Plan { regions, producer: prod.owned(), whole, tail })
 }
 
 /// Folding must not compute a producer's element more often than the producer
@@ -820,7 +834,13 @@ fn no_duplicated_work(
 /// selects it at its own index `iv`, ranging over `[0, s)` for the same `s`.
 /// Then every selection hits the producer's part at `iv` — the identity
 /// projection, whatever the rank.
-fn whole_plan(r: &Reader, rf: &Reference, pstmt: &Stmt, op: usize, consumer: &With) -> Result<Producer, String> {
+fn whole_plan<'a>(
+    r: &Reader,
+    rf: &Reference,
+    pstmt: &'a Stmt,
+    op: usize,
+    consumer: &With,
+) -> Result<Producer<'a>, String> {
     let Op::With(w) = &pstmt.op else { return Err("not a with-loop".into()) };
     let WithOp::Genarray { shape, .. } = &w.ops[op] else {
         return Err("its index length is not known statically, and it is not a genarray".into());
@@ -840,7 +860,7 @@ fn whole_plan(r: &Reader, rf: &Reference, pstmt: &Stmt, op: usize, consumer: &Wi
     }
     let cheap = cheap_part(p);
     let none = IndexBox { lo: Vec::new(), hi: Vec::new() };
-    Ok(Producer { with: (**w).clone(), op, frame: none.clone(), regions: vec![(none, Source::Part(0))], cheap })
+    Ok(Producer { with: Cow::Borrowed(&**w), op, frame: none.clone(), regions: vec![(none, Source::Part(0))], cheap })
 }
 
 /// Whether a cell a producer part yields is a view: a value from outside the
@@ -886,7 +906,7 @@ fn apply(f: &mut Function, rf: &Reference, plan: Plan) {
             if plan.whole {
                 // One region: the part stays, only the reference changes.
                 let (_, src) = &plan.regions[0];
-                substitute_reference(f, &mut w.parts[rf.part].body, rf.def, src, &plan, &HashMap::new());
+                substitute_reference(f, &mut w.parts[rf.part].body, rf.def, src, &plan, &HashMap::default());
                 return;
             }
             let original = w.parts[rf.part].clone();
@@ -932,7 +952,7 @@ fn edit_stmt(b: &mut Block, def: ValueId, edit: &mut dyn FnMut(&mut Vec<Stmt>, u
 /// A copy of a part with fresh values and the given (dense) bounds, and the map
 /// from the original's values to the copy's.
 fn clone_part(f: &mut Function, p: &Part, lower: ValueId, upper: ValueId) -> (Part, HashMap<ValueId, ValueId>) {
-    let mut cl = Cloner { src: None, map: HashMap::new() };
+    let mut cl = Cloner { src: None, map: HashMap::default() };
     let fresh = |f: &mut Function, v: ValueId, cl: &mut Cloner| {
         let d = f.values[v.0 as usize].clone();
         let n = f.new_value(d.ty, d.name);
@@ -1064,7 +1084,7 @@ fn substitute_reference(
                 f.values[to.0 as usize].ty.shape = m;
             }
         }
-        let mut map = HashMap::new();
+        let mut map = HashMap::default();
         map.insert(from, to);
         util::substitute(body, &map);
     }
@@ -1076,7 +1096,7 @@ fn substitute_reference(
 fn normalise_modarray_consumer(f: &mut Function) -> bool {
     let defs = index::defs(f);
     let reader = Reader::new(f, &defs);
-    let mut with_results: HashSet<ValueId> = HashSet::new();
+    let mut with_results: HashSet<ValueId> = HashSet::default();
     f.body.walk(&mut |s| {
         if matches!(s.op, Op::With(_)) {
             with_results.extend(s.defs.iter().copied());
@@ -1265,7 +1285,7 @@ fn adjacent(a: &(Vec<i64>, Vec<i64>), b: &(Vec<i64>, Vec<i64>)) -> Option<usize>
 
 /// Whether two parts compute the same thing (bodies equal up to renaming).
 fn same_body(f: &Function, a: &Part, b: &Part) -> bool {
-    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut map: HashMap<ValueId, ValueId> = HashMap::default();
     match (a.index, b.index) {
         (Some(x), Some(y)) => {
             map.insert(x, y);

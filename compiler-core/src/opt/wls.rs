@@ -25,7 +25,7 @@
 //! part computes at most a few cheap scalars (they are recomputed per inner
 //! index); steps and widths are not supported.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::index::{self, Affine, IndexBox, Reader};
 use super::util::{self, Cloner};
@@ -218,7 +218,7 @@ fn apply(f: &mut Function, body: &mut Block, t: &Target) {
                 );
                 let iv = f.new_value(util::int_vec_ty(Some(t.frame.len())), None);
                 let mut stmts_out = Vec::new();
-                let mut cl = Cloner { src: None, map: HashMap::new() };
+                let mut cl = Cloner { src: None, map: HashMap::default() };
                 // The outer index: the first components; the inner: the rest.
                 if let Some(oi) = p.index {
                     let k = util::emit_const(

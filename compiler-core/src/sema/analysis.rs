@@ -6,7 +6,7 @@
 //! * **liveness**: an assignment whose targets are never read and whose value is pure
 //!   is marked dead and skipped, as sac2c's dead-code removal would.
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::hir::Expr;
 use super::hir::{Bound, ExprKind, FoldTarget, FunId, LocalId, Program, Stmt, WithOp};
@@ -19,7 +19,7 @@ pub fn analyse(program: &mut Program) {
         if !f.resolved || f.intrinsic.is_some() {
             continue;
         }
-        let mut used = HashSet::new();
+        let mut used = HashSet::default();
         for s in &f.body {
             stmt_uses(s, &mut used);
         }
@@ -39,7 +39,7 @@ pub fn analyse(program: &mut Program) {
         let f = &mut program.functions[k];
         f.param_used = param_used;
         let mut body = std::mem::take(&mut f.body);
-        live_stmts(&mut body, HashSet::new(), &purity);
+        live_stmts(&mut body, HashSet::default(), &purity);
         program.functions[k].body = body;
     }
 }
@@ -262,7 +262,7 @@ fn live_stmts(stmts: &mut [Stmt], mut live: HashSet<LocalId>, purity: &[bool]) -
                 live = live_stmts(body, end, purity);
             }
             Stmt::Return { values, .. } => {
-                live = HashSet::new();
+                live = HashSet::default();
                 for v in values.iter_mut() {
                     live_in_expr(v, purity);
                     expr_uses(v, &mut live);
@@ -282,7 +282,7 @@ fn live_in_expr(e: &mut Expr, purity: &[bool]) {
     match &mut e.kind {
         ExprKind::With(w) => {
             for p in &mut w.parts {
-                let mut out = HashSet::new();
+                let mut out = HashSet::default();
                 for r in &mut p.results {
                     live_in_expr(r, purity);
                     expr_uses(r, &mut out);

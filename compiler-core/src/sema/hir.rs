@@ -486,7 +486,7 @@ impl Prim {
 pub struct Program {
     pub functions: Vec<Function>,
     /// User-visible overload sets by name (entry points are looked up here).
-    pub user_names: std::collections::HashMap<Name, Vec<FunId>>,
+    pub user_names: crate::HashMap<Name, Vec<FunId>>,
     pub n_sites: u32,
     pub n_withs: u32,
 }

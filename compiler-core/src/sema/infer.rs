@@ -25,7 +25,7 @@
 //! calls of an instance being inferred use its declared result types); values are
 //! not tracked through with-loops.
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::hir::{self, Bound, Callee, Elem, Expr, ExprKind, FoldTarget, FunId, Prim, Program, Stmt, WithOp};
@@ -70,15 +70,15 @@ pub fn infer(program: &Program, sources: &SourceMap, options: &InferOptions, dia
         sources,
         options,
         typed: Typed::default(),
-        index: HashMap::new(),
-        in_progress: HashSet::new(),
-        specs: HashMap::new(),
-        wrapper_index: HashMap::new(),
+        index: HashMap::default(),
+        in_progress: HashSet::default(),
+        specs: HashMap::default(),
+        wrapper_index: HashMap::default(),
         diags,
-        capped: HashSet::new(),
+        capped: HashSet::default(),
         inline_stack: Vec::new(),
         blame: Vec::new(),
-        reported: HashSet::new(),
+        reported: HashSet::default(),
     };
     engine.run();
     engine.finish()
@@ -340,7 +340,7 @@ impl<'a> Engine<'a> {
             self.typed.wrappers[w].instances = members;
         }
         // Instances reachable from the entries.
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut stack: Vec<InstanceId> = Vec::new();
         for w in self.typed.entries.values() {
             stack.extend(self.typed.wrappers[w.0 as usize].instances.iter().copied());
@@ -408,8 +408,8 @@ impl<'a> Engine<'a> {
             params,
             results,
             locals: vec![None; f.locals.len()],
-            calls: HashMap::new(),
-            withs: HashMap::new(),
+            calls: HashMap::default(),
+            withs: HashMap::default(),
             reason,
             symbol,
             specialised,
@@ -476,7 +476,7 @@ impl<'a> Engine<'a> {
 
     /// Pattern variables: known values where the parameter shapes are known.
     fn bind_pattern_locals(&self, f: &hir::Function, params: &[Ty], walk: &mut Walk) {
-        let mut env = Bindings::new();
+        let mut env = Bindings::default();
         for (p, ty) in f.params.iter().zip(params) {
             if let Some(extents) = ty.shape.extents() {
                 match_pattern(&p.ty.shape, &extents, &mut env);

@@ -20,7 +20,7 @@ pub mod ty;
 pub mod typed;
 pub mod types;
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 use std::rc::Rc;
 
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
@@ -122,13 +122,13 @@ impl<'a> State<'a> {
             diags,
             functions: Vec::new(),
             sources: Vec::new(),
-            library_names: HashMap::new(),
-            library_by_module: HashMap::new(),
-            user_names: HashMap::new(),
+            library_names: HashMap::default(),
+            library_by_module: HashMap::default(),
+            user_names: HashMap::default(),
             queue: Vec::new(),
             n_sites: 0,
             n_withs: 0,
-            providers: HashMap::new(),
+            providers: HashMap::default(),
         }
     }
 
@@ -259,7 +259,7 @@ impl<'a> State<'a> {
         let mut visible = Vec::new();
         if options.prelude {
             for m in library::PRELUDE_MODULES {
-                visible.push((Name::new(m), None, HashSet::new()));
+                visible.push((Name::new(m), None, HashSet::default()));
             }
         }
         for item in &user.items {
@@ -275,7 +275,7 @@ impl<'a> State<'a> {
                 continue;
             };
             let (only, except) = match &import.selection {
-                ImportSelection::All => (None, HashSet::new()),
+                ImportSelection::All => (None, HashSet::default()),
                 ImportSelection::AllExcept(names) => (None, names.iter().map(|(n, _)| n.clone()).collect()),
                 ImportSelection::Only(names) => {
                     for (n, span) in names {
@@ -291,7 +291,7 @@ impl<'a> State<'a> {
                             );
                         }
                     }
-                    (Some(names.iter().map(|(n, _)| n.clone()).collect()), HashSet::new())
+                    (Some(names.iter().map(|(n, _)| n.clone()).collect()), HashSet::default())
                 }
             };
             for m in parts {
@@ -352,7 +352,7 @@ impl<'a> State<'a> {
             let name = self.functions[id.0 as usize].name.clone();
             self.user_names.entry(name).or_default().push(id);
         }
-        let mut seen: HashSet<FunId> = HashSet::new();
+        let mut seen: HashSet<FunId> = HashSet::default();
         for (module, only, except) in visible {
             let mut entries: Vec<(&(Name, Name), &Vec<FunId>)> =
                 self.library_by_module.iter().filter(|((m, _), _)| m == module).collect();

@@ -1,6 +1,6 @@
 //! Resolving function bodies: scopes, definite assignment, desugaring.
 
-use std::collections::{HashMap, HashSet};
+use crate::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::hir::{self, Callee, DotKind, Elem, ExprKind, FoldFun, FoldTarget, FunId, LocalId, LocalInfo, Prim, Stmt};
@@ -17,7 +17,7 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
     let f = &state.functions[id.0 as usize];
     let from_library = f.is_library();
     let n_results = f.results.len();
-    let mut scope = HashMap::new();
+    let mut scope = HashMap::default();
     for p in &f.params {
         scope.insert(p.name.clone(), p.local);
     }
@@ -26,7 +26,7 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
     }
     let locals = f.locals.clone();
     let defined = vec![true; locals.len()];
-    let mut assigned = HashSet::new();
+    let mut assigned = HashSet::default();
     collect_assigned(&def.body.stmts, &mut assigned);
     let mut cx = Ctx {
         state,
@@ -38,7 +38,7 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
         terminated: false,
         n_results,
         assigned_anywhere: assigned,
-        reported: HashSet::new(),
+        reported: HashSet::default(),
         with_depth: 0,
         fun_name: def.name.clone(),
         lost_names: def.lost_names.clone(),
@@ -788,7 +788,7 @@ impl Ctx<'_, '_> {
         body: &[ast::Stmt],
         results: impl FnOnce(&mut Self) -> R,
     ) -> (Option<LocalId>, Option<Vec<LocalId>>, Vec<Stmt>, R) {
-        self.scopes.push(HashMap::new());
+        self.scopes.push(HashMap::default());
         self.with_depth += 1;
         let saved_term = self.terminated;
         let index_vector = index.vector.as_ref().map(|t| {
@@ -807,7 +807,7 @@ impl Ctx<'_, '_> {
         });
         // Outer variables the body reassigns get a local copy first, so loops inside
         // the body update the copy.
-        let mut assigned = HashSet::new();
+        let mut assigned = HashSet::default();
         collect_assigned(body, &mut assigned);
         let mut names: Vec<&Name> = assigned.iter().collect();
         names.sort();

@@ -7,7 +7,7 @@
 //! calls whose target cannot be fixed statically go through one. Each entry function
 //! has a wrapper, so an entry accepts every argument its SaC type admits.
 
-use std::collections::HashMap;
+use crate::HashMap;
 use std::rc::Rc;
 
 use super::hir::{FunId, SiteId, WithId};

@@ -1,6 +1,6 @@
 //! Resolving written types: typedef expansion and function signatures.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 use super::hir::{Elem, Function, LocalId, LocalInfo, Param, Type};
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};

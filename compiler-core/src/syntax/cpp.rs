@@ -14,7 +14,8 @@
 //! Limits: include depth 64 and a cap on the number of tokens one file may expand to,
 //! so a macro bomb or an include cycle is an error, not a hang.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::{HashMap, HashSet};
+use std::collections::VecDeque;
 
 use smol_str::SmolStr;
 
@@ -113,10 +114,10 @@ pub fn preprocess(
         sources,
         loader,
         diags: diagnostics,
-        macros: HashMap::new(),
+        macros: HashMap::default(),
         include_dirs: options.include_dirs.clone(),
         output: Vec::new(),
-        pragma_once: HashSet::new(),
+        pragma_once: HashSet::default(),
         overflowed: false,
     };
     pp.define_command_line(&options.defines);
@@ -647,7 +648,7 @@ impl Preprocessor<'_> {
         let body = &mac.body;
         let mut result: Vec<PTok> = Vec::new();
         // Each argument is macro-expanded once, however often it is used.
-        let mut expanded: HashMap<usize, Vec<PTok>> = HashMap::new();
+        let mut expanded: HashMap<usize, Vec<PTok>> = HashMap::default();
         let mut k = 0;
         while k < body.len() {
             let t = &body[k];

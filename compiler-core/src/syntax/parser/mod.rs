@@ -13,7 +13,7 @@
 mod expr;
 mod stmt;
 
-use std::collections::HashSet;
+use crate::HashSet;
 
 use super::ast::*;
 use super::token::{Token, TokenKind};
@@ -141,7 +141,7 @@ impl<'a> Parser<'a> {
     fn new(tokens: &'a [Token], diags: &'a mut Diagnostics) -> Parser<'a> {
         // Typedef names must be known before their first use to parse casts and
         // declarations, so collect them up front.
-        let mut typedefs = HashSet::new();
+        let mut typedefs = HashSet::default();
         for (i, t) in tokens.iter().enumerate() {
             if t.is("typedef") {
                 // typedef TYPE NAME ; — the name is the identifier before the `;`.
