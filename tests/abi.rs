@@ -236,3 +236,41 @@ fn with_loops_known_to_be_small_get_no_parallel_variant() {
     assert_eq!(chunks(&eager), (true, true), "parallel_min 1 splits every with-loop");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
+    let work = scratch("vecmath");
+    let inv = invocation("vecmath.sac", &[]);
+    // An explicit x86-64 target with AVX-512, whatever this machine is.
+    let target = |vector_math| withloop_codegen::Options {
+        triple: Some("x86_64-unknown-linux-gnu".into()),
+        cpu: Some("x86-64-v4".into()),
+        features: Some("+sse2,+avx2,+fma,+avx512f".into()),
+        vector_math,
+        ..Default::default()
+    };
+    let ll = |vector_math: bool| {
+        let out = work.join(format!("v{vector_math}.ll"));
+        let report = compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, &target(vector_math), Some(&out));
+        assert_eq!(report.exit_code, 0, "{}", report.stderr);
+        std::fs::read_to_string(&out).expect("llvm ir")
+    };
+    let vector = ll(true);
+    // (x86-64-v4 prefers 256-bit vectors: `_ZGVdN4v_exp`.)
+    let calls = |f: &str| vector.lines().any(|l| l.contains("call <") && l.contains("@_ZGV") && l.contains(f));
+    assert!(calls("v_exp(") && calls("v_log("), "no libmvec calls:\n{vector}");
+    let scalar = ll(false);
+    assert!(!scalar.contains("_ZGV"), "libmvec without vector math:\n{scalar}");
+    assert!(scalar.contains("@llvm.exp.v4f64("), "the loop was not vectorised:\n{scalar}");
+    // For this machine: the executable links (with -lmvec when it calls
+    // libmvec) and prints what the scalar functions give, to 6 decimals.
+    let exe = work.join("vecmath");
+    emit(&inv, Emit::Executable, &exe);
+    let (code, stdout, stderr) = run(&mut Command::new(&exe));
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let x: Vec<f64> = (0..4096).map(f64::from).collect();
+    let y = |v: f64| (0.001 * v).exp() + (1.0 + v).ln();
+    let total: f64 = x.iter().map(|&v| y(v)).sum();
+    assert_eq!(stdout, format!("{:.6} {:.6}\n", y(1000.0), total));
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -141,6 +141,8 @@ pub fn run_counted(
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;
     let (llmod, tm) = e.finish(&spec, options)?;
+    // The program's calls resolve against this process: libmvec must be loaded to be used.
+    let options = &Options { vector_math: options.vector_math && crate::vecmath::available(), ..options.clone() };
     crate::emit::optimise(&llmod, &tm, options)?;
     let engine = llmod
         .create_jit_execution_engine(options_level(options))

@@ -81,6 +81,10 @@ pub fn link(object: &[u8], kind: LinkKind, out: &Path) -> Result<(), CodegenErro
     cmd.arg("-o").arg(out).arg(&obj).arg(&runtime).args(["-Wl,--gc-sections", "-Wl,-S"]);
     // What the Rust standard library in the runtime needs.
     cmd.args(["-lpthread", "-ldl", "-lm", "-lgcc_s", "-lc"]);
+    // Vectorised math calls glibc's libmvec (crate::vecmath).
+    if object.windows(4).any(|w| w == b"_ZGV") {
+        cmd.arg("-lmvec");
+    }
     let result = cmd.output();
     let _ = std::fs::remove_dir_all(&dir);
     let output = result.map_err(|e| CodegenError::Llvm(format!("running the C compiler `{cc}`: {e}")))?;

@@ -78,6 +78,11 @@ pub struct CompileOptions {
     /// reassociated and vectorised (SaC leaves a fold's order open).
     #[serde(default)]
     pub exact_folds: Option<bool>,
+    /// Vectorised loops call glibc's vector `exp`, `log`, `sin`, `cos`, `pow`
+    /// (libmvec, results within 4 ulp; x86-64 Linux targets; objects then link
+    /// with `-lmvec`). Default `true`; `false`: the scalar functions per lane.
+    #[serde(default)]
+    pub vector_math: Option<bool>,
     /// `-D NAME[=VALUE]` for the C preprocessor.
     #[serde(default)]
     pub defines: Vec<String>,
@@ -249,6 +254,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         parallel_min: None,
         exact_folds: options.exact_folds.unwrap_or(false),
         partitions: None,
+        vector_math: options.vector_math.unwrap_or(true),
     };
     let spec = withloop_codegen::target_spec(&codegen);
     if options.target.is_some() || options.cpu.is_some() || options.features.is_some() {
@@ -273,6 +279,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
     option_map.insert("disable".to_string(), disabled.iter().cloned().collect::<Vec<_>>().join(","));
     option_map.insert("threads".to_string(), options.threads.map_or("auto".to_string(), |t| t.to_string()));
     option_map.insert("exact_folds".to_string(), options.exact_folds.unwrap_or(false).to_string());
+    option_map.insert("vector_math".to_string(), options.vector_math.unwrap_or(true).to_string());
     option_map.insert("defines".to_string(), serde_json::to_string(&options.defines).unwrap_or_default());
     option_map.insert(
         "max_specialisations".to_string(),

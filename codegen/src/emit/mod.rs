@@ -1010,7 +1010,11 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
     let passes = format!("default<O{}>", options.opt_level.min(3));
     module
         .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
-        .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))
+        .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
+    if options.vector_math {
+        crate::vecmath::use_libmvec(module, tm);
+    }
+    Ok(())
 }
 
 pub(crate) fn is_undef(v: BasicValueEnum<'_>) -> bool {

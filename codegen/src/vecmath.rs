@@ -1,0 +1,105 @@
+//! Vector math: LLVM's vectoriser turns a loop calling `exp` into one calling
+//! `llvm.exp.v8f64`, and the x86 back end then splits that call into eight
+//! calls of the scalar `exp`, so a loop dominated by `exp`/`log` (Black–Scholes)
+//! gains nothing from vectorising. glibc's libmvec has the vector versions
+//! (`_ZGVeN8v_exp`: eight doubles in a zmm register, x86's vector function
+//! ABI), and this step, run after LLVM's pipeline, points each vector
+//! intrinsic call at them:
+//!
+//! ```text
+//! %y = call <8 x double> @llvm.exp.v8f64(<8 x double> %x)
+//!   ⇒ %y = call <8 x double> @_ZGVeN8v_exp(<8 x double> %x)
+//! ```
+//!
+//! Only for x86-64 GNU/Linux targets, for widths the target's features carry
+//! (128 bits: SSE2; 256: AVX2; 512: AVX-512F; the ABI passes the vector in one
+//! register of that width), and for the functions glibc has had since libmvec
+//! began (2.22): `exp`, `log`, `sin`, `cos`, `pow`, in `double` and `float`.
+//! libmvec's results are within 4 ulp of the correctly rounded ones (the
+//! scalar functions: 1 ulp), so [`Options::vector_math`](crate::Options) turns
+//! the step off for bit-identical results. Programs linked by us get `-lmvec`
+//! ([`crate::link`]); in-process runs load libmvec first ([`available`]).
+
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::TargetMachine;
+
+/// Whether libmvec can be loaded into this process (for in-process runs,
+/// whose calls are resolved against the process's libraries). Tried once.
+pub(crate) fn available() -> bool {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOADED.get_or_init(|| {
+        cfg!(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))
+            && inkwell::support::load_library_permanently(std::path::Path::new("libmvec.so.1")).is_ok()
+    })
+}
+
+/// The libmvec name of an LLVM vector math intrinsic, when the target has it:
+/// `llvm.exp.v8f64` → `_ZGVeN8v_exp`.
+fn libmvec_name(intrinsic: &str, features: &str) -> Option<String> {
+    let rest = intrinsic.strip_prefix("llvm.")?;
+    let (op, ty) = rest.split_once('.')?;
+    let args = match op {
+        "exp" | "log" | "sin" | "cos" => "v",
+        "pow" => "vv",
+        _ => return None,
+    };
+    let ty = ty.strip_prefix('v')?;
+    let (lanes, suffix, bits) = if let Some(n) = ty.strip_suffix("f64") {
+        (n.parse::<u32>().ok()?, "", 64)
+    } else if let Some(n) = ty.strip_suffix("f32") {
+        (n.parse::<u32>().ok()?, "f", 32)
+    } else {
+        return None;
+    };
+    let has = |f: &str| features.split(',').any(|x| x == f);
+    let isa = match lanes * bits {
+        128 => 'b',
+        256 if has("+avx2") => 'd',
+        512 if has("+avx512f") => 'e',
+        _ => return None,
+    };
+    Some(format!("_ZGV{isa}N{lanes}{args}_{op}{suffix}"))
+}
+
+/// Points every vector math intrinsic of `module` that libmvec has at it
+/// (see the module documentation). Returns how many intrinsics were replaced.
+pub(crate) fn use_libmvec(module: &Module<'_>, tm: &TargetMachine) -> usize {
+    let triple = tm.get_triple();
+    let triple = triple.as_str().to_string_lossy();
+    if !(triple.starts_with("x86_64") && triple.contains("linux") && triple.contains("gnu")) {
+        return 0;
+    }
+    let features = tm.get_feature_string().to_string_lossy().into_owned();
+    let intrinsics: Vec<_> = module.get_functions().filter(|f| f.count_basic_blocks() == 0).collect();
+    let mut replaced = 0;
+    for f in intrinsics {
+        let Some(name) = f.get_name().to_str().ok().and_then(|n| libmvec_name(n, &features)) else { continue };
+        let target = module
+            .get_function(&name)
+            .unwrap_or_else(|| module.add_function(&name, f.get_type(), Some(Linkage::External)));
+        f.replace_all_uses_with(target);
+        replaced += 1;
+    }
+    replaced
+}
+
+#[cfg(test)]
+mod tests {
+    use super::libmvec_name;
+
+    #[test]
+    fn names_follow_the_vector_function_abi() {
+        let avx512 = "+sse2,+avx2,+avx512f";
+        assert_eq!(libmvec_name("llvm.exp.v8f64", avx512).as_deref(), Some("_ZGVeN8v_exp"));
+        assert_eq!(libmvec_name("llvm.log.v4f64", avx512).as_deref(), Some("_ZGVdN4v_log"));
+        assert_eq!(libmvec_name("llvm.pow.v2f64", avx512).as_deref(), Some("_ZGVbN2vv_pow"));
+        assert_eq!(libmvec_name("llvm.sin.v16f32", avx512).as_deref(), Some("_ZGVeN16v_sinf"));
+        // Without AVX-512 the 512-bit variant's register does not exist.
+        assert_eq!(libmvec_name("llvm.exp.v8f64", "+sse2,+avx2"), None);
+        assert_eq!(libmvec_name("llvm.exp.v4f64", "+sse2,-avx2"), None);
+        // Functions libmvec lacks, scalars, and odd widths stay.
+        assert_eq!(libmvec_name("llvm.sqrt.v4f64", avx512), None);
+        assert_eq!(libmvec_name("llvm.exp.f64", avx512), None);
+        assert_eq!(libmvec_name("llvm.exp.v3f64", avx512), None);
+    }
+}
