@@ -89,6 +89,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("reshapes_removed", c.reshapes);
         cx.count("element_selections_found", c.elements);
         cx.count("decided_by_ranges", c.ranges);
+        cx.count("loop_shapes_kept", c.loop_shapes);
     }
 }
 
@@ -109,6 +110,9 @@ struct Counts {
     elements: u64,
     /// Comparisons, `max`/`min`, `abs` and `mod` decided by value ranges.
     ranges: u64,
+    /// Loop-carried arrays whose shape, asked for in the loop, is the
+    /// initial value's (counted while a `shape(p)` is there to replace).
+    loop_shapes: u64,
 }
 
 /// What a value was defined as (what the rules look at).
@@ -129,6 +133,62 @@ enum ShapeSrc {
     /// The shape of a row (`sel([i], a)`: `drop(1, shape(a))`) and of an array of
     /// arrays (a with-loop or fill whose cells have an invariant shape).
     Pieces(std::rc::Rc<[(usize, ValueId)]>),
+}
+
+/// Whether `y` (defined in a loop body, `defs`) has the shape of `p`: it is
+/// `p`, or made from it by operations that keep shapes (see
+/// [`Simplify::loop_shapes`]).
+fn shaped_like(
+    f: &Function,
+    defs: &HashMap<ValueId, (&Stmt, usize)>,
+    y: ValueId,
+    p: ValueId,
+    init_shape: Option<ValueId>,
+    depth: u32,
+) -> bool {
+    if y == p {
+        return true;
+    }
+    if depth > 16 {
+        return false;
+    }
+    let Some(&(t, k)) = defs.get(&y) else { return false };
+    let like = |v: ValueId| shaped_like(f, defs, v, p, init_shape, depth + 1);
+    match &t.op {
+        Op::With(w) => match &w.ops[k] {
+            WithOp::Modarray { array } => like(*array),
+            // `{ [i, j] -> … }` over `shape(q)` (or the initial value's shape
+            // vector): scalar cells over q's whole shape.
+            WithOp::Genarray { shape, default } => {
+                let scalar_cells = !w.parts.is_empty()
+                    && w.parts.iter().all(|part| f.ty(w.element_yield(part, k)).shape.is_scalar())
+                    && default.is_none_or(|d| f.ty(d).shape.is_scalar());
+                let of_shape = |v: ValueId| match defs.get(&v).map(|(t, _)| &t.op) {
+                    Some(Op::Prim { prim: Prim::Shape, args, .. }) => Some(args[0]),
+                    _ => None,
+                };
+                scalar_cells && (Some(*shape) == init_shape || of_shape(*shape).is_some_and(like))
+            }
+            _ => false,
+        },
+        Op::Prim { prim, args, .. } => match prim {
+            Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => like(args[0]),
+            Prim::Math(_) if args.len() == 1 => like(args[0]),
+            Prim::Bin(_) | Prim::Math(_) if args.len() == 2 => {
+                let (a, b) = (args[0], args[1]);
+                match (f.ty(a).shape.is_scalar(), f.ty(b).shape.is_scalar()) {
+                    (true, true) => false,
+                    (true, false) => like(b),
+                    (false, true) => like(a),
+                    // Two arrays have equal shapes (or the operation failed).
+                    (false, false) => like(a) || like(b),
+                }
+            }
+            _ => false,
+        },
+        Op::If { then_block, else_block, .. } => like(then_block.yields[k]) && like(else_block.yields[k]),
+        _ => false,
+    }
 }
 
 struct Simplify {
@@ -282,6 +342,7 @@ impl Simplify {
             }
             Op::Loop { .. } => {
                 self.refine_loop(f, &s);
+                self.loop_shapes(f, &s);
                 if let Op::Loop { cond, body, test_first, .. } = &mut s.op {
                     self.block_in(f, cond);
                     // A `while` body runs where its condition held.
@@ -492,6 +553,49 @@ impl Simplify {
                     self.refine(f, v, &t.shape);
                 }
                 return;
+            }
+        }
+    }
+
+    /// Seed 000's symbolic shapes through loops: a carried array whose every
+    /// iteration yields an array shaped like it (itself, a `modarray` of it,
+    /// element-wise operations on it, either branch of an `if`) keeps its
+    /// initial value's shape, and so does the loop's result. Then `shape(row)`
+    /// of a row updated in place per iteration is the initial row's shape
+    /// vector, computed once before the loop instead of built every iteration.
+    fn loop_shapes(&mut self, f: &Function, s: &Stmt) {
+        let Op::Loop { init, params, body, .. } = &s.op else { return };
+        fn collect<'a>(b: &'a Block, defs: &mut HashMap<ValueId, (&'a Stmt, usize)>) {
+            for t in &b.stmts {
+                for (k, d) in t.defs.iter().enumerate() {
+                    defs.insert(*d, (t, k));
+                }
+                t.op.walk_blocks(&mut |inner| collect(inner, defs));
+            }
+        }
+        let mut defs = HashMap::default();
+        collect(body, &mut defs);
+        for (k, (&p, &x)) in params.iter().zip(init).enumerate() {
+            if f.ty(p).shape.is_scalar() || self.shape_src.contains_key(&p) {
+                continue;
+            }
+            let Some(&y) = body.yields.get(k) else { continue };
+            let src = self.shape_src.get(&x).cloned().unwrap_or(ShapeSrc::SameAs(x));
+            let init_shape = match &src {
+                ShapeSrc::Value(v) => Some(*v),
+                _ => None,
+            };
+            if !shaped_like(f, &defs, y, p, init_shape, 0) {
+                continue;
+            }
+            let asked =
+                defs.values().any(|(t, _)| matches!(&t.op, Op::Prim { prim: Prim::Shape, args, .. } if args[0] == p));
+            if asked {
+                self.counts.loop_shapes += 1;
+            }
+            self.shape_src.insert(p, src.clone());
+            if let Some(&d) = s.defs.get(k) {
+                self.shape_src.insert(d, src);
             }
         }
     }
