@@ -135,62 +135,6 @@ enum ShapeSrc {
     Pieces(std::rc::Rc<[(usize, ValueId)]>),
 }
 
-/// Whether `y` (defined in a loop body, `defs`) has the shape of `p`: it is
-/// `p`, or made from it by operations that keep shapes (see
-/// [`Simplify::loop_shapes`]).
-fn shaped_like(
-    f: &Function,
-    defs: &HashMap<ValueId, (&Stmt, usize)>,
-    y: ValueId,
-    p: ValueId,
-    init_shape: Option<ValueId>,
-    depth: u32,
-) -> bool {
-    if y == p {
-        return true;
-    }
-    if depth > 16 {
-        return false;
-    }
-    let Some(&(t, k)) = defs.get(&y) else { return false };
-    let like = |v: ValueId| shaped_like(f, defs, v, p, init_shape, depth + 1);
-    match &t.op {
-        Op::With(w) => match &w.ops[k] {
-            WithOp::Modarray { array } => like(*array),
-            // `{ [i, j] -> … }` over `shape(q)` (or the initial value's shape
-            // vector): scalar cells over q's whole shape.
-            WithOp::Genarray { shape, default } => {
-                let scalar_cells = !w.parts.is_empty()
-                    && w.parts.iter().all(|part| f.ty(w.element_yield(part, k)).shape.is_scalar())
-                    && default.is_none_or(|d| f.ty(d).shape.is_scalar());
-                let of_shape = |v: ValueId| match defs.get(&v).map(|(t, _)| &t.op) {
-                    Some(Op::Prim { prim: Prim::Shape, args, .. }) => Some(args[0]),
-                    _ => None,
-                };
-                scalar_cells && (Some(*shape) == init_shape || of_shape(*shape).is_some_and(like))
-            }
-            _ => false,
-        },
-        Op::Prim { prim, args, .. } => match prim {
-            Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => like(args[0]),
-            Prim::Math(_) if args.len() == 1 => like(args[0]),
-            Prim::Bin(_) | Prim::Math(_) if args.len() == 2 => {
-                let (a, b) = (args[0], args[1]);
-                match (f.ty(a).shape.is_scalar(), f.ty(b).shape.is_scalar()) {
-                    (true, true) => false,
-                    (true, false) => like(b),
-                    (false, true) => like(a),
-                    // Two arrays have equal shapes (or the operation failed).
-                    (false, false) => like(a) || like(b),
-                }
-            }
-            _ => false,
-        },
-        Op::If { then_block, else_block, .. } => like(then_block.yields[k]) && like(else_block.yields[k]),
-        _ => false,
-    }
-}
-
 struct Simplify {
     consts: HashMap<ValueId, Value>,
     subst: HashMap<ValueId, ValueId>,
@@ -565,16 +509,7 @@ impl Simplify {
     /// vector, computed once before the loop instead of built every iteration.
     fn loop_shapes(&mut self, f: &Function, s: &Stmt) {
         let Op::Loop { init, params, body, .. } = &s.op else { return };
-        fn collect<'a>(b: &'a Block, defs: &mut HashMap<ValueId, (&'a Stmt, usize)>) {
-            for t in &b.stmts {
-                for (k, d) in t.defs.iter().enumerate() {
-                    defs.insert(*d, (t, k));
-                }
-                t.op.walk_blocks(&mut |inner| collect(inner, defs));
-            }
-        }
-        let mut defs = HashMap::default();
-        collect(body, &mut defs);
+        let defs = util::block_defs(body);
         for (k, (&p, &x)) in params.iter().zip(init).enumerate() {
             if f.ty(p).shape.is_scalar() || self.shape_src.contains_key(&p) {
                 continue;
@@ -585,7 +520,7 @@ impl Simplify {
                 ShapeSrc::Value(v) => Some(*v),
                 _ => None,
             };
-            if !shaped_like(f, &defs, y, p, init_shape, 0) {
+            if !util::shaped_like(f, &defs, y, p, init_shape) {
                 continue;
             }
             let asked =

@@ -455,12 +455,111 @@ pub fn boxes_cover(boxes: &[(Vec<i64>, Vec<i64>)], frame: &[i64]) -> bool {
     true
 }
 
+/// Every statement nested in `b` by the values it defines (with the index of
+/// each among its definitions).
+pub fn block_defs(b: &Block) -> HashMap<ValueId, (&Stmt, usize)> {
+    fn collect<'a>(b: &'a Block, defs: &mut HashMap<ValueId, (&'a Stmt, usize)>) {
+        for t in &b.stmts {
+            for (k, d) in t.defs.iter().enumerate() {
+                defs.insert(*d, (t, k));
+            }
+            t.op.walk_blocks(&mut |inner| collect(inner, defs));
+        }
+    }
+    let mut defs = HashMap::default();
+    collect(b, &mut defs);
+    defs
+}
+
+/// Whether a loop keeps the shape of its carried array `p`: `y`, what the
+/// body yields for it, is `p` or made from it by operations that keep shapes
+/// (`defs`: the body's statements, [`block_defs`]); `init_shape` is the
+/// shape vector of `p`'s initial value, if one holds it.
+pub fn shaped_like(
+    f: &Function,
+    defs: &HashMap<ValueId, (&Stmt, usize)>,
+    y: ValueId,
+    p: ValueId,
+    init_shape: Option<ValueId>,
+) -> bool {
+    shaped_like_at(f, defs, y, p, init_shape, 0)
+}
+
+/// Whether `y` (defined in a loop body, `defs`) has the shape of `p`: it is
+/// `p`, or made from it by operations that keep shapes (see
+/// `simplify`'s loop shapes and [`shape_values`]).
+fn shaped_like_at(
+    f: &Function,
+    defs: &HashMap<ValueId, (&Stmt, usize)>,
+    y: ValueId,
+    p: ValueId,
+    init_shape: Option<ValueId>,
+    depth: u32,
+) -> bool {
+    if y == p {
+        return true;
+    }
+    if depth > 16 {
+        return false;
+    }
+    let Some(&(t, k)) = defs.get(&y) else { return false };
+    let like = |v: ValueId| shaped_like_at(f, defs, v, p, init_shape, depth + 1);
+    match &t.op {
+        Op::With(w) => match &w.ops[k] {
+            WithOp::Modarray { array } => like(*array),
+            // `{ [i, j] -> … }` over `shape(q)` (or the initial value's shape
+            // vector): scalar cells over q's whole shape.
+            WithOp::Genarray { shape, default } => {
+                let scalar_cells = !w.parts.is_empty()
+                    && w.parts.iter().all(|part| f.ty(w.element_yield(part, k)).shape.is_scalar())
+                    && default.is_none_or(|d| f.ty(d).shape.is_scalar());
+                let of_shape = |v: ValueId| match defs.get(&v).map(|(t, _)| &t.op) {
+                    Some(Op::Prim { prim: Prim::Shape, args, .. }) => Some(args[0]),
+                    _ => None,
+                };
+                scalar_cells && (Some(*shape) == init_shape || of_shape(*shape).is_some_and(like))
+            }
+            _ => false,
+        },
+        Op::Prim { prim, args, .. } => match prim {
+            Prim::Modarray | Prim::IdxModarray | Prim::Un(_) | Prim::Conv(_) => like(args[0]),
+            Prim::Math(_) if args.len() == 1 => like(args[0]),
+            Prim::Bin(_) | Prim::Math(_) if args.len() == 2 => {
+                let (a, b) = (args[0], args[1]);
+                match (f.ty(a).shape.is_scalar(), f.ty(b).shape.is_scalar()) {
+                    (true, true) => false,
+                    (true, false) => like(b),
+                    (false, true) => like(a),
+                    // Two arrays have equal shapes (or the operation failed).
+                    (false, false) => like(a) || like(b),
+                }
+            }
+            _ => false,
+        },
+        Op::If { then_block, else_block, .. } => like(then_block.yields[k]) && like(else_block.yields[k]),
+        _ => false,
+    }
+}
+
 /// For arrays whose shape is held in a value: that value. `shape(a)` (the
-/// first one met), `reshape(s, x)` (shape `s`), and genarray with-loops of
-/// scalar cells (their frame shape).
+/// first one met), `reshape(s, x)` (shape `s`), genarray with-loops of
+/// scalar cells (their frame shape), and arrays a loop carries without
+/// changing their shape ([`shaped_like`]: their initial value's).
 pub fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
     let mut out = HashMap::default();
     f.body.walk(&mut |s| match &s.op {
+        Op::Loop { init, params, body, .. } => {
+            let defs = block_defs(body);
+            for (k, (&p, x)) in params.iter().zip(init).enumerate() {
+                let Some(&sv) = out.get(x) else { continue };
+                if body.yields.get(k).is_some_and(|&y| shaped_like(f, &defs, y, p, Some(sv))) {
+                    out.entry(p).or_insert(sv);
+                    if let Some(&d) = s.defs.get(k) {
+                        out.entry(d).or_insert(sv);
+                    }
+                }
+            }
+        }
         Op::Prim { prim: Prim::Shape, args, .. } => {
             out.entry(args[0]).or_insert(s.defs[0]);
         }
