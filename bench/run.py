@@ -743,7 +743,9 @@ def main():
                      + f" | {speedup:.2f}× |")
     lines += ["", "Min/median/max of every figure: the JSON file beside this one. L0: bench/kernels.l0 "
               "(seed 004's programs in L0, generic shapes). det: NumPy and JAX use LU (O(n³)), the others the "
-              "Laplace expansion (O(n!)), so that row compares algorithms as much as compilers.", ""]
+              "Laplace expansion (O(n!)), so that row compares algorithms as much as compilers. Threads: C and the SaC "
+              "and L0 columns run on one thread (the last column: SaC on two); the peers run as installed: NumPy's "
+              "matmul and dot call OpenBLAS on every core, JAX's XLA may split work over cores.", ""]
     by_name = {row["benchmark"]: row["figures"] for row in rows}
     aks = {k: v["SaC AKS"]["median"] for k, v in by_name.items()}
     generic = []
