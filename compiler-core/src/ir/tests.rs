@@ -154,3 +154,44 @@ fn map_then_reduce_is_one_fold() {
     opt::optimise(&mut m, &sources, &PipelineOptions { verify: true, ..Default::default() }).unwrap();
     assert_eq!(print::structure_text(&m), "fn main: 1 with-loop\n  fold max: 1 part [0]..[20]; 0 checks\n");
 }
+
+#[test]
+fn ifs_left_empty_are_removed_and_ifs_with_checks_stay() {
+    let text = "fn main() -> (int)  [instance main]
+{
+  %0: int = const 3
+  %1: int = const 0
+  %2: bool = prim lt(%0, %1)
+  if %2 {
+    yield
+  } else {
+    yield
+  }
+  %3: int[1] = const [4]
+  %4: int[1] = array [%0]
+  if %2 {
+    yield
+  } else {
+    check in_bounds(%4, %3) R0001 \"selection\"
+    yield
+  }
+  return %0
+}
+";
+    let mut sources = SourceMap::new();
+    let file = sources.add("test.ir", text, FileKind::User);
+    let mut m = parse::parse_module(text, Span::new(file, 0, 0)).unwrap();
+    let only_dce = PipelineOptions {
+        verify: true,
+        disabled: opt::pass_names().into_iter().filter(|n| *n != "dce").map(String::from).collect(),
+        ..Default::default()
+    };
+    opt::optimise(&mut m, &sources, &only_dce).unwrap();
+    let ifs = |m: &Module| {
+        let mut n = 0;
+        m.functions[0].body.walk(&mut |s| n += usize::from(matches!(s.op, Op::If { .. })));
+        n
+    };
+    assert_eq!(ifs(&m), 1, "{}", print::module_text(&m));
+    assert!(print::module_text(&m).contains("check in_bounds"));
+}

@@ -57,6 +57,12 @@ impl Dce<'_> {
     /// Whether the statement must run even if nothing reads its results.
     fn needed_anyway(&self, s: &Stmt) -> bool {
         if s.defs.is_empty() {
+            // An `if` whose branches are left empty (their checks proven or
+            // moved out) does nothing; any other statement without results
+            // is there for what it does (a check, a print).
+            if let Op::If { then_block, else_block, .. } = &s.op {
+                return !(then_block.stmts.is_empty() && else_block.stmts.is_empty());
+            }
             return true;
         }
         self.has_effect(&s.op)
