@@ -37,9 +37,21 @@ pub unsafe extern "C" fn wl_alloc_frame(
     cell: *const i64,
     zero: i32,
 ) -> *mut WlArray {
-    let mut shape = unsafe { slice(frame, frame_len) }.to_vec();
-    shape.extend_from_slice(unsafe { slice(cell, cell_rank) });
-    let a = unsafe { wl_alloc(ctx, elem, shape.len() as i64, shape.as_ptr()) };
+    let (frame, cell) = unsafe { (slice(frame, frame_len), slice(cell, cell_rank)) };
+    // The shape on the stack: recursive code (a determinant's minors) allocates
+    // many small arrays, and a heap vector per allocation was a third of it.
+    let rank = frame.len() + cell.len();
+    let mut small = [0i64; 16];
+    let mut large = Vec::new();
+    let shape: &mut [i64] = if rank <= small.len() {
+        &mut small[..rank]
+    } else {
+        large.resize(rank, 0);
+        &mut large
+    };
+    shape[..frame.len()].copy_from_slice(frame);
+    shape[frame.len()..].copy_from_slice(cell);
+    let a = unsafe { wl_alloc(ctx, elem, rank as i64, shape.as_ptr()) };
     if !a.is_null() && zero != 0 {
         let bytes = unsafe { (*a).size as usize * (*a).esize as usize };
         unsafe { std::ptr::write_bytes((*a).data, 0, bytes) };
@@ -397,4 +409,36 @@ pub unsafe extern "C" fn wl_reshape(
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data, bytes.len()) };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::wl_dec;
+
+    #[test]
+    fn frames_get_frame_then_cell_extents_short_and_long() {
+        let double = crate::array::code_of(compiler_core::syntax::ast::BaseType::Double);
+        for (frame, cell) in [(vec![2i64, 3], vec![4i64]), (vec![1; 10], vec![2; 9])] {
+            // SAFETY: the slices hold the extents passed; the array is released.
+            unsafe {
+                let a = wl_alloc_frame(
+                    std::ptr::null_mut(),
+                    double,
+                    frame.len() as i64,
+                    frame.as_ptr(),
+                    cell.len() as i64,
+                    cell.as_ptr(),
+                    1,
+                );
+                assert!(!a.is_null());
+                let want: Vec<i64> = frame.iter().chain(&cell).copied().collect();
+                assert_eq!((*a).shape(), &want[..]);
+                assert_eq!((*a).size, want.iter().product::<i64>());
+                let bytes = std::slice::from_raw_parts((*a).data, (*a).size as usize * 8);
+                assert!(bytes.iter().all(|&b| b == 0), "zeroed");
+                wl_dec(a);
+            }
+        }
+    }
 }
