@@ -509,6 +509,9 @@ impl Simplify {
     /// vector, computed once before the loop instead of built every iteration.
     fn loop_shapes(&mut self, f: &Function, s: &Stmt) {
         let Op::Loop { init, params, body, .. } = &s.op else { return };
+        if !params.iter().any(|p| !f.ty(*p).shape.is_scalar() && !self.shape_src.contains_key(p)) {
+            return;
+        }
         let defs = util::block_defs(body);
         for (k, (&p, &x)) in params.iter().zip(init).enumerate() {
             if f.ty(p).shape.is_scalar() || self.shape_src.contains_key(&p) {

@@ -548,7 +548,8 @@ fn shaped_like_at(
 pub fn shape_values(f: &Function) -> HashMap<ValueId, ValueId> {
     let mut out = HashMap::default();
     f.body.walk(&mut |s| match &s.op {
-        Op::Loop { init, params, body, .. } => {
+        // Only loops carrying an array of known shape: indexing the body costs.
+        Op::Loop { init, params, body, .. } if init.iter().any(|x| out.contains_key(x)) => {
             let defs = block_defs(body);
             for (k, (&p, x)) in params.iter().zip(init).enumerate() {
                 let Some(&sv) = out.get(x) else { continue };

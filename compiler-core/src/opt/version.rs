@@ -459,13 +459,6 @@ fn outline(
     let mut copied = Vec::new();
     {
         let mut wanted = std::collections::BTreeSet::new();
-        fn reads(b: &Block, out: &mut std::collections::BTreeSet<ValueId>) {
-            for s in &b.stmts {
-                out.extend(s.op.operands());
-                s.op.walk_blocks(&mut |inner| reads(inner, out));
-            }
-            out.extend(b.yields.iter().copied());
-        }
         reads(&block, &mut wanted);
         needed.extend(wanted);
         for s in before.iter().rev() {
@@ -487,14 +480,7 @@ fn outline(
     let block = &block;
     let defined = util::defined_in(block);
     let mut free = std::collections::BTreeSet::new();
-    fn uses(b: &Block, out: &mut std::collections::BTreeSet<ValueId>) {
-        for s in &b.stmts {
-            out.extend(s.op.operands());
-            s.op.walk_blocks(&mut |inner| uses(inner, out));
-        }
-        out.extend(b.yields.iter().copied());
-    }
-    uses(block, &mut free);
+    reads(block, &mut free);
     let free: Vec<ValueId> = free.into_iter().filter(|v| !defined.contains(v)).collect();
     let mut g = Function {
         name,
@@ -532,6 +518,15 @@ fn outline(
     let results = fresh_like(f, &block.yields);
     let call = Stmt::new(results.clone(), Op::Call { func: id, args }, span);
     Some((g, Block { stmts: vec![call], yields: results }))
+}
+
+/// Every value the statements of `b` (nested ones too) and its yields read.
+fn reads(b: &Block, out: &mut std::collections::BTreeSet<ValueId>) {
+    for s in &b.stmts {
+        out.extend(s.op.operands());
+        s.op.walk_blocks(&mut |inner| reads(inner, out));
+    }
+    out.extend(b.yields.iter().copied());
 }
 
 /// Fresh values of `f` with the types and names of `like`.
