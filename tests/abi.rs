@@ -274,3 +274,38 @@ fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
     assert_eq!(stdout, format!("{:.6} {:.6}\n", y(1000.0), total));
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn register_tiles_for_avx512_targets_jam_the_fold() {
+    let work = scratch("tile");
+    let inv = invocation("../lang/opt/register_tile.sac", &[]);
+    let target = |features: &str| withloop_codegen::Options {
+        triple: Some("x86_64-unknown-linux-gnu".into()),
+        cpu: Some("x86-64-v4".into()),
+        features: Some(features.into()),
+        ..Default::default()
+    };
+    // A tile where there are 32 vector registers, none with 16.
+    let avx512 = target("+sse2,+avx2,+fma,+avx512f");
+    let avx2 = target("+sse2,+avx2,+fma");
+    assert_eq!(withloop_codegen::register_tile(&avx512), Some([4, 32]));
+    assert_eq!(withloop_codegen::register_tile(&avx2), None);
+    let ll = |native: &withloop_codegen::Options, name: &str| {
+        let out = work.join(name);
+        let pipeline = PipelineOptions { register_tile: withloop_codegen::register_tile(native), ..Default::default() };
+        let report = compile(&inv, &pipeline, Emit::LlvmIr, native, Some(&out));
+        assert_eq!(report.exit_code, 0, "{}", report.stderr);
+        std::fs::read_to_string(&out).expect("llvm ir")
+    };
+    // Tiled: full tiles run jammed (their accumulators become vectors, added
+    // in order), the edges index by index.
+    let tiled = ll(&avx512, "tiled.ll");
+    assert!(tiled.contains("tile.full") && tiled.contains("tile.edge"), "no tiles:\n{tiled}");
+    assert!(
+        tiled.lines().any(|l| l.contains("fadd <") && l.contains("x double>") && !l.contains("reassoc")),
+        "the tile's accumulators are not vectors:\n{tiled}"
+    );
+    let untiled = ll(&avx2, "untiled.ll");
+    assert!(!untiled.contains("tile.full"), "a tile without AVX-512:\n{untiled}");
+    let _ = std::fs::remove_dir_all(&work);
+}

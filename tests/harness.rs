@@ -282,13 +282,27 @@ fn compare_sets(what: &str, expected: &[ErrSpec], found: &[&Located], report: &R
     Err(msg.into())
 }
 
+/// The register tile tests compile with (`codegen::register_tile` of an
+/// AVX-512 target).
+const TEST_TILE: [i64; 2] = [4, 32];
+
 fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let expect = parse_expect(text).map_err(|e| format!("{}: bad test header: {e}", path.display()))?;
     let mut inv = Invocation { file: path.to_path_buf(), ..Default::default() };
+    // Native code is checked with the register tile of AVX-512 targets on
+    // any host (tiles are correct anywhere, only their speed needs the
+    // registers); `--no-register-tile` checks `interchange`'s code instead,
+    // `--register-tile` checks the structure with the tile.
+    let mut native_tile = Some(TEST_TILE);
+    let mut tile_structure = false;
     let mut flags = expect.flags.iter();
     while let Some(f) = flags.next() {
         if f == "--noprelude" || f == "-noprelude" {
             inv.frontend.no_prelude = true;
+        } else if f == "--register-tile" {
+            tile_structure = true;
+        } else if f == "--no-register-tile" {
+            native_tile = None;
         } else if let Some(d) = f.strip_prefix("-D") {
             inv.frontend.defines.push(if d.is_empty() {
                 flags.next().cloned().unwrap_or_default()
@@ -332,7 +346,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
     ir_text_round_trips(&inv)?;
-    check_optimisation(&inv, &expect)?;
+    check_optimisation(&inv, &expect, tile_structure.then_some(TEST_TILE))?;
     // The same program through the IR must behave identically.
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
@@ -345,7 +359,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     // Two threads and no size threshold: every with-loop that may run in
     // parallel does, so the parallel paths are checked on every test.
     let parallel = withloop_codegen::Options { threads: Some(2), parallel_min: Some(1), ..Default::default() };
-    native.engine = Engine::Native(opt::PipelineOptions::default(), parallel);
+    let tiled = opt::PipelineOptions { register_tile: native_tile, ..Default::default() };
+    native.engine = Engine::Native(tiled.clone(), parallel);
     let native_report = run(&native);
     if same_behaviour("native code", &report, &native_report).is_err() {
         // Floating-point folds may be reassociated (vectorised, and combined
@@ -354,7 +369,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         // exactly, the default code up to rounding.
         let sequential =
             withloop_codegen::Options { threads: Some(1), exact_folds: true, vector_math: false, ..Default::default() };
-        native.engine = Engine::Native(opt::PipelineOptions::default(), sequential);
+        native.engine = Engine::Native(tiled, sequential);
         same_behaviour("native code on one thread", &report, &run(&native))?;
         same_up_to_rounding("native code (folds reassociated, vector math, two threads)", &report, &native_report)?;
     }
@@ -399,11 +414,11 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 }
 
 /// Structure, remark and counter expectations against the optimised program.
-fn check_optimisation(inv: &Invocation, expect: &Expect) -> Result<(), Failed> {
+fn check_optimisation(inv: &Invocation, expect: &Expect, register_tile: Option<[i64; 2]>) -> Result<(), Failed> {
     if expect.structure.is_none() && expect.remarks.is_empty() && expect.counters.is_empty() {
         return Ok(());
     }
-    let options = opt::PipelineOptions { verify: true, no_timing: true, ..Default::default() };
+    let options = opt::PipelineOptions { verify: true, no_timing: true, register_tile, ..Default::default() };
     let (fe, module, outcome) = withloop_cli::optimised(inv, &options).map_err(|r| r.stderr)?;
     let report = opt::report::build("", &outcome, &fe.program, &fe.typed, &fe.sources, true, false);
     if let Some(want) = &expect.structure {

@@ -197,6 +197,13 @@ impl PassArgs {
         options.verify = self.verify_ir || cfg!(debug_assertions);
         Ok(options)
     }
+
+    /// [`Self::options`] for native code: with the target's register tile.
+    fn native_options(&self, native: &NativeArgs) -> Result<opt::PipelineOptions, String> {
+        let mut options = self.options()?;
+        options.register_tile = withloop_codegen::register_tile(&native.options());
+        Ok(options)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -268,7 +275,7 @@ fn main() -> ExitCode {
                 eprintln!("error: unknown --emit `{emit}` (expected one of {})", names.join(", "));
                 return ExitCode::from(64);
             };
-            let options = match passes.options() {
+            let options = match passes.native_options(&native) {
                 Ok(mut o) => {
                     o.no_timing = no_timing;
                     o
@@ -282,7 +289,7 @@ fn main() -> ExitCode {
         }
         Command::Build { source, output, native, passes } => {
             let inv = source.invocation();
-            match passes.options() {
+            match passes.native_options(&native) {
                 Ok(options) => compile(&inv, &options, Emit::Executable, &native.options(), output.as_deref()),
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -293,7 +300,7 @@ fn main() -> ExitCode {
         Command::Run { source, entry, args, interp, ir, opt, passes, native, untyped } => {
             let mut inv = source.invocation();
             if !interp && !ir && !opt && !untyped {
-                match passes.options() {
+                match passes.native_options(&native) {
                     Ok(o) => inv.engine = Engine::Native(o, native.options()),
                     Err(e) => {
                         eprintln!("error: {e}");

@@ -150,6 +150,17 @@ pub fn target_spec(options: &Options) -> TargetSpec {
     TargetSpec { triple, cpu, features }
 }
 
+/// The register tile (rows, columns of `double` results) the optimiser's
+/// `tile` pass should use for this target, if any: 4x32 where the target has
+/// AVX-512 (32 vector registers: the tile's 16, plus room for the loads).
+/// With 16 registers (AVX2) the tile spills and loses to `interchange`'s row
+/// updates, so there is none.
+pub fn register_tile(options: &Options) -> Option<[i64; 2]> {
+    let spec = target_spec(options);
+    let x86 = spec.triple.starts_with("x86_64");
+    (x86 && spec.features.split(',').any(|f| f == "+avx512f")).then_some([4, 32])
+}
+
 /// This machine's triple, CPU and CPU features, asked of LLVM once per process
 /// (the compile service keys every request by them).
 pub fn host_spec() -> &'static TargetSpec {

@@ -427,7 +427,11 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
     laps.lap("frontend");
 
     progress(Phase::Optimise);
-    let pipeline = opt::PipelineOptions { disabled: request.disabled_passes.clone(), ..Default::default() };
+    let pipeline = opt::PipelineOptions {
+        disabled: request.disabled_passes.clone(),
+        register_tile: withloop_codegen::register_tile(&request.codegen),
+        ..Default::default()
+    };
     let mut started: Vec<&'static str> = Vec::new();
     let mut on_pass = |name: &'static str| {
         if !started.contains(&name) {

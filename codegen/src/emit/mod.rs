@@ -22,6 +22,7 @@ mod ops;
 mod parallel;
 mod scalar;
 mod scan;
+mod tile;
 mod withloop;
 
 use compiler_core::{HashMap, HashSet};

@@ -355,7 +355,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// The row-major cell number of `index` over the first axes of `f`.
-    fn frame_offset(&mut self, fx: &mut Fx<'ctx, 'a>, index: &Index<'ctx>, f: &Frame<'ctx>) -> R<IntValue<'ctx>> {
+    pub(crate) fn frame_offset(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        index: &Index<'ctx>,
+        f: &Frame<'ctx>,
+    ) -> R<IntValue<'ctx>> {
         match index {
             Index::Flat(o) => Ok(*o),
             Index::Static(idx) => {
@@ -1067,9 +1072,65 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<()> {
         let g = self.load_generator(fx, pcx.part, n, ploc)?;
         self.check_frames_static(fx, &g, states, ploc)?;
+        let tile = self.jam_tile(fx, pcx, states, n);
         let mut open = Vec::new();
         let mut idx = Vec::with_capacity(n);
+        // A register tile: the tiles' loops, then each full tile jammed (`tile.rs`).
+        let mut tiles = Vec::new();
         for d in 0..n {
+            if let Some(t) = tile.filter(|_| d >= n - 2) {
+                let chunk = if d == 0 { outer } else { None };
+                let span = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
+                let sm1 = self.b.build_int_sub(g.step[d], self.const_i64(1), "sm1")?;
+                let padded = self.b.build_int_add(span, sm1, "padded")?;
+                let blocks = self.b.build_int_signed_div(padded, g.step[d], "blocks")?;
+                // A thread's chunk counts indices (the axis is dense): its
+                // tiles are those starting inside it.
+                let (first, last) = match chunk {
+                    Some((a, b)) => {
+                        let a = self.b.build_int_add(a, sm1, "a")?;
+                        let b = self.b.build_int_add(b, sm1, "b")?;
+                        (
+                            self.b.build_int_signed_div(a, g.step[d], "first")?,
+                            self.b.build_int_signed_div(b, g.step[d], "last")?,
+                        )
+                    }
+                    None => (self.const_i64(0), blocks),
+                };
+                let (lb, k) = self.open_loop(fx, first, last)?;
+                let off = self.b.build_int_mul(k, g.step[d], "boff")?;
+                let start = self.b.build_int_add(g.lo[d], off, "start")?;
+                let stop = self.b.build_int_add(start, g.width[d], "stop")?;
+                let lt = self.b.build_int_compare(IntPredicate::SLT, stop, g.hi[d], "lt")?;
+                let stop = self.b.build_select(lt, stop, g.hi[d], "stop")?.into_int_value();
+                open.push(lb);
+                tiles.push((start, stop));
+                if d < n - 1 {
+                    continue;
+                }
+                let full = self.tile_is_full(tiles[0], tiles[1], t)?;
+                let jam_bb = self.ctx.append_basic_block(fx.func, "tile.full");
+                let edge_bb = self.ctx.append_basic_block(fx.func, "tile.edge");
+                let join_bb = self.ctx.append_basic_block(fx.func, "tile.next");
+                self.b.build_conditional_branch(full, jam_bb, edge_bb)?;
+                self.b.position_at_end(jam_bb);
+                self.jam(fx, pcx, states, &idx, tiles[0].0, tiles[1].0, t)?;
+                self.b.build_unconditional_branch(join_bb)?;
+                self.b.position_at_end(edge_bb);
+                let (lr, i) = self.open_loop(fx, tiles[0].0, tiles[0].1)?;
+                let (lc, j) = self.open_loop(fx, tiles[1].0, tiles[1].1)?;
+                let mut all = idx.clone();
+                all.extend([i, j]);
+                self.iteration(fx, pcx, states, &Index::Static(all))?;
+                self.close_loop(lc)?;
+                self.close_loop(lr)?;
+                self.b.build_unconditional_branch(join_bb)?;
+                self.b.position_at_end(join_bb);
+                while let Some(l) = open.pop() {
+                    self.close_loop(l)?;
+                }
+                return Ok(());
+            }
             let chunk = if d == 0 { outer } else { None };
             if g.dense[d] {
                 let (lo, hi) = match chunk {

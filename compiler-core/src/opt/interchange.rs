@@ -129,7 +129,7 @@ fn the_fold(p: &Part) -> Option<&Stmt> {
 
 /// The index-vector components a qualifying with-loop's part selects, or
 /// `None` when the with-loop does not qualify.
-fn qualifies(s: &Stmt, r: &Reader) -> Option<Vec<(ValueId, usize)>> {
+pub(super) fn qualifies(s: &Stmt, r: &Reader) -> Option<Vec<(ValueId, usize)>> {
     let Op::With(w) = &s.op else { return None };
     let ([p], [WithOp::Genarray { shape, .. }]) = (w.parts.as_slice(), w.ops.as_slice()) else { return None };
     if p.step.is_some() || p.width.is_some() || p.offset.is_some() {
@@ -213,7 +213,7 @@ fn apply(f: &mut Function, body: &mut Block, t: &Target) {
 }
 
 /// Finds the statement defining `v` (at any depth) and lets `g` edit its block.
-fn edit(b: &mut Block, v: ValueId, g: &mut dyn FnMut(&mut Vec<Stmt>, usize)) -> bool {
+pub(super) fn edit(b: &mut Block, v: ValueId, g: &mut dyn FnMut(&mut Vec<Stmt>, usize)) -> bool {
     if let Some(at) = b.stmts.iter().position(|s| s.defs.contains(&v)) {
         g(&mut b.stmts, at);
         return true;

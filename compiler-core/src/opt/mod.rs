@@ -38,6 +38,7 @@ pub mod ive;
 pub mod licm;
 pub mod reuse;
 pub mod simplify;
+pub mod tile;
 pub mod unroll;
 pub mod version;
 pub mod wlf;
@@ -93,6 +94,7 @@ pub const PIPELINE: &[Stage] = &[
         name: "lowering",
         passes: &[
             bce::PASS,
+            tile::PASS,
             interchange::PASS,
             ive::PASS,
             arrayelim::PASS,
@@ -134,6 +136,9 @@ pub struct PipelineOptions {
     pub dump_after: Option<String>,
     /// Leave out run times (for reproducible reports).
     pub no_timing: bool,
+    /// The register tile (rows, columns) of `tile`, when the target has
+    /// one worth using (the code generator says: `register_tile`).
+    pub register_tile: Option<[i64; 2]>,
 }
 
 impl PipelineOptions {
@@ -187,6 +192,8 @@ pub struct PassCx<'a> {
     changed: bool,
     counters: BTreeMap<&'static str, u64>,
     remarks: Vec<Remark>,
+    /// [`PipelineOptions::register_tile`].
+    pub register_tile: Option<[i64; 2]>,
 }
 
 impl PassCx<'_> {
@@ -297,8 +304,14 @@ pub fn optimise_observed(
                 if !options.enabled(pass.name) {
                     continue;
                 }
-                let mut cx =
-                    PassCx { sources, pass: pass.name, changed: false, counters: BTreeMap::new(), remarks: Vec::new() };
+                let mut cx = PassCx {
+                    sources,
+                    pass: pass.name,
+                    changed: false,
+                    counters: BTreeMap::new(),
+                    remarks: Vec::new(),
+                    register_tile: options.register_tile,
+                };
                 on_pass(pass.name);
                 let start = Instant::now();
                 (pass.run)(module, &mut cx);
