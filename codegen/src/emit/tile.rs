@@ -112,7 +112,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// Emits one full tile at `(r0, c0)` of a part [`Self::jam_tile`]
     /// accepted; `outer`: the indices of the axes before the tile's.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn jam(
+    fn jam(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
         pcx: &PartCx<'ctx, 'a>,
@@ -223,18 +223,43 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             .collect()
     }
 
-    /// Whether the tile at `(r0, c0)` lies wholly inside the part (`stop`s are
-    /// the tile's bounds clipped to the part's).
-    pub(crate) fn tile_is_full(
+    /// One tile of a part [`Self::jam_tile`] accepted: its rows and columns
+    /// (`start..stop`, clipped to the part's bounds) and `outer`, the indices
+    /// of the axes before them. A full tile runs jammed, a partial one index
+    /// by index.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tile(
         &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &mut [OpState<'ctx, 'a>],
+        outer: &[IntValue<'ctx>],
         (r0, r_stop): (IntValue<'ctx>, IntValue<'ctx>),
         (c0, c_stop): (IntValue<'ctx>, IntValue<'ctx>),
-        (rows, cols): Tile,
-    ) -> R<IntValue<'ctx>> {
+        t @ (rows, cols): Tile,
+    ) -> R<()> {
         let rn = self.b.build_int_sub(r_stop, r0, "trows")?;
         let cn = self.b.build_int_sub(c_stop, c0, "tcols")?;
         let rf = self.b.build_int_compare(IntPredicate::EQ, rn, self.const_i64(rows as i64), "rfull")?;
         let cf = self.b.build_int_compare(IntPredicate::EQ, cn, self.const_i64(cols as i64), "cfull")?;
-        Ok(self.b.build_and(rf, cf, "full")?)
+        let full = self.b.build_and(rf, cf, "full")?;
+        let jam_bb = self.ctx.append_basic_block(fx.func, "tile.full");
+        let edge_bb = self.ctx.append_basic_block(fx.func, "tile.edge");
+        let join_bb = self.ctx.append_basic_block(fx.func, "tile.next");
+        self.b.build_conditional_branch(full, jam_bb, edge_bb)?;
+        self.b.position_at_end(jam_bb);
+        self.jam(fx, pcx, states, outer, r0, c0, t)?;
+        self.b.build_unconditional_branch(join_bb)?;
+        self.b.position_at_end(edge_bb);
+        let (lr, i) = self.open_loop(fx, r0, r_stop)?;
+        let (lc, j) = self.open_loop(fx, c0, c_stop)?;
+        let mut idx = outer.to_vec();
+        idx.extend([i, j]);
+        self.iteration(fx, pcx, states, &Index::Static(idx))?;
+        self.close_loop(lc)?;
+        self.close_loop(lr)?;
+        self.b.build_unconditional_branch(join_bb)?;
+        self.b.position_at_end(join_bb);
+        Ok(())
     }
 }

@@ -1075,64 +1075,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let tile = self.jam_tile(fx, pcx, states, n);
         let mut open = Vec::new();
         let mut idx = Vec::with_capacity(n);
-        // A register tile: the tiles' loops, then each full tile jammed (`tile.rs`).
+        // A register tile: loops over the tiles, then each tile (`tile.rs`).
         let mut tiles = Vec::new();
         for d in 0..n {
-            if let Some(t) = tile.filter(|_| d >= n - 2) {
-                let chunk = if d == 0 { outer } else { None };
-                let span = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
-                let sm1 = self.b.build_int_sub(g.step[d], self.const_i64(1), "sm1")?;
-                let padded = self.b.build_int_add(span, sm1, "padded")?;
-                let blocks = self.b.build_int_signed_div(padded, g.step[d], "blocks")?;
+            let chunk = if d == 0 { outer } else { None };
+            if tile.is_some() && d >= n - 2 {
                 // A thread's chunk counts indices (the axis is dense): its
                 // tiles are those starting inside it.
-                let (first, last) = match chunk {
-                    Some((a, b)) => {
-                        let a = self.b.build_int_add(a, sm1, "a")?;
-                        let b = self.b.build_int_add(b, sm1, "b")?;
-                        (
-                            self.b.build_int_signed_div(a, g.step[d], "first")?,
-                            self.b.build_int_signed_div(b, g.step[d], "last")?,
-                        )
-                    }
-                    None => (self.const_i64(0), blocks),
+                let chunk = match chunk {
+                    Some((a, b)) => Some((self.blocks_upto(a, g.step[d])?, self.blocks_upto(b, g.step[d])?)),
+                    None => None,
                 };
-                let (lb, k) = self.open_loop(fx, first, last)?;
-                let off = self.b.build_int_mul(k, g.step[d], "boff")?;
-                let start = self.b.build_int_add(g.lo[d], off, "start")?;
-                let stop = self.b.build_int_add(start, g.width[d], "stop")?;
-                let lt = self.b.build_int_compare(IntPredicate::SLT, stop, g.hi[d], "lt")?;
-                let stop = self.b.build_select(lt, stop, g.hi[d], "stop")?.into_int_value();
+                let (lb, start, stop) = self.open_blocks(fx, &g, d, chunk)?;
                 open.push(lb);
                 tiles.push((start, stop));
-                if d < n - 1 {
-                    continue;
-                }
-                let full = self.tile_is_full(tiles[0], tiles[1], t)?;
-                let jam_bb = self.ctx.append_basic_block(fx.func, "tile.full");
-                let edge_bb = self.ctx.append_basic_block(fx.func, "tile.edge");
-                let join_bb = self.ctx.append_basic_block(fx.func, "tile.next");
-                self.b.build_conditional_branch(full, jam_bb, edge_bb)?;
-                self.b.position_at_end(jam_bb);
-                self.jam(fx, pcx, states, &idx, tiles[0].0, tiles[1].0, t)?;
-                self.b.build_unconditional_branch(join_bb)?;
-                self.b.position_at_end(edge_bb);
-                let (lr, i) = self.open_loop(fx, tiles[0].0, tiles[0].1)?;
-                let (lc, j) = self.open_loop(fx, tiles[1].0, tiles[1].1)?;
-                let mut all = idx.clone();
-                all.extend([i, j]);
-                self.iteration(fx, pcx, states, &Index::Static(all))?;
-                self.close_loop(lc)?;
-                self.close_loop(lr)?;
-                self.b.build_unconditional_branch(join_bb)?;
-                self.b.position_at_end(join_bb);
-                while let Some(l) = open.pop() {
-                    self.close_loop(l)?;
-                }
-                return Ok(());
-            }
-            let chunk = if d == 0 { outer } else { None };
-            if g.dense[d] {
+            } else if g.dense[d] {
                 let (lo, hi) = match chunk {
                     Some((a, b)) => {
                         (self.b.build_int_add(g.lo[d], a, "clo")?, self.b.build_int_add(g.lo[d], b, "chi")?)
@@ -1143,29 +1100,54 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 open.push(l);
                 idx.push(i);
             } else {
-                // Blocks of `step` indices, the first `width` of each covered.
-                let span = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
-                let sm1 = self.b.build_int_sub(g.step[d], self.const_i64(1), "sm1")?;
-                let padded = self.b.build_int_add(span, sm1, "padded")?;
-                let blocks = self.b.build_int_signed_div(padded, g.step[d], "blocks")?;
-                let (first, last) = chunk.unwrap_or((self.const_i64(0), blocks));
-                let (lb, k) = self.open_loop(fx, first, last)?;
-                let off = self.b.build_int_mul(k, g.step[d], "boff")?;
-                let start = self.b.build_int_add(g.lo[d], off, "start")?;
-                let stop = self.b.build_int_add(start, g.width[d], "stop")?;
-                let lt = self.b.build_int_compare(IntPredicate::SLT, stop, g.hi[d], "lt")?;
-                let stop = self.b.build_select(lt, stop, g.hi[d], "stop")?.into_int_value();
+                let (lb, start, stop) = self.open_blocks(fx, &g, d, chunk)?;
                 let (li, i) = self.open_loop(fx, start, stop)?;
                 open.push(lb);
                 open.push(li);
                 idx.push(i);
             }
         }
-        self.iteration(fx, pcx, states, &Index::Static(idx))?;
+        match (tile, tiles.as_slice()) {
+            (Some(t), [rows, cols]) => self.tile(fx, pcx, states, &idx, *rows, *cols, t)?,
+            _ => self.iteration(fx, pcx, states, &Index::Static(idx))?,
+        }
         while let Some(l) = open.pop() {
             self.close_loop(l)?;
         }
         Ok(())
+    }
+
+    /// Opens the loop over the blocks of strided axis `d` (`step` indices
+    /// each, the first `width` covered): all of them, or `chunk`'s. Returns
+    /// the loop and the block's covered range, clipped to the generator.
+    fn open_blocks(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        g: &Generator<'ctx>,
+        d: usize,
+        chunk: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
+    ) -> R<(OpenLoop<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
+        let (first, last) = match chunk {
+            Some(c) => c,
+            None => {
+                let span = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
+                (self.const_i64(0), self.blocks_upto(span, g.step[d])?)
+            }
+        };
+        let (lb, k) = self.open_loop(fx, first, last)?;
+        let off = self.b.build_int_mul(k, g.step[d], "boff")?;
+        let start = self.b.build_int_add(g.lo[d], off, "start")?;
+        let stop = self.b.build_int_add(start, g.width[d], "stop")?;
+        let lt = self.b.build_int_compare(IntPredicate::SLT, stop, g.hi[d], "lt")?;
+        let stop = self.b.build_select(lt, stop, g.hi[d], "stop")?.into_int_value();
+        Ok((lb, start, stop))
+    }
+
+    /// How many blocks of `step` start before `x` (`x` >= 0): `ceil(x / step)`.
+    fn blocks_upto(&mut self, x: IntValue<'ctx>, step: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let sm1 = self.b.build_int_sub(step, self.const_i64(1), "sm1")?;
+        let padded = self.b.build_int_add(x, sm1, "padded")?;
+        Ok(self.b.build_int_signed_div(padded, step, "blocks")?)
     }
 
     /// A part whose index length is only known at run time: an odometer over
@@ -1326,7 +1308,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// One index of a part: bind the index, run the body, write or combine.
-    fn iteration(
+    pub(crate) fn iteration(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
         pcx: &PartCx<'ctx, 'a>,
