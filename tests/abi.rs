@@ -305,6 +305,15 @@ fn register_tiles_for_avx512_targets_jam_the_fold() {
         tiled.lines().any(|l| l.contains("fadd <") && l.contains("x double>") && !l.contains("reassoc")),
         "the tile's accumulators are not vectors:\n{tiled}"
     );
+    // Each tile a vector per row of the tile (the columns are its lanes).
+    assert!(tiled.contains("fadd <32 x double>"), "the tile's rows are not vectors:\n{tiled}");
+    // The jammed nest is emitted once per tiled with-loop (the main program's
+    // and the generic instance's): a parallel part's inline path calls its
+    // chunk function instead of holding a copy (unoptimised IR, so LLVM has
+    // not duplicated blocks).
+    let unoptimised = ll(&withloop_codegen::Options { opt_level: 0, ..avx512.clone() }, "tiled-O0.ll");
+    let full_tiles = unoptimised.lines().filter(|l| l.starts_with("tile.full")).count();
+    assert_eq!(full_tiles, 2, "{full_tiles} jammed nests for two tiled with-loops:\n{unoptimised}");
     let untiled = ll(&avx2, "untiled.ll");
     assert!(!untiled.contains("tile.full"), "a tile without AVX-512:\n{untiled}");
     let _ = std::fs::remove_dir_all(&work);

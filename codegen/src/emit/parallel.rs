@@ -68,6 +68,15 @@ fn is_constant(v: BasicValueEnum<'_>) -> bool {
     }
 }
 
+/// A part's chunk function and the environment it is called with.
+struct Outlined<'ctx> {
+    func: inkwell::values::FunctionValue<'ctx>,
+    env: PointerValue<'ctx>,
+    env_ty: inkwell::types::StructType<'ctx>,
+    /// The environment's field holding where partial fold results go.
+    partials_field: Option<u32>,
+}
+
 /// Parent value → its copy in the chunk function.
 struct Remap<'ctx> {
     map: HashMap<BasicValueEnum<'ctx>, BasicValueEnum<'ctx>>,
@@ -174,6 +183,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
             .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
             .into_int_value();
+        let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
+        // The part is emitted once, in its chunk function: the inline path
+        // calls it over the whole range (one copy of the loop nest instead of
+        // two, so LLVM compiles half as much), its folds' results in a
+        // buffer of its own.
+        let inline_partials = if folds > 0 {
+            self.alloca(fx, self.i64().array_type(folds as u32).into(), "par.inline.partials")?
+        } else {
+            self.ptr().const_null()
+        };
+        let out = self.outline(fx, s, w, part, states, inline_partials, folds)?;
         let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;
         let par_bb = self.ctx.append_basic_block(fx.func, "par.split");
         let seq_bb = self.ctx.append_basic_block(fx.func, "par.inline");
@@ -181,45 +201,88 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_conditional_branch(split, par_bb, seq_bb)?;
 
         self.b.position_at_end(seq_bb);
-        let iv_slot = if part.index.is_some() { Some(self.alloca(fx, self.ptr().into(), "wl.iv")?) } else { None };
-        let pcx = PartCx { w, part, s, iv_slot, mask: None, end: None };
-        // The folds' accumulators escape to the chunk function (their address
-        // is captured): the inline loop runs on private copies that LLVM keeps
-        // in registers (and so can vectorise a reduction), stored back after.
-        let mut shared = Vec::new();
-        for st in states.iter_mut() {
-            if let OpState::Fold { slot, ty, .. } = st {
-                let vty = self.value_ty(ty);
-                let local = self.alloca(fx, vty, "wl.acc.inline")?;
-                let v = self.b.build_load(vty, *slot, "acc")?;
-                self.b.build_store(local, v)?;
-                shared.push((*slot, local, vty));
-                *slot = local;
-            }
-        }
-        self.part(fx, &pcx, states)?;
+        let zero = self.const_i64(0);
+        self.b.build_call(out.func, &[fx.ctxp.into(), out.env.into(), zero.into(), zero.into(), outer.into()], "")?;
+        self.check_error(fx)?;
         let mut k = 0;
-        for st in states.iter_mut() {
-            if let OpState::Fold { slot, .. } = st {
-                let (orig, local, vty) = shared[k];
-                let v = self.b.build_load(vty, local, "acc")?;
-                self.b.build_store(orig, v)?;
-                *slot = orig;
-                k += 1;
-            }
+        for st in states.iter() {
+            let OpState::Fold { slot, ty, .. } = st else { continue };
+            let p = self.gep(self.i64(), inline_partials, &[self.const_i64(k)], "p0")?;
+            let bits = self.b.build_load(self.i64(), p, "bits")?.into_int_value();
+            let v = self.scalar_from_bits(bits, base(ty))?;
+            self.b.build_store(*slot, v)?;
+            k += 1;
         }
         self.b.build_unconditional_branch(join)?;
 
         self.b.position_at_end(par_bb);
-        let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
         let partials = if folds > 0 {
             let n = self.b.build_int_mul(chunks, self.const_i64(folds as i64), "npartials")?;
-            self.call(self.rt.calloc, &[n.into(), self.const_i64(8).into()])?
+            let p = self
+                .call(self.rt.calloc, &[n.into(), self.const_i64(8).into()])?
                 .ok_or_else(|| CodegenError::Bug("calloc".into()))?
-                .into_pointer_value()
+                .into_pointer_value();
+            let field = out.partials_field.ok_or_else(|| CodegenError::Bug("folds without partials".into()))?;
+            let at = self.b.build_struct_gep(out.env_ty, out.env, field, "env.partials")?;
+            self.b.build_store(at, p)?;
+            p
         } else {
             self.ptr().const_null()
         };
+        let (chunk_fn, env) = (out.func, out.env);
+        let f = chunk_fn.as_global_value().as_pointer_value();
+        self.call(self.rt.parallel_for, &[fx.ctxp.into(), outer.into(), chunks.into(), f.into(), env.into()])?;
+        self.check_error(fx)?;
+        // Combine the partial folds in chunk order.
+        let mut k = 0;
+        for st in states.iter() {
+            let OpState::Fold { slot, ty, fun, .. } = st else { continue };
+            let (slot, ty, fun) = (*slot, ty.clone(), *fun);
+            let b = base(&ty);
+            let first = self.gep(self.i64(), partials, &[self.const_i64(k)], "p0")?;
+            let bits = self.b.build_load(self.i64(), first, "bits")?.into_int_value();
+            let v = self.scalar_from_bits(bits, b)?;
+            self.b.build_store(slot, v)?;
+            let loc = fx.loc;
+            let folds_n = self.const_i64(folds as i64);
+            self.for_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
+                let at = e.b.build_int_mul(c, folds_n, "at")?;
+                let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
+                let p = e.gep(e.i64(), partials, &[at], "pc")?;
+                let bits = e.b.build_load(e.i64(), p, "bits")?.into_int_value();
+                let y = e.scalar_from_bits(bits, b)?;
+                e.fold_step(fx, slot, &ty, fun, &[], None, None, y, &ty, loc)
+            })?;
+            k += 1;
+        }
+        if folds > 0 {
+            self.call(self.rt.free, &[partials.into()])?;
+        }
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// The type of a chunk function (see the module documentation).
+    fn chunk_fn_type(&self) -> inkwell::types::FunctionType<'ctx> {
+        let (p, i64t) = (self.ptr(), self.i64());
+        self.ctx.void_type().fn_type(&[p.into(), p.into(), i64t.into(), i64t.into(), i64t.into()], false)
+    }
+
+    /// A part's chunk function and its environment, filled here (at the
+    /// builder's position, where it stays); the folds' partial results go
+    /// to `partials` (a field of the environment the caller may overwrite).
+    #[allow(clippy::too_many_arguments)]
+    fn outline(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        w: &'a With,
+        part: &'a Part,
+        states: &[OpState<'ctx, 'a>],
+        partials: PointerValue<'ctx>,
+        folds: usize,
+    ) -> R<Outlined<'ctx>> {
         // What the chunk function reads from here.
         let mut caps = Captures::default();
         let mut free: Vec<_> = free_uses(s).into_iter().collect();
@@ -258,39 +321,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
             self.b.build_store(p, *v)?;
         }
-        let chunk_fn = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds)?;
-        self.b.position_at_end(par_bb);
-        let f = chunk_fn.as_global_value().as_pointer_value();
-        self.call(self.rt.parallel_for, &[fx.ctxp.into(), outer.into(), chunks.into(), f.into(), env.into()])?;
-        self.check_error(fx)?;
-        // Combine the partial folds in chunk order.
-        let mut k = 0;
-        for st in states.iter() {
-            let OpState::Fold { slot, ty, fun, .. } = st else { continue };
-            let (slot, ty, fun) = (*slot, ty.clone(), *fun);
-            let b = base(&ty);
-            let first = self.gep(self.i64(), partials, &[self.const_i64(k)], "p0")?;
-            let bits = self.b.build_load(self.i64(), first, "bits")?.into_int_value();
-            let v = self.scalar_from_bits(bits, b)?;
-            self.b.build_store(slot, v)?;
-            let loc = fx.loc;
-            let folds_n = self.const_i64(folds as i64);
-            self.for_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
-                let at = e.b.build_int_mul(c, folds_n, "at")?;
-                let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
-                let p = e.gep(e.i64(), partials, &[at], "pc")?;
-                let bits = e.b.build_load(e.i64(), p, "bits")?.into_int_value();
-                let y = e.scalar_from_bits(bits, b)?;
-                e.fold_step(fx, slot, &ty, fun, &[], None, None, y, &ty, loc)
-            })?;
-            k += 1;
-        }
-        if folds > 0 {
-            self.call(self.rt.free, &[partials.into()])?;
-        }
-        self.b.build_unconditional_branch(join)?;
-        self.b.position_at_end(join);
-        Ok(())
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds)?;
+        // Called from two places, it stays one copy.
+        let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
+        func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
+        self.b.position_at_end(here);
+        let partials_field = caps.index.get(&partials.into()).map(|i| *i as u32);
+        Ok(Outlined { func, env, env_ty, partials_field })
     }
 
     /// A part of static index length `n`: its outer trip count and its size.
@@ -341,8 +379,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         folds: usize,
     ) -> R<inkwell::values::FunctionValue<'ctx>> {
         let p = self.ptr();
-        let i64t = self.i64();
-        let fn_ty = self.ctx.void_type().fn_type(&[p.into(), p.into(), i64t.into(), i64t.into(), i64t.into()], false);
+        let fn_ty = self.chunk_fn_type();
         let name = self.fresh(&format!("wl.chunk.{}", fx.irf.name));
         let func = self.module.add_function(&name, fn_ty, Some(Linkage::Internal));
         let entry_bb = self.ctx.append_basic_block(func, "entry");
