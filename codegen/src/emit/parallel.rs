@@ -18,7 +18,9 @@
 //! outside (non-constant values only) from `e`. At run time the runtime's
 //! `wl_parallel_chunks` decides from the part's size whether to split
 //! (`WITHLOOP_THREADS`, the context's thread count, a size threshold); below
-//! the threshold the part runs inline, exactly as without this pass.
+//! the threshold the parent calls the chunk function itself, as chunk 0 over
+//! the whole range (the loop nest exists once, in the chunk function, which
+//! is `noinline`: LLVM compiles one copy, not an inline one beside it).
 //!
 //! Folds: chunk 0 continues from the accumulator, the other chunks start from
 //! the operation's identity and store their partial results; the parent
@@ -155,7 +157,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// One part of an eligible with-loop: split over threads when the runtime
-    /// says it is worth it, else run inline.
+    /// says it is worth it, else run on this thread (one call of the chunk
+    /// function over the whole range).
     pub(crate) fn parallel_part(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
