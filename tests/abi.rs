@@ -302,11 +302,14 @@ fn register_tiles_for_avx512_targets_jam_the_fold() {
     let tiled = ll(&avx512, "tiled.ll");
     assert!(tiled.contains("tile.full") && tiled.contains("tile.edge"), "no tiles:\n{tiled}");
     assert!(
-        tiled.lines().any(|l| l.contains("fadd <") && l.contains("x double>") && !l.contains("reassoc")),
+        tiled.lines().any(|l| l.contains("= fadd ") && l.contains("x double>") && !l.contains("reassoc")),
         "the tile's accumulators are not vectors:\n{tiled}"
     );
-    // Each tile a vector per row of the tile (the columns are its lanes).
-    assert!(tiled.contains("fadd <32 x double>"), "the tile's rows are not vectors:\n{tiled}");
+    // Each tile a vector per row of the tile (the columns are its lanes);
+    // the multiply-add may be fused (contracted), never reassociated.
+    assert!(tiled.contains("fadd contract <32 x double>"), "the tile's rows are not vectors:\n{tiled}");
+    let exact = ll(&withloop_codegen::Options { exact_folds: true, ..avx512.clone() }, "exact.ll");
+    assert!(exact.contains("tile.full") && !exact.contains("contract"), "exact folds fused:\n{exact}");
     // The jammed nest is emitted once per tiled with-loop (the main program's
     // and the generic instance's): a parallel part's inline path calls its
     // chunk function instead of holding a copy (unoptimised IR, so LLVM has

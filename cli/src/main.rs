@@ -129,7 +129,8 @@ struct NativeArgs {
     sequential: bool,
     /// Combine the elements of floating-point folds strictly in index order,
     /// as the interpreter does (by default `+` and `*` folds may be reassociated
-    /// and vectorised: SaC leaves a fold's order open).
+    /// and vectorised, and a register tile's multiply-add steps fused into FMA
+    /// instructions, as gcc -O3 does: SaC leaves a fold's order open).
     #[arg(long)]
     exact_folds: bool,
     /// Call the scalar `exp`, `log`, `sin`, `cos`, `pow` per vector lane instead

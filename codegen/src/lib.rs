@@ -83,7 +83,9 @@ pub struct Options {
     /// Folds of `float`/`double` `+` and `*` combine their elements strictly
     /// in index order, as the interpreter does. By default (SaC leaves a
     /// fold's order unspecified) LLVM may reassociate them, which lets it
-    /// vectorise the loop with several partial accumulators.
+    /// vectorise the loop with several partial accumulators, and a register
+    /// tile's `acc + x * y` steps may be fused into one FMA (one rounding
+    /// instead of two, as `gcc -O3 -march=native` contracts them).
     pub exact_folds: bool,
     /// Object files are compiled in this many parts on threads of their own
     /// (`None`: one per core, at most four, for modules large enough).

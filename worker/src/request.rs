@@ -75,7 +75,8 @@ pub struct CompileOptions {
     pub threads: Option<u32>,
     /// Combine floating-point folds strictly in index order (bit-identical to
     /// the interpreter on one thread). Default `false`: `+` and `*` folds may be
-    /// reassociated and vectorised (SaC leaves a fold's order open).
+    /// reassociated and vectorised, a register tile's multiply-add steps fused
+    /// (FMA) (SaC leaves a fold's order open).
     #[serde(default)]
     pub exact_folds: Option<bool>,
     /// Vectorised loops call glibc's vector `exp`, `log`, `sin`, `cos`, `pow`

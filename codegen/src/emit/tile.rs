@@ -27,7 +27,9 @@
 //!   vectoriser finds the vectors.
 //!
 //! Both run each element's fold in the order of `k` from the neutral element
-//! (never reassociated), exactly as the untiled code.
+//! (never reassociated), exactly as the untiled code with exact folds; by
+//! default the lanes form lets LLVM fuse a `+` fold's `acc + x * y` into one
+//! FMA (one rounding instead of two).
 //!
 //! Only parts whose bodies are scalar straight-line code before the fold and
 //! inside it, and whose fold is one primitive over one axis, are tiled (the
@@ -510,6 +512,22 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let acc = self.b.build_load(vty, *slot, "acc")?.into_vector_value();
             // `acc op y`, lane by lane: each element's fold in the order of `k`.
             let next = self.vector_bin(fold_op, acc, y)?;
+            if !self.exact_folds && fold_op == BinOp::Add {
+                // `acc + x * y` may become one FMA (the default leaves a
+                // fold's rounding open, as gcc -O3 contracts C's): twice the
+                // multiply-adds per cycle where FMA shares the adders' ports.
+                const ALLOW_CONTRACT: u32 = 32;
+                for v in [y, next] {
+                    if let Some(i) = v.as_instruction_value() {
+                        if matches!(
+                            i.get_opcode(),
+                            inkwell::values::InstructionOpcode::FMul | inkwell::values::InstructionOpcode::FAdd
+                        ) {
+                            i.set_fast_math_flags(ALLOW_CONTRACT);
+                        }
+                    }
+                }
+            }
             self.b.build_store(*slot, next)?;
         }
         self.close_loop(l)?;
