@@ -193,7 +193,25 @@ def build(work, sz, ablations=True):
     cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c",
           "-lm"]
     compile_times["gcc"] = timed_build(cc)
-    return [" ".join(map(str, cmd)), " ".join(map(str, cc)), " ".join(map(str, l0_cmd))], compile_times
+    # The same C with its OpenMP pragmas on: the two-thread reference.
+    omp = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", work / "libcbench_omp.so",
+           BENCH / "c" / "kernels.c", "-lm"]
+    run(omp)
+    return [" ".join(map(str, x)) for x in (cmd, cc, omp, l0_cmd)], compile_times
+
+
+class CLib:
+    """The C kernels through one of two builds (`use`): one thread, or OpenMP.
+    The benchmarks' C callables look the function up on each call."""
+
+    def __init__(self, single, parallel):
+        self.single, self.parallel, self.lib = single, parallel, single
+
+    def use(self, parallel):
+        self.lib = self.parallel if parallel else self.single
+
+    def __getattr__(self, name):
+        return getattr(self.lib, name)
 
 
 # The optimisations switched off one at a time (`withloop compile --disable PASS`).
@@ -675,7 +693,8 @@ def main():
     global L0
     L0 = Wl(work / "libwll0.so")
     L0.threads(1)
-    c = ctypes.CDLL(str(work / "libcbench.so"))
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    c = CLib(ctypes.CDLL(str(work / "libcbench.so")), ctypes.CDLL(str(work / "libcbench_omp.so")))
     rng = np.random.default_rng(2026)
     rows = []
     for name, size, impls in benchmarks(wl, c, sz, rng, only):
@@ -689,6 +708,10 @@ def main():
         figures["SaC AKS, 2 threads"] = timed(impls["SaC AKS"], args.reps)
         print(f"{name:8} 2 threads  {figures['SaC AKS, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         wl.threads(1)
+        c.use(parallel=True)
+        figures["C -O3, 2 threads"] = timed(impls["C -O3"], args.reps)
+        c.use(parallel=False)
+        print(f"{name:8} C 2 thr.   {figures['C -O3, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         rows.append(dict(benchmark=name, size=size, figures=figures))
     if only is not None:
         return
@@ -730,8 +753,8 @@ def main():
              + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if PEERS is not None else "."),
              f"Command: `{result['command']}` (median of >= {args.reps} runs; ratio = time / C -O3 time, lower is better).",
              "", "| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
-             + " | SaC AKS 2 threads: speed-up |",
-             "|---|---|---|" + "---|" * len(impls) + "---|"]
+             + " | SaC AKS 2 threads: speed-up | C OpenMP 2 threads: speed-up |",
+             "|---|---|---|" + "---|" * len(impls) + "---|---|"]
     for row in rows:
         f = row["figures"]
         cbase = f["C -O3"]["median"]
@@ -739,12 +762,15 @@ def main():
         for i in impls:
             cells.append(f"{f[i]['median'] / cbase:.2f}" if i in f else "–")
         speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
+        c_speedup = cbase / f["C -O3, 2 threads"]["median"]
         lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
-                     + f" | {speedup:.2f}× |")
+                     + f" | {speedup:.2f}× | {c_speedup:.2f}× |")
     lines += ["", "Min/median/max of every figure: the JSON file beside this one. L0: bench/kernels.l0 "
               "(seed 004's programs in L0, generic shapes). det: NumPy and JAX use LU (O(n³)), the others the "
               "Laplace expansion (O(n!)), so that row compares algorithms as much as compilers. Threads: C and the SaC "
-              "and L0 columns run on one thread (the last column: SaC on two); the peers run as installed: NumPy's "
+              "and L0 columns run on one thread (the last two columns: SaC on two, and the C with its OpenMP pragmas on "
+              "two, `gcc -fopenmp`, a measure of what the machine gives a second thread: memory-bound kernels gain "
+              "little from either); the peers run as installed: NumPy's "
               "matmul and dot call OpenBLAS on every core, JAX's XLA may split work over cores.", ""]
     by_name = {row["benchmark"]: row["figures"] for row in rows}
     aks = {k: v["SaC AKS"]["median"] for k, v in by_name.items()}

@@ -660,16 +660,31 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             access.push(Some((data, stride)));
         }
         let out = self.data_ptr(result)?;
-        self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| {
-            let mut xs = Vec::with_capacity(vals.len());
-            for (k, acc) in access.iter().enumerate() {
-                xs.push(match acc {
-                    None => vals[k],
-                    Some((data, stride)) => {
-                        let at = e.b.build_int_mul(i, *stride, "at")?;
-                        e.load_elem(*data, at, operand)?
-                    }
-                });
+        // What the loop reads: the result's data, then per operand its value
+        // (a scalar) or its data and stride.
+        let mut caps: Vec<BasicValueEnum<'ctx>> = vec![out.into()];
+        for (k, acc) in access.iter().enumerate() {
+            match acc {
+                None => caps.push(vals[k]),
+                Some((data, stride)) => caps.extend::<[BasicValueEnum<'ctx>; 2]>([(*data).into(), (*stride).into()]),
+            }
+        }
+        let static_n = dty.shape.extents().map(|e| e.iter().product::<usize>() as i64);
+        let scalars: Vec<bool> = access.iter().map(Option::is_none).collect();
+        self.flat_loop(fx, n, static_n, &caps, &mut |e, fx, caps, i| {
+            let out = caps[0].into_pointer_value();
+            let mut xs = Vec::with_capacity(scalars.len());
+            let mut at = 1;
+            for scalar in &scalars {
+                if *scalar {
+                    xs.push(caps[at]);
+                    at += 1;
+                } else {
+                    let (data, stride) = (caps[at].into_pointer_value(), caps[at + 1].into_int_value());
+                    let offset = e.b.build_int_mul(i, stride, "at")?;
+                    xs.push(e.load_elem(data, offset, operand)?);
+                    at += 2;
+                }
             }
             let r = e.scalar_op(fx, op, operand, &xs, loc)?;
             e.store_elem(out, i, rb, r)

@@ -486,3 +486,108 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(func)
     }
 }
+
+/// The body of a flat loop [`Emitter::flat_loop`] runs: one iteration at
+/// offset `i`, reading what it needs from outside from `caps` (the values the
+/// caller listed, as they are where the body runs).
+pub(crate) type FlatBody<'b, 'ctx, 'a> =
+    dyn FnMut(&mut Emitter<'ctx, 'a>, &mut Fx<'ctx, 'a>, &[BasicValueEnum<'ctx>], IntValue<'ctx>) -> R<()> + 'b;
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// `for i in 0..n` over independent iterations (an element-wise
+    /// primitive's loop): split over threads as a with-loop part is when the
+    /// runtime says `n` is worth it, else on this thread; either way through
+    /// one chunk function, so the loop is compiled once. `caps`: the values of
+    /// this function the body reads. With `--sequential`, in cold code, or
+    /// when `static_n` is known to be small: a plain loop here.
+    pub(crate) fn flat_loop(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        n: IntValue<'ctx>,
+        static_n: Option<i64>,
+        caps: &[BasicValueEnum<'ctx>],
+        body: &mut FlatBody<'_, 'ctx, 'a>,
+    ) -> R<()> {
+        let small = static_n.is_some_and(|k| k < self.static_parallel_min);
+        if !self.parallel || fx.irf.cold || small {
+            let caps = caps.to_vec();
+            return self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
+        }
+        let chunks = self
+            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), n.into(), n.into()])?
+            .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
+            .into_int_value();
+        // The environment: every captured value that is not a constant.
+        let mut captures = Captures::default();
+        for v in caps {
+            captures.add(*v);
+        }
+        let types: Vec<BasicTypeEnum<'ctx>> = captures.values.iter().map(|v| v.get_type()).collect();
+        let env_ty = self.ctx.struct_type(&types, false);
+        let env = self.alloca(fx, env_ty.into(), "flat.env")?;
+        for (i, v) in captures.values.iter().enumerate() {
+            let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
+            self.b.build_store(p, *v)?;
+        }
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        // The chunk function: iterations lo..hi.
+        let name = self.fresh(&format!("wl.flat.{}", fx.irf.name));
+        let func = self.module.add_function(&name, self.chunk_fn_type(), Some(Linkage::Internal));
+        let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
+        func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
+        let entry_bb = self.ctx.append_basic_block(func, "entry");
+        let body_bb = self.ctx.append_basic_block(func, "body");
+        let fail_bb = self.ctx.append_basic_block(func, "fail");
+        self.b.position_at_end(fail_bb);
+        self.b.build_return(None)?;
+        self.b.position_at_end(body_bb);
+        let param = |i: u32| func.get_nth_param(i).ok_or_else(|| CodegenError::Bug("chunk parameter".into()));
+        let (ctxp, envp) = (param(0)?.into_pointer_value(), param(1)?.into_pointer_value());
+        let (lo, hi) = (param(3)?.into_int_value(), param(4)?.into_int_value());
+        let mut remap = Remap { map: HashMap::default() };
+        for (i, v) in captures.values.iter().enumerate() {
+            let at = self.b.build_struct_gep(env_ty, envp, i as u32, "env")?;
+            let x = self.b.build_load(v.get_type(), at, "cap")?;
+            remap.map.insert(*v, x);
+        }
+        let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
+        let mut cfx = Fx {
+            func,
+            irf: fx.irf,
+            vals: HashMap::default(),
+            ctxp,
+            fail_bb,
+            entry_bb,
+            loc: fx.loc,
+            consts: fx.consts.clone(),
+            virt: fx.virt.clone(),
+            comps: HashMap::default(),
+            wide: HashMap::default(),
+            defs: fx.defs.clone(),
+            data: HashMap::default(),
+        };
+        self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
+        self.b.build_return(None)?;
+        self.b.position_at_end(entry_bb);
+        self.b.build_unconditional_branch(body_bb)?;
+        // Here: split, or one call over the whole range.
+        self.b.position_at_end(here);
+        let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;
+        let par_bb = self.ctx.append_basic_block(fx.func, "flat.split");
+        let seq_bb = self.ctx.append_basic_block(fx.func, "flat.inline");
+        let join = self.ctx.append_basic_block(fx.func, "flat.join");
+        self.b.build_conditional_branch(split, par_bb, seq_bb)?;
+        self.b.position_at_end(seq_bb);
+        let zero = self.const_i64(0);
+        self.b.build_call(func, &[fx.ctxp.into(), env.into(), zero.into(), zero.into(), n.into()], "")?;
+        self.check_error(fx)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(par_bb);
+        let f = func.as_global_value().as_pointer_value();
+        self.call(self.rt.parallel_for, &[fx.ctxp.into(), n.into(), chunks.into(), f.into(), env.into()])?;
+        self.check_error(fx)?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+}
