@@ -79,6 +79,20 @@ struct Outlined<'ctx> {
     partials_field: Option<u32>,
 }
 
+/// A chunk function being emitted ([`Emitter::chunk_shell`]).
+struct ChunkShell<'ctx, 'a> {
+    func: inkwell::values::FunctionValue<'ctx>,
+    /// The chunk function's own emission state (no values bound yet).
+    cfx: Fx<'ctx, 'a>,
+    /// The parent's captured values → their loads in the chunk function.
+    remap: Remap<'ctx>,
+    chunk: IntValue<'ctx>,
+    lo: IntValue<'ctx>,
+    hi: IntValue<'ctx>,
+    entry_bb: inkwell::basic_block::BasicBlock<'ctx>,
+    body_bb: inkwell::basic_block::BasicBlock<'ctx>,
+}
+
 /// Parent value → its copy in the chunk function.
 struct Remap<'ctx> {
     map: HashMap<BasicValueEnum<'ctx>, BasicValueEnum<'ctx>>,
@@ -266,6 +280,71 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
+    /// A stack environment holding `caps`' values (filled here).
+    fn fill_env(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        caps: &Captures<'ctx>,
+    ) -> R<(PointerValue<'ctx>, inkwell::types::StructType<'ctx>)> {
+        let types: Vec<BasicTypeEnum<'ctx>> = caps.values.iter().map(|v| v.get_type()).collect();
+        let env_ty = self.ctx.struct_type(&types, false);
+        let env = self.alloca(fx, env_ty.into(), "par.env")?;
+        for (i, v) in caps.values.iter().enumerate() {
+            let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
+            self.b.build_store(p, *v)?;
+        }
+        Ok((env, env_ty))
+    }
+
+    /// A new chunk function of `fx`'s function (named from `prefix`), its
+    /// builder in the body block after loading `caps` from the environment:
+    /// `noinline`, since the parent both calls it and hands it to the runtime,
+    /// and one copy is the point. The caller emits the body, returns, and
+    /// closes the entry block with [`Self::close_chunk`].
+    fn chunk_shell(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        prefix: &str,
+        caps: &Captures<'ctx>,
+        env_ty: inkwell::types::StructType<'ctx>,
+    ) -> R<ChunkShell<'ctx, 'a>> {
+        let name = self.fresh(&format!("{prefix}.{}", fx.irf.name));
+        let func = self.module.add_function(&name, self.chunk_fn_type(), Some(Linkage::Internal));
+        let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
+        func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
+        let entry_bb = self.ctx.append_basic_block(func, "entry");
+        let body_bb = self.ctx.append_basic_block(func, "body");
+        let fail_bb = self.ctx.append_basic_block(func, "fail");
+        self.b.position_at_end(fail_bb);
+        self.b.build_return(None)?;
+        self.b.position_at_end(body_bb);
+        let param = |i: u32| func.get_nth_param(i).ok_or_else(|| CodegenError::Bug("chunk parameter".into()));
+        let (ctxp, env) = (param(0)?.into_pointer_value(), param(1)?.into_pointer_value());
+        let (chunk, lo, hi) = (param(2)?.into_int_value(), param(3)?.into_int_value(), param(4)?.into_int_value());
+        let mut remap = Remap { map: HashMap::default() };
+        for (i, v) in caps.values.iter().enumerate() {
+            let at = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
+            let x = self.b.build_load(v.get_type(), at, "cap")?;
+            remap.map.insert(*v, x);
+        }
+        let cfx = Fx {
+            func,
+            irf: fx.irf,
+            vals: HashMap::default(),
+            ctxp,
+            fail_bb,
+            entry_bb,
+            loc: fx.loc,
+            consts: fx.consts.clone(),
+            virt: fx.virt.clone(),
+            comps: HashMap::default(),
+            wide: HashMap::default(),
+            defs: fx.defs.clone(),
+            data: HashMap::default(),
+        };
+        Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
+    }
+
     /// The type of a chunk function (see the module documentation).
     fn chunk_fn_type(&self) -> inkwell::types::FunctionType<'ctx> {
         let (p, i64t) = (self.ptr(), self.i64());
@@ -317,18 +396,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         caps.add(partials.into());
-        let types: Vec<BasicTypeEnum<'ctx>> = caps.values.iter().map(|v| v.get_type()).collect();
-        let env_ty = self.ctx.struct_type(&types, false);
-        let env = self.alloca(fx, env_ty.into(), "par.env")?;
-        for (i, v) in caps.values.iter().enumerate() {
-            let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
-            self.b.build_store(p, *v)?;
-        }
+        let (env, env_ty) = self.fill_env(fx, &caps)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds)?;
-        // Called from two places, it stays one copy.
-        let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
-        func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
         self.b.position_at_end(here);
         let partials_field = caps.index.get(&partials.into()).map(|i| *i as u32);
         Ok(Outlined { func, env, env_ty, partials_field })
@@ -382,43 +452,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         folds: usize,
     ) -> R<inkwell::values::FunctionValue<'ctx>> {
         let p = self.ptr();
-        let fn_ty = self.chunk_fn_type();
-        let name = self.fresh(&format!("wl.chunk.{}", fx.irf.name));
-        let func = self.module.add_function(&name, fn_ty, Some(Linkage::Internal));
-        let entry_bb = self.ctx.append_basic_block(func, "entry");
-        let body_bb = self.ctx.append_basic_block(func, "body");
-        let fail_bb = self.ctx.append_basic_block(func, "fail");
-        self.b.position_at_end(fail_bb);
-        self.b.build_return(None)?;
-        self.b.position_at_end(body_bb);
-        let param = |i: u32| func.get_nth_param(i).ok_or_else(|| CodegenError::Bug("chunk parameter".into()));
-        let ctxp = param(0)?.into_pointer_value();
-        let env = param(1)?.into_pointer_value();
-        let chunk = param(2)?.into_int_value();
-        let lo = param(3)?.into_int_value();
-        let hi = param(4)?.into_int_value();
-        let mut remap = Remap { map: HashMap::default() };
-        for (i, v) in caps.values.iter().enumerate() {
-            let at = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
-            let x = self.b.build_load(v.get_type(), at, "cap")?;
-            remap.map.insert(*v, x);
-        }
-        let mut cfx = Fx {
-            func,
-            irf: fx.irf,
-            // Only what the with-loop reads from outside crosses over.
-            vals: free_uses(s).into_iter().filter_map(|k| fx.vals.get(&k).map(|v| (k, remap.v(*v)))).collect(),
-            ctxp,
-            fail_bb,
-            entry_bb,
-            loc: fx.loc,
-            consts: fx.consts.clone(),
-            virt: fx.virt.clone(),
-            comps: HashMap::default(),
-            wide: HashMap::default(),
-            defs: fx.defs.clone(),
-            data: fx.data.iter().map(|(k, p)| (*k, remap.ptr(*p))).collect(),
-        };
+        let ChunkShell { func, mut cfx, remap, chunk, lo, hi, entry_bb, body_bb } =
+            self.chunk_shell(fx, "wl.chunk", caps, env_ty)?;
+        // Only what the with-loop reads from outside crosses over.
+        cfx.vals = free_uses(s).into_iter().filter_map(|k| fx.vals.get(&k).map(|v| (k, remap.v(*v)))).collect();
+        cfx.data = fx.data.iter().map(|(k, p)| (*k, remap.ptr(*p))).collect();
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());
         for st in states {
@@ -522,50 +560,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         for v in caps {
             captures.add(*v);
         }
-        let types: Vec<BasicTypeEnum<'ctx>> = captures.values.iter().map(|v| v.get_type()).collect();
-        let env_ty = self.ctx.struct_type(&types, false);
-        let env = self.alloca(fx, env_ty.into(), "flat.env")?;
-        for (i, v) in captures.values.iter().enumerate() {
-            let p = self.b.build_struct_gep(env_ty, env, i as u32, "env")?;
-            self.b.build_store(p, *v)?;
-        }
+        let (env, env_ty) = self.fill_env(fx, &captures)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         // The chunk function: iterations lo..hi.
-        let name = self.fresh(&format!("wl.flat.{}", fx.irf.name));
-        let func = self.module.add_function(&name, self.chunk_fn_type(), Some(Linkage::Internal));
-        let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
-        func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
-        let entry_bb = self.ctx.append_basic_block(func, "entry");
-        let body_bb = self.ctx.append_basic_block(func, "body");
-        let fail_bb = self.ctx.append_basic_block(func, "fail");
-        self.b.position_at_end(fail_bb);
-        self.b.build_return(None)?;
-        self.b.position_at_end(body_bb);
-        let param = |i: u32| func.get_nth_param(i).ok_or_else(|| CodegenError::Bug("chunk parameter".into()));
-        let (ctxp, envp) = (param(0)?.into_pointer_value(), param(1)?.into_pointer_value());
-        let (lo, hi) = (param(3)?.into_int_value(), param(4)?.into_int_value());
-        let mut remap = Remap { map: HashMap::default() };
-        for (i, v) in captures.values.iter().enumerate() {
-            let at = self.b.build_struct_gep(env_ty, envp, i as u32, "env")?;
-            let x = self.b.build_load(v.get_type(), at, "cap")?;
-            remap.map.insert(*v, x);
-        }
+        let ChunkShell { func, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
+            self.chunk_shell(fx, "wl.flat", &captures, env_ty)?;
         let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
-        let mut cfx = Fx {
-            func,
-            irf: fx.irf,
-            vals: HashMap::default(),
-            ctxp,
-            fail_bb,
-            entry_bb,
-            loc: fx.loc,
-            consts: fx.consts.clone(),
-            virt: fx.virt.clone(),
-            comps: HashMap::default(),
-            wide: HashMap::default(),
-            defs: fx.defs.clone(),
-            data: HashMap::default(),
-        };
         self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
         self.b.build_return(None)?;
         self.b.position_at_end(entry_bb);

@@ -41,13 +41,13 @@
 use compiler_core::{HashMap, HashSet};
 
 use compiler_core::interp::ops::{BinOp, UnOp};
-use compiler_core::ir::{FoldFn, Op, Stmt, ValueId, WithOp};
+use compiler_core::ir::{FoldFn, Op, Part, Stmt, ValueId, WithOp};
 use compiler_core::sema::hir::Prim;
 use compiler_core::syntax::ast::BaseType;
-use inkwell::values::{BasicValue, BasicValueEnum, IntValue, VectorValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
-use super::withloop::{Index, OpState, PartCx, Result as GenResult};
+use super::withloop::{Frame, Index, OpState, OpenLoop, PartCx, Result as GenResult};
 use super::{Emitter, Fx, R, base, scalar_repr};
 use crate::CodegenError;
 
@@ -140,20 +140,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         (rows, cols): Tile,
     ) -> R<()> {
         let part = pcx.part;
-        let bug = |what: &str| CodegenError::Bug(format!("a register tile: {what}"));
-        let [OpState::Gen { frame, elem, result: GenResult::Eager { data, .. }, .. }] = states else {
-            return Err(bug("not one genarray"));
-        };
-        let (frame, elem, data) = (frame.clone(), *elem, *data);
-        let (fold_stmt, pre) = part.body.stmts.split_last().ok_or_else(|| bug("no fold"))?;
-        let Op::With(fw) = &fold_stmt.op else { return Err(bug("no fold")) };
-        let (q, WithOp::Fold { fun, neutral, .. }) = (&fw.parts[0], &fw.ops[0]) else {
-            return Err(bug("no fold"));
-        };
-        let ty = fx.irf.ty(fold_stmt.defs[0]).clone();
+        let TileFold { frame, elem, data, pre, fold, q, fun, neutral } = tile_fold(pcx, states)?;
+        let ty = fx.irf.ty(fold).clone();
         let yty = fx.irf.ty(q.body.yields[0]).clone();
         let llty = self.value_ty(&ty);
-        let start = self.value(fx, *neutral)?;
+        let start = self.value(fx, neutral)?;
         // Per element: its offset, what the statements before the fold bound,
         // and its accumulator.
         let mut elems = Vec::with_capacity(rows * cols);
@@ -161,22 +152,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             for jj in 0..cols {
                 let i = self.b.build_int_add(r0, self.const_i64(ii as i64), "ti")?;
                 let j = self.b.build_int_add(c0, self.const_i64(jj as i64), "tj")?;
-                let mut idx = outer.to_vec();
-                idx.extend([i, j]);
-                let index = Index::Static(idx.clone());
-                let off = self.frame_offset(fx, &index, &frame)?;
-                if let Some(ss) = &part.scalars {
-                    for (sv, x) in ss.iter().zip(&idx) {
-                        let narrow = self.as_int(*x)?;
-                        fx.vals.insert(*sv, narrow.into());
-                        fx.wide.insert(*sv, *x);
-                    }
-                }
-                if let Some(o) = part.offset {
-                    let narrow = self.as_int(off)?;
-                    fx.vals.insert(o, narrow.into());
-                    fx.wide.insert(o, off);
-                }
+                let off = self.bind_element(fx, part, &frame, outer, i, j)?;
                 for s in pre {
                     self.stmt(fx, s, &HashSet::default())?;
                 }
@@ -187,30 +163,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         // The fold's loop, every element's step in turn.
-        let lo = self.value(fx, q.lower)?.into_pointer_value();
-        let hi = self.value(fx, q.upper)?.into_pointer_value();
-        let lty = fx.irf.ty(q.lower).clone();
-        let uty = fx.irf.ty(q.upper).clone();
-        let lo = self.int_elem(lo, &lty, self.const_i64(0))?;
-        let hi = self.int_elem(hi, &uty, self.const_i64(0))?;
-        let (l, k) = self.open_loop(fx, lo, hi)?;
+        let (l, k) = self.open_fold_loop(fx, q)?;
         let k_narrow = self.as_int(k)?;
         let loc = fx.loc;
         for (_, bound, slot) in &elems {
-            for (v, x, wide) in bound {
-                fx.vals.insert(*v, *x);
-                if let Some(wv) = wide {
-                    fx.wide.insert(*v, *wv);
-                }
-            }
-            if let Some(ss) = &q.scalars {
-                fx.vals.insert(ss[0], k_narrow.into());
-                fx.wide.insert(ss[0], k);
-            }
+            rebind(fx, bound, q, k, k_narrow);
             for s in &q.body.stmts {
                 self.stmt(fx, s, &HashSet::default())?;
             }
-            let y = *fx.vals.get(&q.body.yields[0]).ok_or_else(|| bug("the fold yields nothing"))?;
+            let y = *fx
+                .vals
+                .get(&q.body.yields[0])
+                .ok_or_else(|| CodegenError::Bug("a register tile's fold yields nothing".into()))?;
             // In order, never reassociated: the tile is the parallelism, and
             // reassociable steps invite LLVM to vectorise along `k` instead.
             let exact = std::mem::replace(&mut self.exact_folds, true);
@@ -226,14 +190,41 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
+    /// Binds the part's index scalars and offset for the element at `outer ++
+    /// [i, j]`; returns its offset in the result.
+    fn bind_element(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        part: &Part,
+        frame: &Frame<'ctx>,
+        outer: &[IntValue<'ctx>],
+        i: IntValue<'ctx>,
+        j: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        let mut idx = outer.to_vec();
+        idx.extend([i, j]);
+        let off = self.frame_offset(fx, &Index::Static(idx.clone()), frame)?;
+        for (sv, x) in part.scalars.iter().flatten().zip(&idx).chain(part.offset.as_ref().zip(Some(&off))) {
+            let narrow = self.as_int(*x)?;
+            fx.vals.insert(*sv, narrow.into());
+            fx.wide.insert(*sv, *x);
+        }
+        Ok(off)
+    }
+
+    /// Opens the loop over the fold's index (`q`'s bounds, one axis).
+    fn open_fold_loop(&mut self, fx: &Fx<'ctx, 'a>, q: &Part) -> R<(OpenLoop<'ctx>, IntValue<'ctx>)> {
+        let mut bound = |v: ValueId| -> R<IntValue<'ctx>> {
+            let p = self.value(fx, v)?.into_pointer_value();
+            self.int_elem(p, fx.irf.ty(v), self.const_i64(0))
+        };
+        let (lo, hi) = (bound(q.lower)?, bound(q.upper)?);
+        self.open_loop(fx, lo, hi)
+    }
+
     /// The bindings of `index` and of what `stmts` define, with their exact
     /// `i64`s where they have them.
-    fn snapshot(
-        &self,
-        fx: &Fx<'ctx, 'a>,
-        index: impl Iterator<Item = ValueId>,
-        stmts: &[Stmt],
-    ) -> Vec<(ValueId, BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)> {
+    fn snapshot(&self, fx: &Fx<'ctx, 'a>, index: impl Iterator<Item = ValueId>, stmts: &[Stmt]) -> Bound<'ctx> {
         index
             .chain(stmts.iter().flat_map(|s| s.defs.iter().copied()))
             .filter_map(|v| fx.vals.get(&v).map(|x| (v, *x, fx.wide.get(&v).copied())))
@@ -443,39 +434,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<()> {
         let part = pcx.part;
         let bug = |what: &str| CodegenError::Bug(format!("a register tile: {what}"));
-        let [OpState::Gen { frame, elem, result: GenResult::Eager { data, .. }, .. }] = states else {
-            return Err(bug("not one genarray"));
-        };
-        let (frame, elem, data) = (frame.clone(), *elem, *data);
-        let (fold_stmt, pre) = part.body.stmts.split_last().ok_or_else(|| bug("no fold"))?;
-        let Op::With(fw) = &fold_stmt.op else { return Err(bug("no fold")) };
-        let (q, WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(fold_op)), neutral, .. }) = (&fw.parts[0], &fw.ops[0])
-        else {
-            return Err(bug("no fold"));
-        };
-        let fold_op = *fold_op;
+        let TileFold { frame, elem, data, pre, q, fun, neutral, .. } = tile_fold(pcx, states)?;
+        let FoldFn::Prim(Prim::Bin(fold_op)) = *fun else { return Err(bug("not a binary primitive fold")) };
         let lanes = u32::try_from(cols).map_err(|_| bug("too many columns"))?;
         let vty = self.mem_ty(elem).into_float_type().vec_type(lanes);
-        let start = self.value(fx, *neutral)?;
+        let start = self.value(fx, neutral)?;
         let start = self.splat(start, lanes)?;
         let mut row_state = Vec::with_capacity(rows);
         for ii in 0..rows {
             let i = self.b.build_int_add(r0, self.const_i64(ii as i64), "ti")?;
-            let mut idx = outer.to_vec();
-            idx.extend([i, c0]);
-            let off = self.frame_offset(fx, &Index::Static(idx.clone()), &frame)?;
-            if let Some(ss) = &part.scalars {
-                for (sv, x) in ss.iter().zip(&idx) {
-                    let narrow = self.as_int(*x)?;
-                    fx.vals.insert(*sv, narrow.into());
-                    fx.wide.insert(*sv, *x);
-                }
-            }
-            if let Some(o) = part.offset {
-                let narrow = self.as_int(off)?;
-                fx.vals.insert(o, narrow.into());
-                fx.wide.insert(o, off);
-            }
+            let off = self.bind_element(fx, part, &frame, outer, i, c0)?;
             let mut vectors = HashMap::default();
             for s in pre {
                 self.lane_stmt(fx, plan, &mut vectors, s, lanes)?;
@@ -485,25 +453,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_store(slot, start)?;
             row_state.push((off, bound, vectors, slot));
         }
-        let lo = self.value(fx, q.lower)?.into_pointer_value();
-        let hi = self.value(fx, q.upper)?.into_pointer_value();
-        let lty = fx.irf.ty(q.lower).clone();
-        let uty = fx.irf.ty(q.upper).clone();
-        let lo = self.int_elem(lo, &lty, self.const_i64(0))?;
-        let hi = self.int_elem(hi, &uty, self.const_i64(0))?;
-        let (l, k) = self.open_loop(fx, lo, hi)?;
+        let (l, k) = self.open_fold_loop(fx, q)?;
         let k_narrow = self.as_int(k)?;
         for (_, bound, row_vectors, slot) in &row_state {
-            for (v, x, wide) in bound {
-                fx.vals.insert(*v, *x);
-                if let Some(wv) = wide {
-                    fx.wide.insert(*v, *wv);
-                }
-            }
-            if let Some(ss) = &q.scalars {
-                fx.vals.insert(ss[0], k_narrow.into());
-                fx.wide.insert(ss[0], k);
-            }
+            rebind(fx, bound, q, k, k_narrow);
             let mut vectors = row_vectors.clone();
             for s in &q.body.stmts {
                 self.lane_stmt(fx, plan, &mut vectors, s, lanes)?;
@@ -641,6 +594,61 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         })
     }
 }
+
+/// What the tile emitters read of a part [`Emitter::jam_tile`] accepted.
+struct TileFold<'ctx, 'a> {
+    frame: Frame<'ctx>,
+    elem: BaseType,
+    data: PointerValue<'ctx>,
+    /// The part's statements before the fold.
+    pre: &'a [Stmt],
+    /// What the fold defines.
+    fold: ValueId,
+    /// The fold's part.
+    q: &'a Part,
+    fun: &'a FoldFn,
+    neutral: ValueId,
+}
+
+fn tile_fold<'ctx, 'a>(pcx: &PartCx<'ctx, 'a>, states: &[OpState<'ctx, 'a>]) -> R<TileFold<'ctx, 'a>> {
+    let bug = |what: &str| CodegenError::Bug(format!("a register tile: {what}"));
+    let [OpState::Gen { frame, elem, result: GenResult::Eager { data, .. }, .. }] = states else {
+        return Err(bug("not one genarray"));
+    };
+    let (fold_stmt, pre) = pcx.part.body.stmts.split_last().ok_or_else(|| bug("no fold"))?;
+    let Op::With(fw) = &fold_stmt.op else { return Err(bug("no fold")) };
+    let (Some(q), Some(WithOp::Fold { fun, neutral, .. })) = (fw.parts.first(), fw.ops.first()) else {
+        return Err(bug("no fold"));
+    };
+    Ok(TileFold {
+        frame: frame.clone(),
+        elem: *elem,
+        data: *data,
+        pre,
+        fold: fold_stmt.defs[0],
+        q,
+        fun,
+        neutral: *neutral,
+    })
+}
+
+/// Restores an element's bindings (`bound`, from [`Emitter::snapshot`]) and
+/// binds the fold's index `k` for its step.
+fn rebind<'ctx>(fx: &mut Fx<'ctx, '_>, bound: &Bound<'ctx>, q: &Part, k: IntValue<'ctx>, k_narrow: IntValue<'ctx>) {
+    for (v, x, wide) in bound {
+        fx.vals.insert(*v, *x);
+        if let Some(wv) = wide {
+            fx.wide.insert(*v, *wv);
+        }
+    }
+    if let Some(ss) = &q.scalars {
+        fx.vals.insert(ss[0], k_narrow.into());
+        fx.wide.insert(ss[0], k);
+    }
+}
+
+/// Bindings saved by [`Emitter::snapshot`]: value, its code, its exact `i64`.
+type Bound<'ctx> = Vec<(ValueId, BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)>;
 
 /// The size of an element of base type `b` in memory, as an alignment.
 fn elem_bytes(b: BaseType) -> u32 {
