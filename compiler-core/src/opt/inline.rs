@@ -42,6 +42,9 @@ pub const PASS: Pass = Pass {
 /// Functions with at most this many statements are inlined even when not
 /// declared `inline`.
 pub const SMALL: usize = 40;
+/// User instances with at most this many statements are inlined into dispatch
+/// wrappers (a `Det(double[2,2])` base case); bigger ones are called.
+pub const TINY: usize = 16;
 /// Inlining stops when a caller would grow beyond this many statements.
 pub const MAX_CALLER: usize = 20_000;
 
@@ -62,22 +65,31 @@ pub fn inlinable(m: &Module) -> Vec<bool> {
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     let inlinable = inlinable(m);
-    // Exported variants are compiled as functions of their own anyway; a
-    // wrapper calls them rather than carrying a second copy of each (which
-    // would double the code LLVM compiles).
-    let mut exported = vec![false; m.functions.len()];
+    // What a wrapper calls rather than inlines: exported variants (compiled
+    // as functions of their own anyway; a second copy would double the code
+    // LLVM compiles) and user instances beyond a base case (inlined into the
+    // wrapper they would be optimised inside the wrapper's size budget, not as
+    // the specialised function the dispatch chose).
+    let mut wrapper_calls: Vec<bool> = m
+        .functions
+        .iter()
+        .map(|f| f.kind == FunctionKind::Instance && !f.inline && !f.library && util::size(&f.body) > TINY)
+        .collect();
     for f in &m.variants {
-        if let Some(e) = exported.get_mut(f.0 as usize) {
+        if let Some(e) = wrapper_calls.get_mut(f.0 as usize) {
             *e = true;
         }
     }
-    for i in 0..m.functions.len() {
+    // Callees first: a caller then inlines the callee's body as this round
+    // left it (already with its own callees inlined), whatever the order the
+    // functions were created in.
+    for i in util::callees_first(m) {
         let mut size = util::size(&m.functions[i].body);
         let mut subst: HashMap<ValueId, ValueId> = HashMap::default();
         let mut inlined = 0u64;
         let mut body = std::mem::take(&mut m.functions[i].body);
         let mut too_big: Vec<(String, Option<crate::span::Span>)> = Vec::new();
-        let keep: &[bool] = if m.functions[i].kind == FunctionKind::Wrapper { &exported } else { &[] };
+        let keep: &[bool] = if m.functions[i].kind == FunctionKind::Wrapper { &wrapper_calls } else { &[] };
         let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, keep, sources: cx.sources };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
         util::substitute(&mut body, &subst);

@@ -44,7 +44,7 @@ pub const PASS: Pass =
 pub const MAX_INDICES: usize = 8;
 /// The most statements unrolling may copy (indices times body size), so that
 /// nested with-loops do not multiply code.
-pub const MAX_COPIED: usize = 160;
+pub const MAX_COPIED: usize = 800;
 /// [`MAX_INDICES`] for folds of straight-line bodies.
 pub const MAX_FOLD_INDICES: usize = 64;
 /// [`MAX_COPIED`] for folds of straight-line bodies.

@@ -309,6 +309,39 @@ pub fn recursive_functions(m: &Module) -> Vec<bool> {
         .collect()
 }
 
+/// Every function index, callees before their callers (a depth-first
+/// post-order of the call graph; members of a cycle in some order).
+pub fn callees_first(m: &Module) -> Vec<usize> {
+    let n = m.functions.len();
+    let edges: Vec<Vec<usize>> =
+        m.functions.iter().map(|f| callees(f).into_iter().map(|g| g.0 as usize).filter(|&g| g < n).collect()).collect();
+    let mut state = vec![0u8; n]; // 0: unseen, 1: on the path, 2: done
+    let mut order = Vec::with_capacity(n);
+    for root in 0..n {
+        if state[root] != 0 {
+            continue;
+        }
+        // (function, next edge to follow)
+        let mut stack = vec![(root, 0usize)];
+        state[root] = 1;
+        while let Some((f, k)) = stack.last_mut() {
+            let f = *f;
+            if let Some(&g) = edges[f].get(*k) {
+                *k += 1;
+                if state[g] == 0 {
+                    state[g] = 1;
+                    stack.push((g, 0));
+                }
+            } else {
+                state[f] = 2;
+                order.push(f);
+                stack.pop();
+            }
+        }
+    }
+    order
+}
+
 /// Number of statements, nested ones included.
 pub fn size(b: &Block) -> usize {
     let mut n = 0;
