@@ -3,9 +3,14 @@
 //! Replaces a call by a copy of the callee's body when the callee is declared
 //! `inline` (the whole library is), is a dispatch wrapper, or is small (at most
 //! [`SMALL`] statements), and is not recursive. A dispatch wrapper keeps its
-//! calls to exported variants: those are compiled as functions of their own
-//! anyway. Afterwards, functions no entry or exported
-//! variant reaches any more are removed.
+//! calls to exported variants (compiled as functions of their own anyway) and
+//! to user instances bigger than [`TINY`]: a wrapper is where generic code
+//! reaches a specialised instance at run time, and the instance is optimised
+//! best as a function of its own, exactly as when a caller with static shapes
+//! reaches it. Functions are visited callees first, so what a caller copies is
+//! the callee as this round left it, whatever order the functions were created
+//! in. Afterwards, functions no entry or exported variant reaches any more are
+//! removed.
 //!
 //! ```text
 //! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
