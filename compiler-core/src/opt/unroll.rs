@@ -44,8 +44,8 @@ pub const PASS: Pass =
 pub const MAX_INDICES: usize = 8;
 /// The most statements unrolling may copy (indices times body size), so that
 /// nested with-loops do not multiply code. Large enough for a level of
-/// Kreye's determinant whose inner levels are already unrolled (a [5,5] fold
-/// over unrolled [4,4] minors): once unrolled, CSE computes each shared minor
+/// Kreye's determinant whose inner levels are already unrolled (a `[5,5]` fold
+/// over unrolled `[4,4]` minors): once unrolled, CSE computes each shared minor
 /// once, an O(n·2ⁿ) expansion instead of O(n!).
 pub const MAX_COPIED: usize = 800;
 /// [`MAX_INDICES`] for folds of straight-line bodies.
