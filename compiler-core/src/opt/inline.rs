@@ -55,6 +55,16 @@ pub const MAX_CALLER: usize = 20_000;
 
 /// Per function: whether calls of it are inlined.
 pub fn inlinable(m: &Module) -> Vec<bool> {
+    inlinable_at(m, &sizes(m))
+}
+
+/// Every function's size in statements.
+fn sizes(m: &Module) -> Vec<usize> {
+    m.functions.iter().map(|f| util::size(&f.body)).collect()
+}
+
+/// [`inlinable`], with the functions' sizes at hand.
+fn inlinable_at(m: &Module, sizes: &[usize]) -> Vec<bool> {
     let recursive = util::recursive_functions(m);
     m.functions
         .iter()
@@ -63,13 +73,14 @@ pub fn inlinable(m: &Module) -> Vec<bool> {
             !recursive[i]
                 && !f.noinline
                 && !f.cold
-                && (f.inline || f.library || f.kind == FunctionKind::Wrapper || util::size(&f.body) <= SMALL)
+                && (f.inline || f.library || f.kind == FunctionKind::Wrapper || sizes[i] <= SMALL)
         })
         .collect()
 }
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    let inlinable = inlinable(m);
+    let sizes = sizes(m);
+    let inlinable = inlinable_at(m, &sizes);
     // What a wrapper calls rather than inlines: exported variants (compiled
     // as functions of their own anyway; a second copy would double the code
     // LLVM compiles) and user instances beyond a base case (inlined into the
@@ -78,7 +89,8 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     let mut wrapper_calls: Vec<bool> = m
         .functions
         .iter()
-        .map(|f| f.kind == FunctionKind::Instance && !f.inline && !f.library && util::size(&f.body) > TINY)
+        .zip(&sizes)
+        .map(|(f, &size)| f.kind == FunctionKind::Instance && !f.inline && !f.library && size > TINY)
         .collect();
     for f in &m.variants {
         if let Some(e) = wrapper_calls.get_mut(f.0 as usize) {
