@@ -10,8 +10,12 @@
 //!     for k in lo..hi:
 //!       for ii, jj: acc[ii][jj] = acc[ii][jj] + body(r0 + ii, c0 + jj, k)
 //!     for ii, jj: c[r0 + ii, c0 + jj] = acc[ii][jj]
-//!   else: the tile's indices one by one, as any part
+//!   else (an edge): row by row, tiles of one row and 32, 16, 8, 4 columns,
+//!     then single columns (lanes form); the indices one by one (scalar form)
 //! ```
+//!
+//! Where the part's bounds are constants that the tile divides, every tile is
+//! full and there is no edge code at all.
 //!
 //! Two forms of the full tile:
 //! - **Lanes** ([`Emitter::jam_lanes`]), when [`Emitter::lane_plan`] can
@@ -233,8 +237,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// One tile of a part [`Self::jam_tile`] accepted: its rows and columns
     /// (`start..stop`, clipped to the part's bounds) and `outer`, the indices
-    /// of the axes before them. A full tile runs jammed, a partial one index
-    /// by index.
+    /// of the axes before them. A full tile runs jammed; a partial one (at the
+    /// part's far edges) as narrower tiles (see [`Self::edge_lanes`]), or
+    /// index by index where the body cannot run as lanes. `partial`: whether
+    /// the rows / columns may end in a partial tile (not when the bounds are
+    /// known and the tile divides them: then there is no edge code at all).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn tile(
         &mut self,
@@ -245,7 +252,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         (r0, r_stop): (IntValue<'ctx>, IntValue<'ctx>),
         (c0, c_stop): (IntValue<'ctx>, IntValue<'ctx>),
         t @ (rows, cols): Tile,
+        partial: [bool; 2],
     ) -> R<()> {
+        let plan = self.lane_plan(fx, pcx, states, t);
+        let jam_full = |e: &mut Self, fx: &mut Fx<'ctx, 'a>, states: &[OpState<'ctx, 'a>]| match &plan {
+            Some(plan) => e.jam_lanes(fx, pcx, states, plan, outer, r0, c0, t),
+            None => e.jam(fx, pcx, states, outer, r0, c0, t),
+        };
+        if partial == [false, false] {
+            return jam_full(self, fx, states);
+        }
         let rn = self.b.build_int_sub(r_stop, r0, "trows")?;
         let cn = self.b.build_int_sub(c_stop, c0, "tcols")?;
         let rf = self.b.build_int_compare(IntPredicate::EQ, rn, self.const_i64(rows as i64), "rfull")?;
@@ -256,24 +272,78 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let join_bb = self.ctx.append_basic_block(fx.func, "tile.next");
         self.b.build_conditional_branch(full, jam_bb, edge_bb)?;
         self.b.position_at_end(jam_bb);
-        match self.lane_plan(fx, pcx, states, t) {
-            Some(plan) => self.jam_lanes(fx, pcx, states, &plan, outer, r0, c0, t)?,
-            None => self.jam(fx, pcx, states, outer, r0, c0, t)?,
-        }
+        jam_full(self, fx, states)?;
         self.b.build_unconditional_branch(join_bb)?;
         self.b.position_at_end(edge_bb);
-        let (lr, i) = self.open_loop(fx, r0, r_stop)?;
-        let (lc, j) = self.open_loop(fx, c0, c_stop)?;
-        let mut idx = outer.to_vec();
-        idx.extend([i, j]);
-        self.iteration(fx, pcx, states, &Index::Static(idx))?;
-        self.close_loop(lc)?;
-        self.close_loop(lr)?;
-        self.b.build_unconditional_branch(join_bb)?;
+        match &plan {
+            Some(plan) => {
+                let (lr, i) = self.open_loop(fx, r0, r_stop)?;
+                self.edge_lanes(fx, pcx, states, plan, outer, i, (c0, c_stop), cols)?;
+                self.close_loop(lr)?;
+                self.b.build_unconditional_branch(join_bb)?;
+            }
+            None => {
+                let (lr, i) = self.open_loop(fx, r0, r_stop)?;
+                let (lc, j) = self.open_loop(fx, c0, c_stop)?;
+                let mut idx = outer.to_vec();
+                idx.extend([i, j]);
+                self.iteration(fx, pcx, states, &Index::Static(idx))?;
+                self.close_loop(lc)?;
+                self.close_loop(lr)?;
+                self.b.build_unconditional_branch(join_bb)?;
+            }
+        }
         self.b.position_at_end(join_bb);
         Ok(())
     }
+
+    /// The columns `c0..c_stop` (at most `cols`) of row `r` as one-row lane
+    /// tiles of decreasing width: `cols`, then each power of two below it
+    /// down to [`MIN_EDGE_LANES`], each at most once (a binary decomposition),
+    /// then one column at a time. A matrix whose extent the tile does not
+    /// divide so runs its edges as vector code too (index by index, an edge
+    /// column of a product reads a column of `b`, a row's stride per step:
+    /// 10-15% of the whole product's time at 1020x1020); one row at a time
+    /// keeps the edge code small (LLVM's time grows with every copy).
+    #[allow(clippy::too_many_arguments)]
+    fn edge_lanes(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &[OpState<'ctx, 'a>],
+        plan: &LanePlan,
+        outer: &[IntValue<'ctx>],
+        r: IntValue<'ctx>,
+        (c0, c_stop): (IntValue<'ctx>, IntValue<'ctx>),
+        cols: usize,
+    ) -> R<()> {
+        let below = (0..usize::BITS).rev().map(|b| 1usize << b).filter(|w| *w < cols && *w >= MIN_EDGE_LANES);
+        let cursor = self.alloca(fx, self.i64().into(), "tile.col")?;
+        self.b.build_store(cursor, c0)?;
+        for w in std::iter::once(cols).chain(below) {
+            let c = self.b.build_load(self.i64(), cursor, "tc")?.into_int_value();
+            let left = self.b.build_int_sub(c_stop, c, "tleft")?;
+            let fits = self.b.build_int_compare(IntPredicate::SGE, left, self.const_i64(w as i64), "tfits")?;
+            let run_bb = self.ctx.append_basic_block(fx.func, "tile.edge.run");
+            let next_bb = self.ctx.append_basic_block(fx.func, "tile.edge.next");
+            self.b.build_conditional_branch(fits, run_bb, next_bb)?;
+            self.b.position_at_end(run_bb);
+            self.jam_lanes(fx, pcx, states, plan, outer, r, c, (1, w))?;
+            let c_next = self.b.build_int_add(c, self.const_i64(w as i64), "tc.next")?;
+            self.b.build_store(cursor, c_next)?;
+            self.b.build_unconditional_branch(next_bb)?;
+            self.b.position_at_end(next_bb);
+        }
+        let c = self.b.build_load(self.i64(), cursor, "tc")?.into_int_value();
+        let (lc, j) = self.open_loop(fx, c, c_stop)?;
+        self.jam_lanes(fx, pcx, states, plan, outer, r, j, (1, 1))?;
+        self.close_loop(lc)
+    }
 }
+
+/// The narrowest lane tile [`Emitter::edge_lanes`] runs before the last
+/// columns go one at a time.
+const MIN_EDGE_LANES: usize = 4;
 
 /// How a value of a tiled part varies along the tile's columns (the lanes of
 /// [`Emitter::jam_lanes`]'s vectors).

@@ -79,6 +79,9 @@ fn inlinable_at(m: &Module, sizes: &[usize]) -> Vec<bool> {
 }
 
 fn run(m: &mut Module, cx: &mut PassCx) {
+    // Nothing calls these (e.g. instances for another entry's shape hints
+    // when the request exports one entry): not worth optimising first.
+    let mut removed = remove_dead_functions(m);
     let sizes = sizes(m);
     let inlinable = inlinable_at(m, &sizes);
     // What a wrapper calls rather than inlines: exported variants (compiled
@@ -142,7 +145,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         });
     }
     cx.count("fold_functions_inlined", prim_folds);
-    let removed = remove_dead_functions(m);
+    removed += remove_dead_functions(m);
     cx.count("functions_removed", removed as u64);
 }
 

@@ -14,7 +14,7 @@
 //! The code generator then runs every *full* tile of such a part as one loop
 //! over the fold's index with `rows × cols` accumulators (a jammed loop that
 //! LLVM's SLP vectoriser turns into vector registers), and the partial tiles
-//! at the edges index by index.
+//! at the edges as narrower tiles of one row (or index by index).
 //!
 //! ```text
 //! c = with {                                 c = with {
