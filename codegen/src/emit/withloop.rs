@@ -1073,11 +1073,24 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let g = self.load_generator(fx, pcx.part, n, ploc)?;
         self.check_frames_static(fx, &g, states, ploc)?;
         let tile = self.jam_tile(fx, pcx, states, n);
+        let plan = tile.and_then(|t| self.lane_plan(fx, pcx, states, t));
+        // A lane-planned tile whose columns read a panel of another array
+        // (matrix multiplication's `b[k, j]`) runs its column tiles outside
+        // its row tiles and copies each column tile's panel to a contiguous
+        // buffer first (`tile.rs`, [`Self::pack_panel`]).
+        let panel = match (tile, &plan) {
+            (Some((_, cols)), Some(plan)) => self.open_panel(fx, pcx, states, plan, cols)?,
+            _ => None,
+        };
         let mut open = Vec::new();
         let mut idx = Vec::with_capacity(n);
         // A register tile: loops over the tiles, then each tile (`tile.rs`).
-        let mut tiles = Vec::new();
-        for d in 0..n {
+        let mut tiles = [None; 2];
+        let mut order: Vec<usize> = (0..n).collect();
+        if panel.is_some() {
+            order.swap(n - 2, n - 1);
+        }
+        for d in order {
             let chunk = if d == 0 { outer } else { None };
             if tile.is_some() && d >= n - 2 {
                 // A thread's chunk counts indices (the axis is dense): its
@@ -1086,9 +1099,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     Some((a, b)) => Some((self.blocks_upto(a, g.step[d])?, self.blocks_upto(b, g.step[d])?)),
                     None => None,
                 };
+                if d == n - 2 {
+                    if let (Some(panel), Some(plan), Some((c0, c_stop))) = (&panel, &plan, tiles[1]) {
+                        // Rows to come (the chunk's or the part's): the panel
+                        // is read only where the product reads it.
+                        let (first, last) = match chunk {
+                            Some(c) => c,
+                            None => (g.lo[d], g.hi[d]),
+                        };
+                        let rows = self.b.build_int_compare(IntPredicate::SLT, first, last, "rows")?;
+                        self.pack_panel(fx, pcx, states, plan, panel, &idx, g.lo[d], (c0, c_stop), rows)?;
+                    }
+                }
                 let (lb, start, stop) = self.open_blocks(fx, &g, d, chunk)?;
                 open.push(lb);
-                tiles.push((start, stop));
+                tiles[d + 2 - n] = Some((start, stop));
             } else if g.dense[d] {
                 let (lo, hi) = match chunk {
                     Some((a, b)) => {
@@ -1107,8 +1132,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 idx.push(i);
             }
         }
-        match (tile, tiles.as_slice()) {
-            (Some(t), [rows, cols]) => {
+        match (tile, tiles) {
+            (Some(t), [Some(rows), Some(cols)]) => {
                 // Whether an axis may end in a partial tile: unless its
                 // extent is known and a multiple of the tile's.
                 // (The IR's constants: a thread's chunk function loads the
@@ -1120,12 +1145,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     (Some(lo), Some(hi), Some(step)) if step[d] > 0 => (hi[d] - lo[d]).rem_euclid(step[d]) != 0,
                     _ => true,
                 });
-                self.tile(fx, pcx, states, &idx, *rows, *cols, t, partial)?
+                self.tile(fx, pcx, states, plan.as_ref(), panel.as_ref(), &idx, rows, cols, t, partial)?
             }
             _ => self.iteration(fx, pcx, states, &Index::Static(idx))?,
         }
         while let Some(l) = open.pop() {
             self.close_loop(l)?;
+        }
+        if let Some(panel) = panel {
+            self.call(self.rt.dec, &[panel.array.into()])?;
         }
         Ok(())
     }
