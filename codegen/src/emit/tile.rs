@@ -405,12 +405,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // Values that depend on the row.
         let mut by_row: HashSet<ValueId> = [*row].into_iter().chain(part.offset).collect();
         let mut loads = Vec::new();
-        for s in pre.iter().chain(&q.body.stmts) {
+        for (in_fold, s) in pre.iter().map(|s| (false, s)).chain(q.body.stmts.iter().map(|s| (true, s))) {
             if s.op.operands().iter().any(|v| by_row.contains(v)) {
                 by_row.extend(s.defs.iter().copied());
-            } else if matches!(s.op, Op::Prim { prim: Prim::IdxSel, .. })
+            } else if in_fold
+                && matches!(s.op, Op::Prim { prim: Prim::IdxSel, .. })
                 && plan.get(&s.defs[0]) == Some(&Lanes::Vector)
-                && q.body.stmts.iter().any(|t| std::ptr::eq(t, s))
             {
                 loads.push(s.defs[0]);
             }
