@@ -98,8 +98,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if !cell.is_empty() {
             return None;
         }
-        let ints = |v: Option<ValueId>| v.and_then(|v| fx.consts.get(&v).and_then(|c| c.as_int_vec()));
-        let (step, width) = (ints(part.step)?, ints(part.width)?);
+        let (step, width) = (const_ints(fx, part.step)?, const_ints(fx, part.width)?);
         if step != width || step.len() != n {
             return None;
         }
@@ -235,12 +234,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Opens the loop over the fold's index (`q`'s bounds, one axis).
     fn open_fold_loop(&mut self, fx: &Fx<'ctx, 'a>, q: &Part) -> R<(OpenLoop<'ctx>, IntValue<'ctx>)> {
+        let (lo, hi) = self.fold_bounds(fx, q)?;
+        self.open_loop(fx, lo, hi)
+    }
+
+    /// The fold's bounds (`q`'s, one axis).
+    fn fold_bounds(&mut self, fx: &Fx<'ctx, 'a>, q: &Part) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
         let mut bound = |v: ValueId| -> R<IntValue<'ctx>> {
             let p = self.value(fx, v)?.into_pointer_value();
             self.int_elem(p, fx.irf.ty(v), self.const_i64(0))
         };
-        let (lo, hi) = (bound(q.lower)?, bound(q.upper)?);
-        self.open_loop(fx, lo, hi)
+        Ok((bound(q.lower)?, bound(q.upper)?))
     }
 
     /// The bindings of `index` and of what `stmts` define, with their exact
@@ -418,11 +422,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if loads.is_empty() {
             return Ok(None);
         }
-        let bound = |e: &mut Self, v: ValueId| -> R<IntValue<'ctx>> {
-            let p = e.value(fx, v)?.into_pointer_value();
-            e.int_elem(p, fx.irf.ty(v), e.const_i64(0))
-        };
-        let (lo, hi) = (bound(self, q.lower)?, bound(self, q.upper)?);
+        let (lo, hi) = self.fold_bounds(fx, q)?;
         let steps = self.b.build_int_sub(hi, lo, "psteps")?;
         let positive = self.b.build_int_compare(IntPredicate::SGT, steps, self.const_i64(0), "ppos")?;
         let steps = self.b.build_select(positive, steps, self.const_i64(0), "psteps")?.into_int_value();
@@ -846,6 +846,23 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             other => return Err(CodegenError::Bug(format!("`{}` on vector lanes", other.symbol()))),
         })
     }
+}
+
+/// An integer vector the IR knows as a constant (the IR's: a thread's chunk
+/// function loads even constant bounds from its environment).
+fn const_ints(fx: &Fx<'_, '_>, v: Option<ValueId>) -> Option<Vec<i64>> {
+    v.and_then(|v| fx.consts.get(&v).and_then(|c| c.as_int_vec()))
+}
+
+/// Whether the rows / columns of a tiled part of rank `n` may end in a
+/// partial tile: unless the axis's extent is known and a multiple of the
+/// tile's.
+pub(crate) fn partial_tiles(fx: &Fx<'_, '_>, part: &Part, n: usize) -> [bool; 2] {
+    let bounds = (const_ints(fx, Some(part.lower)), const_ints(fx, Some(part.upper)), const_ints(fx, part.step));
+    [n - 2, n - 1].map(|d| match &bounds {
+        (Some(lo), Some(hi), Some(step)) if step[d] > 0 => (hi[d] - lo[d]).rem_euclid(step[d]) != 0,
+        _ => true,
+    })
 }
 
 /// What the tile emitters read of a part [`Emitter::jam_tile`] accepted.

@@ -1134,17 +1134,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         match (tile, tiles) {
             (Some(t), [Some(rows), Some(cols)]) => {
-                // Whether an axis may end in a partial tile: unless its
-                // extent is known and a multiple of the tile's.
-                // (The IR's constants: a thread's chunk function loads the
-                // bounds from its environment.)
-                let part = pcx.part;
-                let known = |v: Option<ValueId>| v.and_then(|v| fx.consts.get(&v).and_then(|c| c.as_int_vec()));
-                let bounds = (known(Some(part.lower)), known(Some(part.upper)), known(part.step));
-                let partial = [n - 2, n - 1].map(|d| match &bounds {
-                    (Some(lo), Some(hi), Some(step)) if step[d] > 0 => (hi[d] - lo[d]).rem_euclid(step[d]) != 0,
-                    _ => true,
-                });
+                let partial = super::tile::partial_tiles(fx, pcx.part, n);
                 self.tile(fx, pcx, states, plan.as_ref(), panel.as_ref(), &idx, rows, cols, t, partial)?
             }
             _ => self.iteration(fx, pcx, states, &Index::Static(idx))?,
