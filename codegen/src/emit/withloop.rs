@@ -435,24 +435,43 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         None => None,
                     };
                     let cell_static = self.static_cell(fx, w, k, default.as_ref().map(|(_, t)| t));
-                    let result = if cell_static.is_some() || default.is_some() {
-                        let full = self.covers_frame(fx, w, *shape);
-                        self.genarray_result(
-                            fx,
-                            w,
-                            k,
-                            &frame,
-                            elem,
-                            cell_static.as_deref(),
-                            default.as_ref(),
-                            full,
-                            moved,
-                        )?
-                    } else {
-                        let slot = self.alloca(fx, self.ptr().into(), "wl.result")?;
-                        self.b.build_store(slot, self.ptr().const_null())?;
-                        Result::Lazy { slot }
-                    };
+                    let result =
+                        if cell_static.is_some() || default.is_some() {
+                            let full = self.covers_frame(fx, w, *shape);
+                            // The body reads the array it may take over only where it
+                            // writes (the reuse pass checked). Reading the result
+                            // instead — the same buffer, or a copy when it was shared —
+                            // LLVM sees one buffer read and written at one index and
+                            // vectorises without an overlap test, which the shared
+                            // buffer would fail. Not for parameters: an entry point's
+                            // arguments are the caller's, and copying them first would
+                            // double the traffic of every call.
+                            let reads_result =
+                                w.reuse.get(k).copied().flatten().filter(|r| {
+                                    full && cell_static.as_deref() == Some(&[]) && !fx.irf.params.contains(r)
+                                });
+                            let result = self.genarray_result(
+                                fx,
+                                w,
+                                k,
+                                &frame,
+                                elem,
+                                cell_static.as_deref(),
+                                default.as_ref(),
+                                (full, reads_result.is_some()),
+                                moved,
+                            )?;
+                            if let (Some(r), Result::Eager { arr, data, .. }) = (reads_result, &result) {
+                                reads_of_result.push((r, fx.vals.get(&r).copied()));
+                                fx.vals.insert(r, (*arr).into());
+                                fx.data.insert(r, *data);
+                            }
+                            result
+                        } else {
+                            let slot = self.alloca(fx, self.ptr().into(), "wl.result")?;
+                            self.b.build_store(slot, self.ptr().const_null())?;
+                            Result::Lazy { slot }
+                        };
                     states.push(OpState::Gen {
                         frame,
                         elem,
@@ -631,7 +650,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// Allocates (or takes over) a genarray's result before the loops, filled
-    /// with the default or zeros unless a part covers every index.
+    /// with the default or zeros unless a part covers every index (`full`).
+    /// `copy_shared`: a buffer to take over that is shared is copied, not
+    /// replaced by a fresh one (the body reads the result for it).
     #[allow(clippy::too_many_arguments)]
     fn genarray_result(
         &mut self,
@@ -642,7 +663,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         elem: BaseType,
         cell_static: Option<&[usize]>,
         default: Option<&(BasicValueEnum<'ctx>, Ty)>,
-        full: bool,
+        (full, copy_shared): (bool, bool),
         moved: &HashSet<ValueId>,
     ) -> R<Result<'ctx>> {
         // The cell shape: static, or the default's.
@@ -690,8 +711,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.b.position_at_end(take_bb);
                 self.b.build_unconditional_branch(join)?;
                 self.b.position_at_end(new_bb);
-                self.dec(x.into())?;
-                let a = fresh(self)?;
+                let a = if copy_shared {
+                    let a = self
+                        .call(self.rt.copy, &[fx.ctxp.into(), x.into()])?
+                        .ok_or_else(|| CodegenError::Bug("copy".into()))?
+                        .into_pointer_value();
+                    self.dec(x.into())?;
+                    self.check_error(fx)?;
+                    a
+                } else {
+                    self.dec(x.into())?;
+                    fresh(self)?
+                };
                 let new_end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
                 self.b.build_unconditional_branch(join)?;
                 self.b.position_at_end(join);

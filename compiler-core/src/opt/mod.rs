@@ -38,6 +38,7 @@ pub mod ive;
 pub mod licm;
 pub mod reuse;
 pub mod simplify;
+pub mod snapshot;
 pub mod tile;
 pub mod unroll;
 pub mod version;
@@ -93,6 +94,7 @@ pub const PIPELINE: &[Stage] = &[
     Stage {
         name: "lowering",
         passes: &[
+            snapshot::PASS,
             bce::PASS,
             tile::PASS,
             interchange::PASS,
@@ -194,6 +196,8 @@ pub struct PassCx<'a> {
     remarks: Vec<Remark>,
     /// [`PipelineOptions::register_tile`].
     pub register_tile: Option<[i64; 2]>,
+    /// Which passes run (a pass that only prepares another one asks).
+    pub options: &'a PipelineOptions,
 }
 
 impl PassCx<'_> {
@@ -311,6 +315,7 @@ pub fn optimise_observed(
                     counters: BTreeMap::new(),
                     remarks: Vec::new(),
                     register_tile: options.register_tile,
+                    options,
                 };
                 on_pass(pass.name);
                 let start = Instant::now();

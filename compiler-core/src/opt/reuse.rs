@@ -7,7 +7,9 @@
 //! * A `modarray(a)` with-loop, or a `genarray` with-loop over `a`'s shape and
 //!   element type, reuses `a` (`reuse %a`) when `a` is dead afterwards and the
 //!   with-loop reads `a` only at the index it writes (so no element is read after
-//!   it has been overwritten).
+//!   it has been overwritten; `snapshot` copies what it reads elsewhere first).
+//!   `a`'s shape is known from `util::shape_values`, loop-carried arrays that
+//!   keep their shape included.
 //! * An element update `modarray(a, iv, v)` / `idx_modarray(a, off, v)` writes
 //!   in place (`in_place`) when `a` is dead afterwards — the typical
 //!   `a[i] = x` in a loop, whose array is a loop-carried value.
@@ -46,16 +48,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let defs = index::defs(f);
         let values = f.values.clone();
         let reader = Reader { values: &values, defs: &defs };
-        let shapes = shape_values(f);
+        let shapes = util::shape_values(f);
         let mut counts = (0u64, 0u64);
         let params: HashSet<ValueId> = f.params.iter().copied().collect();
-        // Constants are static data: never written.
-        let mut constants = HashSet::default();
-        f.body.walk(&mut |s| {
-            if matches!(s.op, Op::Const(_)) {
-                constants.extend(s.defs.iter().copied());
-            }
-        });
+        let constants = constant_values(f);
         let cx2 = Cx { reader: &reader, shapes: &shapes, constants: &constants };
         block(&mut f.body, &params, &cx2, &mut counts);
         cx.count("buffers_reused", counts.0);
@@ -63,18 +59,17 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
 }
 
-fn shape_values(f: &Function) -> crate::HashMap<ValueId, ValueId> {
-    let mut out = crate::HashMap::default();
+/// Values defined by constants: static data, never written.
+pub(super) fn constant_values(f: &Function) -> HashSet<ValueId> {
+    let mut constants = HashSet::default();
     f.body.walk(&mut |s| {
-        if let Op::Prim { prim: Prim::Shape, args, .. } = &s.op {
-            out.entry(args[0]).or_insert(s.defs[0]);
+        if matches!(s.op, Op::Const(_)) {
+            constants.extend(s.defs.iter().copied());
         }
     });
-    out
+    constants
 }
 
-/// `local`: values defined in this block (and, for the function body, the
-/// parameters; for loop bodies, the loop's parameters).
 /// What the walk looks things up in.
 struct Cx<'a> {
     reader: &'a Reader<'a>,
@@ -87,16 +82,8 @@ struct Cx<'a> {
 fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u64, u64)) {
     let (reader, shapes) = (cx.reader, cx.shapes);
     let mut local: HashSet<ValueId> = outer_local.clone();
-    // Uses from each statement on, for "dead afterwards".
-    let n = b.stmts.len();
-    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::default(); n + 1];
-    later[n].extend(b.yields.iter().copied());
-    for k in (0..n).rev() {
-        let mut set = later[k + 1].clone();
-        set.extend(util::free_uses(&b.stmts[k]));
-        later[k] = set;
-    }
-    for k in 0..n {
+    let later = later_uses(b);
+    for k in 0..b.stmts.len() {
         let dead_after = |v: ValueId, local: &HashSet<ValueId>| {
             local.contains(&v) && !later[k + 1].contains(&v) && !cx.constants.contains(&v)
         };
@@ -110,38 +97,17 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
             }
             // One result array per with-loop (a part's write offset is into it).
             Op::With(w) if w.ops.iter().filter(|o| !matches!(o, WithOp::Fold { .. })).count() == 1 => {
-                let candidates: Vec<Option<ValueId>> = w
-                    .ops
-                    .iter()
-                    .enumerate()
-                    .map(|(k2, op)| match op {
-                        WithOp::Modarray { array } => Some(*array),
-                        WithOp::Genarray { shape, .. } => genarray_candidate(w, k2, *shape, reader, shapes),
-                        WithOp::Fold { .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => None,
-                    })
-                    .collect();
+                let candidates = candidates(w, reader, shapes);
                 let mut taken: HashSet<ValueId> = HashSet::default();
                 for (k2, cand) in candidates.into_iter().enumerate() {
                     let Some(a) = cand else { continue };
                     if w.reuse[k2].is_some() || taken.contains(&a) || !dead_after(a, &local) {
                         continue;
                     }
-                    if !read_only_at_written_index(w, a) {
+                    if !read_only_at_written_index(w, a, reader) {
                         continue;
                     }
-                    // Not an operand of the with-loop other than as the modarray array.
-                    let other_operand = w.ops.iter().enumerate().any(|(j, op)| match op {
-                        WithOp::Modarray { array } => j != k2 && *array == a,
-                        WithOp::Genarray { shape, default } => *shape == a || *default == Some(a),
-                        WithOp::Fold { partial, neutral, fixpoint, .. } => {
-                            partial.contains(&a) || *neutral == a || *fixpoint == Some(a)
-                        }
-                        WithOp::Scan { shape, partial, neutral, .. } => {
-                            *shape == a || partial.contains(&a) || *neutral == a
-                        }
-                        WithOp::Filter { shape } => *shape == a,
-                    });
-                    if other_operand {
+                    if other_operand(w, k2, a) {
                         continue;
                     }
                     w.reuse[k2] = Some(a);
@@ -162,6 +128,65 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
         }
         local.extend(b.stmts[k].defs.iter().copied());
     }
+}
+
+/// Per statement `k` of a block, the values read from statement `k` on
+/// (entry `len` holds the yields): a value is dead after statement `k` when
+/// `later[k + 1]` lacks it.
+pub(super) fn later_uses(b: &Block) -> Vec<HashSet<ValueId>> {
+    let n = b.stmts.len();
+    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::default(); n + 1];
+    later[n].extend(b.yields.iter().copied());
+    for k in (0..n).rev() {
+        let mut set = later[k + 1].clone();
+        set.extend(util::free_uses(&b.stmts[k]));
+        later[k] = set;
+    }
+    later
+}
+
+/// Whether a selection reads a part's own index: `idx_sel(offset, _)`, or
+/// `sel(iv, _)` with the part's index vector or the vector of its index
+/// scalars (before index vector elimination).
+pub(super) fn at_written_index(p: &Part, op: &Op, reader: &Reader) -> bool {
+    match op {
+        Op::Prim { prim: Prim::IdxSel, args, .. } => p.offset.is_some() && Some(args[0]) == p.offset,
+        Op::Prim { prim: Prim::Sel, args, .. } => {
+            Some(args[0]) == p.index
+                || matches!((reader.defs.def(args[0]), &p.scalars),
+                    (Some(index::Def::Array(c)), Some(s)) if c == *s)
+        }
+        _ => false,
+    }
+}
+
+/// Per operator of a with-loop, the array whose buffer its result could take
+/// over: a `modarray`'s array, or for a `genarray` of scalar cells an array of
+/// its shape and element type that it reads at its own index.
+pub(super) fn candidates(w: &With, reader: &Reader, shapes: &crate::HashMap<ValueId, ValueId>) -> Vec<Option<ValueId>> {
+    w.ops
+        .iter()
+        .enumerate()
+        .map(|(k, op)| match op {
+            WithOp::Modarray { array } => Some(*array),
+            WithOp::Genarray { shape, .. } => genarray_candidate(w, k, *shape, reader, shapes),
+            WithOp::Fold { .. } | WithOp::Scan { .. } | WithOp::Filter { .. } => None,
+        })
+        .collect()
+}
+
+/// Whether `a` is an operand of the with-loop other than as operator `k`'s
+/// modarray array.
+pub(super) fn other_operand(w: &With, k: usize, a: ValueId) -> bool {
+    w.ops.iter().enumerate().any(|(j, op)| match op {
+        WithOp::Modarray { array } => j != k && *array == a,
+        WithOp::Genarray { shape, default } => *shape == a || *default == Some(a),
+        WithOp::Fold { partial, neutral, fixpoint, .. } => {
+            partial.contains(&a) || *neutral == a || *fixpoint == Some(a)
+        }
+        WithOp::Scan { shape, partial, neutral, .. } => *shape == a || partial.contains(&a) || *neutral == a,
+        WithOp::Filter { shape } => *shape == a,
+    })
 }
 
 /// For a genarray operator with scalar cells: an array of the same shape and
@@ -186,8 +211,7 @@ fn genarray_candidate(
                 return;
             }
             let a = match &s.op {
-                Op::Prim { prim: Prim::IdxSel, args, .. } if Some(args[0]) == p.offset => args[1],
-                Op::Prim { prim: Prim::Sel, args, .. } if Some(args[0]) == p.index => args[1],
+                Op::Prim { prim: Prim::IdxSel | Prim::Sel, args, .. } if at_written_index(p, &s.op, reader) => args[1],
                 _ => return,
             };
             if reader.ty(a).elem != elem {
@@ -208,7 +232,7 @@ fn genarray_candidate(
 }
 
 /// Whether every read of `a` inside the with-loop is at the index being written.
-fn read_only_at_written_index(w: &With, a: ValueId) -> bool {
+fn read_only_at_written_index(w: &With, a: ValueId, reader: &Reader) -> bool {
     w.parts.iter().all(|p| {
         let mut ok = true;
         p.body.walk(&mut |s| {
@@ -216,8 +240,9 @@ fn read_only_at_written_index(w: &With, a: ValueId) -> bool {
                 return;
             }
             ok &= match &s.op {
-                Op::Prim { prim: Prim::IdxSel, args, .. } => args[1] == a && Some(args[0]) == p.offset,
-                Op::Prim { prim: Prim::Sel, args, .. } => args[1] == a && Some(args[0]) == p.index,
+                Op::Prim { prim: Prim::IdxSel | Prim::Sel, args, .. } => {
+                    args[1] == a && args[0] != a && at_written_index(p, &s.op, reader)
+                }
                 Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => true,
                 _ => false,
             };

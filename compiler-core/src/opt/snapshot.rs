@@ -1,0 +1,391 @@
+//! # snapshot: copy the slices a with-loop reads across its index space
+//!
+//! A with-loop computing the next version of an array `a` that it reads for
+//! the last time can write into `a`'s buffer (`reuse`) only when it reads `a`
+//! at nothing but the index it writes: any other element it reads may already
+//! have been overwritten. A Floyd–Warshall step reads row `k` and column `k`
+//! beside `d[i, j]`; copying those two slices (n elements each) first leaves
+//! `d` read only at `[i, j]`, so the step updates `d` in place instead of
+//! streaming a second n×n buffer (seed 004's in-place updates, for a with-loop
+//! whose reads cross its own writes).
+//!
+//! ```text
+//!                                            %c = with { part %lo0 <= [%t] < %hi0 {
+//!                                                   %x = prim sel([%t, %k], %d) … } } genarray(%hi0)
+//!                                            %r = with { part %lo1 <= [%t] < %hi1 {
+//! %d2 = with {                                      %x = prim sel([%k, %t], %d) … } } genarray(%hi1)
+//!   part [0, 0] <= [%i, %j] < %s {           %d2 = with {
+//!     %x = prim sel([%i, %j], %d)      ⇒       part [0, 0] <= [%i, %j] < %s {
+//!     %y = prim sel([%i, %k], %d)                %x = prim sel([%i, %j], %d)
+//!     %z = prim sel([%k, %j], %d) …              %y = prim sel([%i], %c)
+//!   } } genarray(%s)                             %z = prim sel([%j], %r) …
+//!                                              } } genarray(%s)
+//! ```
+//!
+//! (`%lo0`/`%hi0`: the part's bounds on axis 0, and so on.) It applies to a
+//! with-loop with one array result — a `modarray`, or a `genarray` of scalar
+//! cells — whose buffer candidate (the array `reuse` would pick) is dead
+//! afterwards, when every other read of it is a selection of one element at
+//! the top of a part body that bounds-check elimination proved in bounds (the
+//! body checks nothing), with
+//! index components that are the part's index scalars (each at most once, fewer
+//! than the part has: the slice is smaller than the array) or values defined
+//! outside the with-loop. The snapshot spans the part's range of the index
+//! scalars it uses (lower indices stay zero) and is empty when the part is, so
+//! it reads exactly the elements the with-loop would read and cannot fail.
+//!
+//! Limits: parts with a step or width, reads under a conditional, reads at
+//! other expressions of the index (`a[i - 1, j]`: a stencil, which keeps
+//! writing a fresh buffer) and frames of fewer than [`MIN_FRAME`] elements
+//! leave the with-loop as it is. The copies pay off only when `reuse` then
+//! takes the buffer (it runs later in the same stage, and with it switched off
+//! this pass does nothing; a caller still holding the array makes the back
+//! end copy anyway).
+
+use crate::HashSet;
+
+use super::index::{self, Def, Reader};
+use super::reuse;
+use super::util;
+use super::{Pass, PassCx, RemarkKind};
+use crate::interp::ops::BinOp;
+use crate::interp::value::{Scalar, Value};
+use crate::ir::*;
+use crate::sema::hir::Prim;
+use crate::sema::ty::{Shape, Ty};
+use crate::span::Span;
+
+pub const PASS: Pass = Pass {
+    name: "snapshot",
+    description: "slices a with-loop reads across its index space are copied first, so it can update its array in place",
+    run,
+};
+
+/// Frames smaller than this keep writing a fresh buffer: the copies and their
+/// allocations would cost about what reusing the buffer saves.
+pub const MIN_FRAME: usize = 256;
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    // The copies only pay for themselves when the buffer is then taken over.
+    if !cx.options.enabled(reuse::PASS.name) {
+        return;
+    }
+    for f in &mut m.functions {
+        let facts = Facts { defs: index::defs(f), shapes: util::shape_values(f), constants: reuse::constant_values(f) };
+        let params: HashSet<ValueId> = f.params.iter().copied().collect();
+        let mut applied: Vec<(Span, String, usize)> = Vec::new();
+        util::with_body(f, |f, body| block(f, body, &params, &facts, &mut applied));
+        for (span, message, slices) in applied {
+            cx.count("slices_copied", slices as u64);
+            cx.remark(RemarkKind::Applied, &f.name, Some(span), message);
+        }
+    }
+}
+
+/// What the walk looks things up in (computed before any change).
+struct Facts {
+    defs: crate::HashMap<ValueId, Def>,
+    shapes: crate::HashMap<ValueId, ValueId>,
+    constants: HashSet<ValueId>,
+}
+
+/// `outer_local`: values the block may consume besides its own (see `reuse`).
+fn block(
+    f: &mut Function,
+    b: &mut Block,
+    outer_local: &HashSet<ValueId>,
+    facts: &Facts,
+    applied: &mut Vec<(Span, String, usize)>,
+) {
+    let later = reuse::later_uses(b);
+    let mut local = outer_local.clone();
+    for (k, mut s) in std::mem::take(&mut b.stmts).into_iter().enumerate() {
+        if let Op::With(w) = &mut s.op {
+            let dead_after =
+                |a: ValueId| local.contains(&a) && !later[k + 1].contains(&a) && !facts.constants.contains(&a);
+            let plan = plan(w, &Reader::new(f, &facts.defs), &facts.shapes, dead_after);
+            if let Some(plan) = plan {
+                let name = f.values[plan.array.0 as usize].name.clone();
+                let slices = plan.reads.len();
+                apply(f, w, &plan, &mut b.stmts);
+                let what = name.map_or("the array".to_string(), |n| format!("`{n}`"));
+                let message = format!(
+                    "copied {slices} slice{} of {what} read across the index space first, so the result can take over its buffer",
+                    if slices == 1 { "" } else { "s" }
+                );
+                applied.push((s.span, message, slices));
+            }
+        }
+        match &mut s.op {
+            Op::Loop { params, cond, body, .. } => {
+                let carried: HashSet<ValueId> = params.iter().copied().collect();
+                block(f, cond, &HashSet::default(), facts, applied);
+                block(f, body, &carried, facts, applied);
+            }
+            other => other.walk_blocks_mut(&mut |inner| block(f, inner, &HashSet::default(), facts, applied)),
+        }
+        local.extend(s.defs.iter().copied());
+        b.stmts.push(s);
+    }
+}
+
+/// One component of a snapshot read's index.
+#[derive(Clone, Copy, Debug)]
+enum Component {
+    /// The part's index scalar on this axis of the frame.
+    Index(usize),
+    /// A value defined before the with-loop.
+    Outer(ValueId),
+}
+
+#[derive(Debug)]
+struct SliceRead {
+    part: usize,
+    /// The statement's position in the part body.
+    stmt: usize,
+    index: Vec<Component>,
+    /// The frame axes whose index scalars the read uses, ascending: the
+    /// snapshot's axes.
+    axes: Vec<usize>,
+    /// Every bound of the part is a constant and the part is not empty: the
+    /// snapshot needs no emptiness test, and these are its extents.
+    static_extents: Option<Vec<usize>>,
+}
+
+#[derive(Debug)]
+struct Plan {
+    array: ValueId,
+    reads: Vec<SliceRead>,
+}
+
+fn plan(
+    w: &With,
+    reader: &Reader,
+    shapes: &crate::HashMap<ValueId, ValueId>,
+    dead_after: impl Fn(ValueId) -> bool,
+) -> Option<Plan> {
+    let producing: Vec<usize> = (0..w.ops.len()).filter(|&k| !matches!(w.ops[k], WithOp::Fold { .. })).collect();
+    let [k] = producing[..] else { return None };
+    let a = reuse::candidates(w, reader, shapes)[k]?;
+    if w.reuse[k].is_some() || !dead_after(a) || reuse::other_operand(w, k, a) {
+        return None;
+    }
+    let rank = reader.ty(a).shape.rank_if_known()?;
+    if reader.ty(a).shape.extents().is_some_and(|e| e.iter().product::<usize>() < MIN_FRAME) {
+        return None;
+    }
+    let mut inside: HashSet<ValueId> = HashSet::default();
+    for p in &w.parts {
+        inside.extend(util::defined_in(&p.body));
+        inside.extend(p.index.iter().chain(p.offset.iter()).chain(p.scalars.iter().flatten()).copied());
+    }
+    let mut reads = Vec::new();
+    for (pi, p) in w.parts.iter().enumerate() {
+        // A selection is unchecked when bounds-check elimination proved it in
+        // bounds, or when a check before it (in the body) guards it: then a
+        // snapshot taken before the with-loop would read out of bounds.
+        let mut checked = false;
+        p.body.walk(&mut |s| checked |= matches!(s.op, Op::Check(_)));
+        if checked || p.body.yields.contains(&a) {
+            return None;
+        }
+        for (si, s) in p.body.stmts.iter().enumerate() {
+            if !util::free_uses(s).contains(&a) {
+                continue;
+            }
+            match &s.op {
+                Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => {}
+                Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. } if reuse::at_written_index(p, &s.op, reader) => {}
+                Op::Prim { prim: Prim::Sel, args, checked: false, .. } if args[1] == a && args[0] != a => {
+                    reads.push(slice_read(p, pi, si, args[0], rank, &inside, reader)?);
+                }
+                _ => return None,
+            }
+        }
+    }
+    (!reads.is_empty()).then_some(Plan { array: a, reads })
+}
+
+/// A read `sel(index, a)` in part `p` that a snapshot can serve, if it is one.
+fn slice_read(
+    p: &Part,
+    part: usize,
+    stmt: usize,
+    index: ValueId,
+    rank: usize,
+    inside: &HashSet<ValueId>,
+    reader: &Reader,
+) -> Option<SliceRead> {
+    let Some(Def::Array(components)) = reader.defs.def(index) else { return None };
+    let scalars = p.scalars.as_ref()?;
+    if components.len() != rank || p.step.is_some() || p.width.is_some() {
+        return None;
+    }
+    let mut axes = Vec::new();
+    let mut comps = Vec::new();
+    for v in components {
+        if let Some(q) = scalars.iter().position(|&x| x == v) {
+            if axes.contains(&q) {
+                return None;
+            }
+            axes.push(q);
+            comps.push(Component::Index(q));
+        } else if inside.contains(&v) {
+            return None;
+        } else {
+            comps.push(Component::Outer(v));
+        }
+    }
+    if axes.is_empty() || axes.len() >= scalars.len() {
+        return None;
+    }
+    axes.sort_unstable();
+    let bounds = |v: ValueId| reader.vector(v)?.iter().map(|c| c.as_const()).collect::<Option<Vec<i64>>>();
+    let static_extents = match (bounds(p.lower), bounds(p.upper)) {
+        (Some(lo), Some(hi)) if lo.iter().zip(&hi).all(|(l, h)| l < h) => {
+            Some(axes.iter().map(|&q| hi[q] as usize).collect())
+        }
+        _ => None,
+    };
+    Some(SliceRead { part, stmt, index: comps, axes, static_extents })
+}
+
+/// Builds the snapshots before the with-loop (into `out`) and points the reads
+/// at them.
+fn apply(f: &mut Function, w: &mut With, plan: &Plan, out: &mut Vec<Stmt>) {
+    let elem = f.ty(plan.array).elem;
+    // Later statements first, so earlier positions stay valid.
+    let mut order: Vec<&SliceRead> = plan.reads.iter().collect();
+    order.sort_by_key(|r| std::cmp::Reverse((r.part, r.stmt)));
+    for read in order {
+        let p = &w.parts[read.part];
+        let (lower, upper, scalars) = (p.lower, p.upper, p.scalars.clone().unwrap_or_default());
+        let old = &p.body.stmts[read.stmt];
+        let (span, blame, cell) = (old.span, old.blame, old.defs[0]);
+        let m = read.axes.len();
+        let (lo, hi) = snapshot_bounds(f, out, lower, upper, scalars.len(), read, span);
+        let lo_vec = emit_array(f, out, lo, util::int_vec_ty(Some(m)), span);
+        let hi_vec = emit_array(f, out, hi, util::int_vec_ty(Some(m)), span);
+        // The snapshot: its index scalars stand for the part's on its axes.
+        let ts: Vec<ValueId> = read
+            .axes
+            .iter()
+            .map(|&q| {
+                let name = f.values[scalars[q].0 as usize].name.clone();
+                f.new_value(util::int_ty(), name)
+            })
+            .collect();
+        let mut body = Vec::new();
+        let index: Vec<ValueId> = read
+            .index
+            .iter()
+            .map(|c| match *c {
+                Component::Index(q) => ts[read.axes.iter().position(|&x| x == q).unwrap_or(0)],
+                Component::Outer(v) => v,
+            })
+            .collect();
+        let full_index = emit_array(f, &mut body, index.clone(), util::int_vec_ty(Some(index.len())), span);
+        let cell_ty = f.ty(cell).clone();
+        let x = f.new_value(cell_ty.clone(), None);
+        body.push(Stmt { defs: vec![x], op: sel(full_index, plan.array), span, blame });
+        let shape = match &read.static_extents {
+            Some(e) => Shape::known(e),
+            None => Shape::rank(m),
+        };
+        let snapshot = f.new_value(Ty::new(elem, shape), None);
+        out.push(Stmt {
+            defs: vec![snapshot],
+            op: Op::With(Box::new(With {
+                parts: vec![Part {
+                    lower: lo_vec,
+                    upper: hi_vec,
+                    step: None,
+                    width: None,
+                    index: None,
+                    scalars: Some(ts),
+                    offset: None,
+                    body: Block { stmts: body, yields: vec![x] },
+                    span,
+                    result_spans: vec![span],
+                }],
+                ops: vec![WithOp::Genarray { shape: hi_vec, default: None }],
+                first_match: false,
+                // Empty snapshots have scalar cells too.
+                cells: vec![Some(cell_ty)],
+                reuse: vec![None],
+            })),
+            span,
+            blame,
+        });
+        // The read: the part's index scalars on the snapshot's axes.
+        let p = &mut w.parts[read.part];
+        let slice_index = f.new_value(util::int_vec_ty(Some(m)), None);
+        let slice_op = Op::Array(read.axes.iter().map(|&q| scalars[q]).collect());
+        p.body.stmts[read.stmt].op = sel(slice_index, snapshot);
+        p.body.stmts.insert(read.stmt, Stmt { defs: vec![slice_index], op: slice_op, span, blame });
+    }
+}
+
+/// `sel(index, array)`, proved in bounds.
+fn sel(index: ValueId, array: ValueId) -> Op {
+    Op::Prim { prim: Prim::Sel, args: vec![index, array], checked: false, in_place: false }
+}
+
+fn emit_array(f: &mut Function, out: &mut Vec<Stmt>, items: Vec<ValueId>, ty: Ty, span: Span) -> ValueId {
+    let v = f.new_value(ty, None);
+    out.push(Stmt::new(vec![v], Op::Array(items), span));
+    v
+}
+
+/// The snapshot's generator bounds, one per axis: the part's, or zeros when
+/// the part may be empty and is (then the with-loop reads nothing, and an
+/// outer index component need not be in bounds).
+fn snapshot_bounds(
+    f: &mut Function,
+    out: &mut Vec<Stmt>,
+    lower: ValueId,
+    upper: ValueId,
+    frame_rank: usize,
+    read: &SliceRead,
+    span: Span,
+) -> (Vec<ValueId>, Vec<ValueId>) {
+    if read.static_extents.is_some() {
+        let lo = read.axes.iter().map(|&q| util::emit_component(f, out, lower, q, span)).collect();
+        let hi = read.axes.iter().map(|&q| util::emit_component(f, out, upper, q, span)).collect();
+        return (lo, hi);
+    }
+    let mut bounds = Vec::new();
+    let mut nonempty = None;
+    for r in 0..frame_rank {
+        let l = util::emit_component(f, out, lower, r, span);
+        let h = util::emit_component(f, out, upper, r, span);
+        bounds.push((l, h));
+        let lt = util::emit_prim(f, out, Prim::Bin(BinOp::Lt), vec![l, h], util::bool_ty(), span);
+        nonempty = Some(match nonempty {
+            None => lt,
+            Some(c) => util::emit_prim(f, out, Prim::Bin(BinOp::And), vec![c, lt], util::bool_ty(), span),
+        });
+    }
+    let lo: Vec<ValueId> = read.axes.iter().map(|&q| bounds[q].0).collect();
+    let hi: Vec<ValueId> = read.axes.iter().map(|&q| bounds[q].1).collect();
+    let Some(cond) = nonempty else { return (lo, hi) };
+    let zero = util::emit_const(f, out, Value::Scalar(Scalar::int(0)), span);
+    let mut defs = Vec::new();
+    let mut yields = Vec::new();
+    for &v in lo.iter().chain(&hi) {
+        defs.push(f.new_value(util::int_ty(), None));
+        yields.push(v);
+    }
+    let empty = vec![zero; yields.len()];
+    out.push(Stmt::new(
+        defs.clone(),
+        Op::If {
+            cond,
+            then_block: Block { stmts: Vec::new(), yields },
+            else_block: Block { stmts: Vec::new(), yields: empty },
+        },
+        span,
+    ));
+    let m = lo.len();
+    (defs[..m].to_vec(), defs[m..].to_vec())
+}
