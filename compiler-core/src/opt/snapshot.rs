@@ -28,8 +28,9 @@
 //! afterwards, when every other read of it is a selection of one element at
 //! the top of a part body that bounds-check elimination proved in bounds (the
 //! body checks nothing), with
-//! index components that are the part's index scalars (each at most once, fewer
-//! than the part has: the slice is smaller than the array) or values defined
+//! index components that are the part's index scalars or components of its
+//! index vector (each at most once, fewer than the frame's rank: the slice is
+//! smaller than the array) or values defined
 //! outside the with-loop. The snapshot spans the part's range of the index
 //! scalars it uses (lower indices stay zero) and is empty when the part is, so
 //! it reads exactly the elements the with-loop would read and cannot fail.
@@ -144,9 +145,10 @@ struct SliceRead {
     /// The statement's position in the part body.
     stmt: usize,
     index: Vec<Component>,
-    /// The frame axes whose index scalars the read uses, ascending: the
-    /// snapshot's axes.
-    axes: Vec<usize>,
+    /// The frame axes whose index components the read uses, ascending (the
+    /// snapshot's axes), with the component the read has for each.
+    axes: Vec<(usize, ValueId)>,
+    frame_rank: usize,
     /// Every bound of the part is a constant and the part is not empty: the
     /// snapshot needs no emptiness test, and these are its extents.
     static_extents: Option<Vec<usize>>,
@@ -217,18 +219,30 @@ fn slice_read(
     reader: &Reader,
 ) -> Option<SliceRead> {
     let Some(Def::Array(components)) = reader.defs.def(index) else { return None };
-    let scalars = p.scalars.as_ref()?;
     if components.len() != rank || p.step.is_some() || p.width.is_some() {
         return None;
     }
-    let mut axes = Vec::new();
+    // The frame axis of an index component: a scalar the part binds, or a
+    // component of the index vector it binds.
+    let axis_of = |v: ValueId| -> Option<usize> {
+        if let Some(q) = p.scalars.as_ref().and_then(|s| s.iter().position(|&x| x == v)) {
+            return Some(q);
+        }
+        let Some(Def::Prim(Prim::Sel, args)) = reader.defs.def(v) else { return None };
+        let Some(Def::Const(c)) = reader.defs.def(args[0]) else { return None };
+        match util::int_vec(&c).as_deref() {
+            Some(&[q]) if p.index == Some(args[1]) && (0..rank as i64).contains(&q) => Some(q as usize),
+            _ => None,
+        }
+    };
+    let mut axes: Vec<(usize, ValueId)> = Vec::new();
     let mut comps = Vec::new();
     for v in components {
-        if let Some(q) = scalars.iter().position(|&x| x == v) {
-            if axes.contains(&q) {
+        if let Some(q) = axis_of(v) {
+            if axes.iter().any(|&(x, _)| x == q) {
                 return None;
             }
-            axes.push(q);
+            axes.push((q, v));
             comps.push(Component::Index(q));
         } else if inside.contains(&v) {
             return None;
@@ -236,18 +250,18 @@ fn slice_read(
             comps.push(Component::Outer(v));
         }
     }
-    if axes.is_empty() || axes.len() >= scalars.len() {
+    if axes.is_empty() || axes.len() >= rank {
         return None;
     }
-    axes.sort_unstable();
+    axes.sort_unstable_by_key(|&(q, _)| q);
     let bounds = |v: ValueId| reader.vector(v)?.iter().map(|c| c.as_const()).collect::<Option<Vec<i64>>>();
     let static_extents = match (bounds(p.lower), bounds(p.upper)) {
         (Some(lo), Some(hi)) if lo.iter().zip(&hi).all(|(l, h)| l < h) => {
-            Some(axes.iter().map(|&q| hi[q] as usize).collect())
+            Some(axes.iter().map(|&(q, _)| hi[q] as usize).collect())
         }
         _ => None,
     };
-    Some(SliceRead { part, stmt, index: comps, axes, static_extents })
+    Some(SliceRead { part, stmt, index: comps, axes, frame_rank: rank, static_extents })
 }
 
 /// Builds the snapshots before the with-loop (into `out`) and points the reads
@@ -259,19 +273,19 @@ fn apply(f: &mut Function, w: &mut With, plan: &Plan, out: &mut Vec<Stmt>) {
     order.sort_by_key(|r| std::cmp::Reverse((r.part, r.stmt)));
     for read in order {
         let p = &w.parts[read.part];
-        let (lower, upper, scalars) = (p.lower, p.upper, p.scalars.clone().unwrap_or_default());
+        let (lower, upper) = (p.lower, p.upper);
         let old = &p.body.stmts[read.stmt];
         let (span, blame, cell) = (old.span, old.blame, old.defs[0]);
         let m = read.axes.len();
-        let (lo, hi) = snapshot_bounds(f, out, lower, upper, scalars.len(), read, span);
+        let (lo, hi) = snapshot_bounds(f, out, lower, upper, read, span);
         let lo_vec = emit_array(f, out, lo, util::int_vec_ty(Some(m)), span);
         let hi_vec = emit_array(f, out, hi, util::int_vec_ty(Some(m)), span);
         // The snapshot: its index scalars stand for the part's on its axes.
         let ts: Vec<ValueId> = read
             .axes
             .iter()
-            .map(|&q| {
-                let name = f.values[scalars[q].0 as usize].name.clone();
+            .map(|&(_, v)| {
+                let name = f.values[v.0 as usize].name.clone();
                 f.new_value(util::int_ty(), name)
             })
             .collect();
@@ -280,7 +294,7 @@ fn apply(f: &mut Function, w: &mut With, plan: &Plan, out: &mut Vec<Stmt>) {
             .index
             .iter()
             .map(|c| match *c {
-                Component::Index(q) => ts[read.axes.iter().position(|&x| x == q).unwrap_or(0)],
+                Component::Index(q) => ts[read.axes.iter().position(|&(x, _)| x == q).unwrap_or(0)],
                 Component::Outer(v) => v,
             })
             .collect();
@@ -317,10 +331,10 @@ fn apply(f: &mut Function, w: &mut With, plan: &Plan, out: &mut Vec<Stmt>) {
             span,
             blame,
         });
-        // The read: the part's index scalars on the snapshot's axes.
+        // The read: the part's index components on the snapshot's axes.
         let p = &mut w.parts[read.part];
         let slice_index = f.new_value(util::int_vec_ty(Some(m)), None);
-        let slice_op = Op::Array(read.axes.iter().map(|&q| scalars[q]).collect());
+        let slice_op = Op::Array(read.axes.iter().map(|&(_, v)| v).collect());
         p.body.stmts[read.stmt].op = sel(slice_index, snapshot);
         p.body.stmts.insert(read.stmt, Stmt { defs: vec![slice_index], op: slice_op, span, blame });
     }
@@ -345,18 +359,17 @@ fn snapshot_bounds(
     out: &mut Vec<Stmt>,
     lower: ValueId,
     upper: ValueId,
-    frame_rank: usize,
     read: &SliceRead,
     span: Span,
 ) -> (Vec<ValueId>, Vec<ValueId>) {
     if read.static_extents.is_some() {
-        let lo = read.axes.iter().map(|&q| util::emit_component(f, out, lower, q, span)).collect();
-        let hi = read.axes.iter().map(|&q| util::emit_component(f, out, upper, q, span)).collect();
+        let lo = read.axes.iter().map(|&(q, _)| util::emit_component(f, out, lower, q, span)).collect();
+        let hi = read.axes.iter().map(|&(q, _)| util::emit_component(f, out, upper, q, span)).collect();
         return (lo, hi);
     }
     let mut bounds = Vec::new();
     let mut nonempty = None;
-    for r in 0..frame_rank {
+    for r in 0..read.frame_rank {
         let l = util::emit_component(f, out, lower, r, span);
         let h = util::emit_component(f, out, upper, r, span);
         bounds.push((l, h));
@@ -366,8 +379,8 @@ fn snapshot_bounds(
             Some(c) => util::emit_prim(f, out, Prim::Bin(BinOp::And), vec![c, lt], util::bool_ty(), span),
         });
     }
-    let lo: Vec<ValueId> = read.axes.iter().map(|&q| bounds[q].0).collect();
-    let hi: Vec<ValueId> = read.axes.iter().map(|&q| bounds[q].1).collect();
+    let lo: Vec<ValueId> = read.axes.iter().map(|&(q, _)| bounds[q].0).collect();
+    let hi: Vec<ValueId> = read.axes.iter().map(|&(q, _)| bounds[q].1).collect();
     let Some(cond) = nonempty else { return (lo, hi) };
     let zero = util::emit_const(f, out, Value::Scalar(Scalar::int(0)), span);
     let mut defs = Vec::new();
