@@ -27,13 +27,12 @@
 //! cells — whose buffer candidate (the array `reuse` would pick) is dead
 //! afterwards, when every other read of it is a selection of one element at
 //! the top of a part body that bounds-check elimination proved in bounds (the
-//! body checks nothing), with
-//! index components that are the part's index scalars or components of its
-//! index vector (each at most once, fewer than the frame's rank: the slice is
-//! smaller than the array) or values defined
-//! outside the with-loop. The snapshot spans the part's range of the index
-//! scalars it uses (lower indices stay zero) and is empty when the part is, so
-//! it reads exactly the elements the with-loop would read and cannot fail.
+//! body checks nothing), whose index components are the part's index scalars
+//! or components of its index vector (each at most once, on fewer axes than
+//! the frame has: the slice is smaller than the array) or values defined
+//! outside the with-loop. The snapshot spans the part's range on those axes
+//! (lower indices stay zero) and is empty when the part is, so it reads
+//! exactly the elements the with-loop would read and cannot fail.
 //!
 //! Limits: parts with a step or width, reads under a conditional, reads at
 //! other expressions of the index (`a[i - 1, j]`: a stencil, which keeps
