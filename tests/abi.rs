@@ -276,7 +276,7 @@ fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
 }
 
 #[test]
-fn register_tiles_for_avx512_targets_jam_the_fold() {
+fn register_tiles_for_avx_targets_jam_the_fold() {
     let work = scratch("tile");
     let inv = invocation("../lang/opt/register_tile.sac", &[]);
     let target = |features: &str| withloop_codegen::Options {
@@ -285,11 +285,14 @@ fn register_tiles_for_avx512_targets_jam_the_fold() {
         features: Some(features.into()),
         ..Default::default()
     };
-    // A tile where there are 32 vector registers, none with 16.
+    // A 4x32 tile where there are 32 vector registers of 8 doubles, 4x8 with
+    // 16 of 4 (and FMA), none without.
     let avx512 = target("+sse2,+avx2,+fma,+avx512f");
     let avx2 = target("+sse2,+avx2,+fma");
+    let sse = target("+sse2,+sse4.2");
     assert_eq!(withloop_codegen::register_tile(&avx512), Some([4, 32]));
-    assert_eq!(withloop_codegen::register_tile(&avx2), None);
+    assert_eq!(withloop_codegen::register_tile(&avx2), Some([4, 8]));
+    assert_eq!(withloop_codegen::register_tile(&sse), None);
     let ll = |native: &withloop_codegen::Options, name: &str| {
         let out = work.join(name);
         let pipeline = PipelineOptions { register_tile: withloop_codegen::register_tile(native), ..Default::default() };
@@ -317,7 +320,9 @@ fn register_tiles_for_avx512_targets_jam_the_fold() {
     let unoptimised = ll(&withloop_codegen::Options { opt_level: 0, ..avx512.clone() }, "tiled-O0.ll");
     let full_tiles = unoptimised.lines().filter(|l| l.starts_with("tile.full")).count();
     assert_eq!(full_tiles, 2, "{full_tiles} jammed nests for two tiled with-loops:\n{unoptimised}");
-    let untiled = ll(&avx2, "untiled.ll");
-    assert!(!untiled.contains("tile.full"), "a tile without AVX-512:\n{untiled}");
+    let narrow = ll(&avx2, "narrow.ll");
+    assert!(narrow.contains("fadd contract <8 x double>"), "no 8-column tile rows with AVX2:\n{narrow}");
+    let untiled = ll(&sse, "untiled.ll");
+    assert!(!untiled.contains("tile.full"), "a tile without AVX2:\n{untiled}");
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -286,6 +286,9 @@ fn compare_sets(what: &str, expected: &[ErrSpec], found: &[&Located], report: &R
 /// AVX-512 target).
 const TEST_TILE: [i64; 2] = [4, 32];
 
+/// The register tile of AVX2 targets: tile tests also run natively with it.
+const AVX2_TILE: [i64; 2] = [4, 8];
+
 fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let expect = parse_expect(text).map_err(|e| format!("{}: bad test header: {e}", path.display()))?;
     let mut inv = Invocation { file: path.to_path_buf(), ..Default::default() };
@@ -372,6 +375,15 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         native.engine = Engine::Native(tiled, sequential);
         same_behaviour("native code on one thread", &report, &run(&native))?;
         same_up_to_rounding("native code (folds reassociated, vector math, two threads)", &report, &native_report)?;
+    }
+    if tile_structure {
+        // Narrower tiles take other edge widths: one thread, exact folds (no
+        // contraction), so the results must be the same.
+        let avx2 = opt::PipelineOptions { register_tile: Some(AVX2_TILE), ..Default::default() };
+        let sequential =
+            withloop_codegen::Options { threads: Some(1), exact_folds: true, vector_math: false, ..Default::default() };
+        native.engine = Engine::Native(avx2, sequential);
+        same_behaviour("native code with the AVX2 tile", &report, &run(&native))?;
     }
     if report.untyped_fallbacks > 0 {
         return Err(format!(

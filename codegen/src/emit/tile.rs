@@ -10,7 +10,8 @@
 //!     for k in lo..hi:
 //!       for ii, jj: acc[ii][jj] = acc[ii][jj] + body(r0 + ii, c0 + jj, k)
 //!     for ii, jj: c[r0 + ii, c0 + jj] = acc[ii][jj]
-//!   else (an edge): row by row, tiles of one row and 32, 16, 8, 4 columns,
+//!   else (an edge): row by row, tiles of one row and the tile's columns,
+//!     then each narrower power of two down to 4 columns,
 //!     then single columns (lanes form); the indices one by one (scalar form)
 //! ```
 //!

@@ -30,8 +30,8 @@
 //! `d`) fails at all of the part's indices or at none: it is *narrowed* to check
 //! the index at the part's first element (`[lower_i, k]`, the same failure and
 //! message), and the selections it guards are unchecked. Invariant checks are
-//! moved out of loops and parts by `licm`. Limits:
-//! offsets must be affine with factor 1 in one index component each; a
+//! moved out of loops and parts by `licm`. Index components are affine in
+//! the part's indices, with any factors (`n - 1 - i` reverses). Limits: a
 //! component chosen by a conditional (`where(iv < pos, iv, iv + 1)` in
 //! Kreye's `elim`) lies between the extremes of its choices, but the
 //! conditions themselves (`i > 0 ? a[i-1] : 0`) are not used. Bounds that do
@@ -279,11 +279,12 @@ fn extremes(reader: &Reader, ranges: &Ranges, choices: &Choices, c: &Affine, dep
             continue;
         };
         let (l, h) = bounds.get(axis)?;
-        if *k != 1 {
-            return None;
-        }
-        lo = lo.sub(&Affine::atom(*atom)).add(l);
-        hi = hi.sub(&Affine::atom(*atom)).add(&h.plus(-1));
+        // k * atom for atom in [l, h - 1]: the ends swap when k is negative
+        // (`b[[n - 1 - k, j]]`, a reversal).
+        let (first, last) = if *k >= 0 { (l.clone(), h.plus(-1)) } else { (h.plus(-1), l.clone()) };
+        let without = Affine::atom(*atom).scale(*k);
+        lo = lo.sub(&without).add(&first.scale(*k));
+        hi = hi.sub(&without).add(&last.scale(*k));
     }
     Some((lo, hi))
 }

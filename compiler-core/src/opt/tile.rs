@@ -34,9 +34,9 @@
 //!
 //! The tile comes with the pipeline's options (`register_tile`): the driver
 //! asks the code generator for one that suits the target (a tile of doubles
-//! only pays where there are enough vector registers for it — AVX-512 — and
-//! is much slower than `interchange`'s rows where there are not). Without
-//! one, the pass does nothing.
+//! only pays where there are enough vector registers for it: 4x32 with
+//! AVX-512, 4x8 with AVX2; a tile that spills is much slower than
+//! `interchange`'s rows). Without one, the pass does nothing.
 //!
 //! Limits: the elements must be `double`s; the fold's body must be
 //! straight-line (no with-loops, loops, conditionals or calls) and at most
