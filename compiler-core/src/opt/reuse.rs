@@ -82,10 +82,10 @@ struct Cx<'a> {
 fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u64, u64)) {
     let (reader, shapes) = (cx.reader, cx.shapes);
     let mut local: HashSet<ValueId> = outer_local.clone();
-    let later = later_uses(b);
+    let last_use = last_uses(b);
     for k in 0..b.stmts.len() {
         let dead_after = |v: ValueId, local: &HashSet<ValueId>| {
-            local.contains(&v) && !later[k + 1].contains(&v) && !cx.constants.contains(&v)
+            local.contains(&v) && last_use.get(&v).is_none_or(|&u| u <= k) && !cx.constants.contains(&v)
         };
         let s = &mut b.stmts[k];
         match &mut s.op {
@@ -130,19 +130,20 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
     }
 }
 
-/// Per statement `k` of a block, the values read from statement `k` on
-/// (entry `len` holds the yields): a value is dead after statement `k` when
-/// `later[k + 1]` lacks it.
-pub(super) fn later_uses(b: &Block) -> Vec<HashSet<ValueId>> {
-    let n = b.stmts.len();
-    let mut later: Vec<HashSet<ValueId>> = vec![HashSet::default(); n + 1];
-    later[n].extend(b.yields.iter().copied());
-    for k in (0..n).rev() {
-        let mut set = later[k + 1].clone();
-        set.extend(util::free_uses(&b.stmts[k]));
-        later[k] = set;
+/// Where each value a block reads is read last: the position of the last
+/// statement reading it, or the number of statements when the block yields
+/// it. A value is dead after statement `k` when it is absent or at most `k`.
+pub(super) fn last_uses(b: &Block) -> crate::HashMap<ValueId, usize> {
+    let mut last = crate::HashMap::default();
+    for (k, s) in b.stmts.iter().enumerate() {
+        for v in util::free_uses(s) {
+            last.insert(v, k);
+        }
     }
-    later
+    for &y in &b.yields {
+        last.insert(y, b.stmts.len());
+    }
+    last
 }
 
 /// Whether a selection reads a part's own index: `idx_sel(offset, _)`, or

@@ -97,12 +97,13 @@ fn block(
     facts: &Facts,
     applied: &mut Vec<(Span, String, usize)>,
 ) {
-    let later = reuse::later_uses(b);
+    let last_use = reuse::last_uses(b);
     let mut local = outer_local.clone();
     for (k, mut s) in std::mem::take(&mut b.stmts).into_iter().enumerate() {
         if let Op::With(w) = &mut s.op {
-            let dead_after =
-                |a: ValueId| local.contains(&a) && !later[k + 1].contains(&a) && !facts.constants.contains(&a);
+            let dead_after = |a: ValueId| {
+                local.contains(&a) && last_use.get(&a).is_none_or(|&u| u <= k) && !facts.constants.contains(&a)
+            };
             let plan = plan(w, &Reader::new(f, &facts.defs), &facts.shapes, dead_after);
             if let Some(plan) = plan {
                 let name = f.values[plan.array.0 as usize].name.clone();
