@@ -139,6 +139,21 @@ pub(crate) struct OpenLoop<'ctx> {
     exit: BasicBlock<'ctx>,
 }
 
+/// From here to the end of the with-loop, the body's reads of `array` read
+/// the result `arr` (whose elements are `data`) instead; `reads_of_result`
+/// keeps what to restore.
+fn read_result_for<'ctx>(
+    fx: &mut Fx<'ctx, '_>,
+    reads_of_result: &mut Vec<(ValueId, Option<BasicValueEnum<'ctx>>)>,
+    array: ValueId,
+    arr: PointerValue<'ctx>,
+    data: PointerValue<'ctx>,
+) {
+    reads_of_result.push((array, fx.vals.get(&array).copied()));
+    fx.vals.insert(array, arr.into());
+    fx.data.insert(array, data);
+}
+
 /// A generator's vectors, loaded.
 pub(crate) struct Generator<'ctx> {
     pub lo: Vec<IntValue<'ctx>>,
@@ -462,9 +477,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                                 moved,
                             )?;
                             if let (Some(r), Result::Eager { arr, data, .. }) = (reads_result, &result) {
-                                reads_of_result.push((r, fx.vals.get(&r).copied()));
-                                fx.vals.insert(r, (*arr).into());
-                                fx.data.insert(r, *data);
+                                read_result_for(fx, &mut reads_of_result, r, *arr, *data);
                             }
                             result
                         } else {
@@ -515,9 +528,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         // same buffer (or, when it was shared, a copy not yet written
                         // there). LLVM then sees one buffer read and written at one
                         // index, and vectorises without checking for overlap.
-                        reads_of_result.push((*array, fx.vals.get(array).copied()));
-                        fx.vals.insert(*array, arr.into());
-                        fx.data.insert(*array, data);
+                        read_result_for(fx, &mut reads_of_result, *array, arr, data);
                     }
                     states.push(OpState::Mod { frame, elem: base(&aty), arr, data, array_ty: aty });
                 }

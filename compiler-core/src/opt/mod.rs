@@ -194,9 +194,8 @@ pub struct PassCx<'a> {
     changed: bool,
     counters: BTreeMap<&'static str, u64>,
     remarks: Vec<Remark>,
-    /// [`PipelineOptions::register_tile`].
-    pub register_tile: Option<[i64; 2]>,
-    /// Which passes run (a pass that only prepares another one asks).
+    /// The pipeline's options: which passes run (a pass that only prepares
+    /// another one asks), the register tile.
     pub options: &'a PipelineOptions,
 }
 
@@ -314,7 +313,6 @@ pub fn optimise_observed(
                     changed: false,
                     counters: BTreeMap::new(),
                     remarks: Vec::new(),
-                    register_tile: options.register_tile,
                     options,
                 };
                 on_pass(pass.name);

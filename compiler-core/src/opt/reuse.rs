@@ -84,9 +84,7 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
     let mut local: HashSet<ValueId> = outer_local.clone();
     let last_use = last_uses(b);
     for k in 0..b.stmts.len() {
-        let dead_after = |v: ValueId, local: &HashSet<ValueId>| {
-            local.contains(&v) && last_use.get(&v).is_none_or(|&u| u <= k) && !cx.constants.contains(&v)
-        };
+        let dead_after = |v: ValueId, local: &HashSet<ValueId>| consumable(v, k, local, &last_use, cx.constants);
         let s = &mut b.stmts[k];
         match &mut s.op {
             Op::Prim { prim: Prim::Modarray | Prim::IdxModarray, args, in_place, .. }
@@ -144,6 +142,18 @@ pub(super) fn last_uses(b: &Block) -> crate::HashMap<ValueId, usize> {
         last.insert(y, b.stmts.len());
     }
     last
+}
+
+/// Whether statement `k` of a block may consume `v`: `v` is the block's own
+/// (`local`), not read after the statement ([`last_uses`]), and not a constant.
+pub(super) fn consumable(
+    v: ValueId,
+    k: usize,
+    local: &HashSet<ValueId>,
+    last_use: &crate::HashMap<ValueId, usize>,
+    constants: &HashSet<ValueId>,
+) -> bool {
+    local.contains(&v) && last_use.get(&v).is_none_or(|&u| u <= k) && !constants.contains(&v)
 }
 
 /// Whether a selection reads a part's own index: `idx_sel(offset, _)`, or
@@ -242,7 +252,7 @@ fn read_only_at_written_index(w: &With, a: ValueId, reader: &Reader) -> bool {
             }
             ok &= match &s.op {
                 Op::Prim { prim: Prim::IdxSel | Prim::Sel, args, .. } => {
-                    args[1] == a && args[0] != a && at_written_index(p, &s.op, reader)
+                    args[1] == a && at_written_index(p, &s.op, reader)
                 }
                 Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => true,
                 _ => false,

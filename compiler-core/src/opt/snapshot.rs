@@ -101,9 +101,7 @@ fn block(
     let mut local = outer_local.clone();
     for (k, mut s) in std::mem::take(&mut b.stmts).into_iter().enumerate() {
         if let Op::With(w) = &mut s.op {
-            let dead_after = |a: ValueId| {
-                local.contains(&a) && last_use.get(&a).is_none_or(|&u| u <= k) && !facts.constants.contains(&a)
-            };
+            let dead_after = |a: ValueId| reuse::consumable(a, k, &local, &last_use, &facts.constants);
             let plan = plan(w, &Reader::new(f, &facts.defs), &facts.shapes, dead_after);
             if let Some(plan) = plan {
                 let name = f.values[plan.array.0 as usize].name.clone();
@@ -198,7 +196,7 @@ fn plan(
             match &s.op {
                 Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => {}
                 Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. } if reuse::at_written_index(p, &s.op, reader) => {}
-                Op::Prim { prim: Prim::Sel, args, checked: false, .. } if args[1] == a && args[0] != a => {
+                Op::Prim { prim: Prim::Sel, args, checked: false, .. } if args[1] == a => {
                     reads.push(slice_read(p, pi, si, args[0], rank, &inside, reader)?);
                 }
                 _ => return None,

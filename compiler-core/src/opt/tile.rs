@@ -66,7 +66,7 @@ pub const PASS: Pass = Pass {
 pub const MAX_FOLD_BODY: usize = 16;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    let Some([rows, cols]) = cx.register_tile else { return };
+    let Some([rows, cols]) = cx.options.register_tile else { return };
     for f in &mut m.functions {
         let targets = {
             let defs = index::defs(f);
