@@ -9,7 +9,10 @@
 //! best as a function of its own, exactly as when a caller with static shapes
 //! reaches it. Functions are visited callees first, so what a caller copies is
 //! the callee as this round left it, whatever order the functions were created
-//! in. Afterwards, functions no entry or exported variant reaches any more are
+//! in. A function that only forwards to another one calls it when the callee
+//! stays a function of its own anyway (exported, or called from elsewhere too):
+//! `det(double[10,10])` returning `Det(double[10,10])` would otherwise
+//! be a second copy of the whole unrolled determinant. Afterwards, functions no entry or exported variant reaches any more are
 //! removed.
 //!
 //! ```text
@@ -100,6 +103,25 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             *e = true;
         }
     }
+    // Functions that stay functions of their own: exported variants and user
+    // instances called from more than one function. A caller that only
+    // forwards to one of them (`det(double[10,10])` returning
+    // `Det(double[10,10])`, which Det's wrapper also calls) calls it too: a
+    // copy would be optimised and compiled twice for the saving of one call.
+    let mut callers = vec![0usize; m.functions.len()];
+    for f in &m.functions {
+        for g in util::callees(f) {
+            if let Some(n) = callers.get_mut(g.0 as usize) {
+                *n += 1;
+            }
+        }
+    }
+    for f in &m.variants {
+        if let Some(n) = callers.get_mut(f.0 as usize) {
+            *n += 2;
+        }
+    }
+    let shared: Vec<bool> = m.functions.iter().zip(&callers).map(|(f, n)| *n > 1 && !f.inline && !f.library).collect();
     // Callees first: a caller then inlines the callee's body as this round
     // left it (already with its own callees inlined), whatever the order the
     // functions were created in.
@@ -109,7 +131,13 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut inlined = 0u64;
         let mut body = std::mem::take(&mut m.functions[i].body);
         let mut too_big: Vec<(String, Option<crate::span::Span>)> = Vec::new();
-        let keep: &[bool] = if m.functions[i].kind == FunctionKind::Wrapper { &wrapper_calls } else { &[] };
+        let keep: &[bool] = if m.functions[i].kind == FunctionKind::Wrapper {
+            &wrapper_calls
+        } else if forwarder(&body) {
+            &shared
+        } else {
+            &[]
+        };
         let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, keep, sources: cx.sources };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
         util::substitute(&mut body, &subst);
@@ -223,6 +251,11 @@ impl Inliner<'_> {
         }
         b.stmts = out;
     }
+}
+
+/// A function body that is one call, its results returned as they are.
+fn forwarder(body: &Block) -> bool {
+    matches!(body.stmts.as_slice(), [s] if matches!(s.op, Op::Call { .. }) && body.yields == s.defs)
 }
 
 /// `return prim p(a, b)` of the two parameters in order: `p`.
