@@ -70,7 +70,7 @@ def sizes(quick):
     if quick:
         return dict(neg=(1000, 1000), relax=(500, 500, 5), matmul=128, dot=1_000_000, mandel=(200, 200, 64),
                     blackscholes=200_000, floyd=128, det=7, smooth=(100_000, 5), mg3=(32, 2))
-    return dict(neg=(4000, 4000), relax=(2000, 2000, 10), matmul=512, dot=20_000_000, mandel=(1000, 1000, 256),
+    return dict(neg=(4000, 4000), relax=(2000, 2000, 10), matmul=1024, dot=20_000_000, mandel=(1000, 1000, 256),
                 blackscholes=4_000_000, floyd=512, det=10, smooth=(4_000_000, 20), mg3=(128, 4))
 
 
