@@ -1,8 +1,8 @@
-//! Scans and filters (L0's `scan` and `filter` with-loop operators) in native
-//! code, against the IR interpreter.
+//! Scans and filters (L0's `scan` and `filter` with-loop operators) and extent
+//! reads of generic arrays in native code, against the IR interpreter.
 //!
 //! Each program is written in the IR's text form (no SaC program lowers to
-//! these operators) and runs interpreted, natively, and natively after the
+//! these operators, or to an extent read past the rank that stays checked) and runs interpreted, natively, and natively after the
 //! optimisation pipeline; results — or error codes and messages — must be
 //! identical. Native runs use the most eager parallel settings, so a scan or
 //! filter that were wrongly split over threads would show.
@@ -946,4 +946,31 @@ fn scans_and_filters_in_a_loop_free_what_they_allocate() {
     for &g in &growth {
         assert!(g < 1 << 16, "a native run keeps {g} bytes: {growth:?}");
     }
+}
+
+// ------------------------------------------------------------ extent reads
+
+/// Two extents of an argument of any rank, read at constant indices: native
+/// code reads them from the descriptor without building the shape vector,
+/// checking the index against the rank (past it, the interpreter's error).
+const EXTENTS: &str = "fn main(%0#a: int[*]) -> (int, int)  [instance main]
+{
+  %1: int[.] = prim shape(%0)
+  %2: int[1] = const [0]
+  %3: int = prim sel(%2, %1)
+  %4: int[1] = const [2]
+  %5: int = prim sel(%4, %1)
+  return %3, %5
+}
+
+entry main = main
+";
+
+#[test]
+fn extents_of_a_generic_argument_are_read_and_checked_against_its_rank() {
+    let p = load(EXTENTS);
+    let cube = Value::from_parts(vec![2, 1, 3], Elems::Int(BaseType::Int, vec![0; 6]));
+    assert_eq!(agree_program(&p, &[cube]).unwrap(), ["2", "3"]);
+    let matrix = Value::from_parts(vec![2, 2], Elems::Int(BaseType::Int, vec![0; 4]));
+    assert_eq!(agree_program(&p, &[matrix]).unwrap_err(), "R0001: index [2] is out of bounds for shape [2]");
 }

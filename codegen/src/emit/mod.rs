@@ -95,6 +95,8 @@ pub(crate) struct Emitter<'ctx, 'a> {
     pub rt: Rt<'ctx>,
     pub funcs: Vec<FunctionValue<'ctx>>,
     strings: HashMap<Vec<u8>, PointerValue<'ctx>>,
+    /// Constant arrays (static, never counted or freed): header -> elements.
+    const_arrays: HashMap<PointerValue<'ctx>, PointerValue<'ctx>>,
     locs: HashMap<Span, PointerValue<'ctx>>,
     counter: usize,
     pub parallel: bool,
@@ -179,6 +181,10 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// vectorises; the `i32` value (wrapping, as the interpreter) serves
     /// every other use.
     pub wide: HashMap<ValueId, IntValue<'ctx>>,
+    /// Shape vectors that are never built: `shape(a)` values whose only uses
+    /// are selections of one extent at a constant index in the
+    /// defining block (see [`shape_views`]); by value, the array `a`.
+    pub shape_views: std::rc::Rc<HashMap<ValueId, ValueId>>,
     /// The function's constant, primitive and array definitions (the
     /// optimiser's view, for analyses such as [`compiler_core::opt::util::flat_part`]).
     pub defs: std::rc::Rc<HashMap<ValueId, compiler_core::opt::index::Def>>,
@@ -232,6 +238,53 @@ pub(crate) fn virtual_index_vectors(f: &Function) -> HashSet<ValueId> {
     out
 }
 
+/// The `shape(a)` values of `f`, `a` a parameter, whose every use is a
+/// `sel([k], shape)` at a constant `k` in the defining block: code generation reads
+/// the extent from `a`'s descriptor instead of allocating the vector (what a
+/// dispatch wrapper does on every call of generic code to test the argument's
+/// extents, and generic code to read one extent). By value, the array.
+pub(crate) fn shape_views(f: &Function) -> HashMap<ValueId, ValueId> {
+    use compiler_core::sema::hir::Prim;
+    let counts = compiler_core::opt::util::use_counts(f);
+    let mut consts = HashMap::default();
+    collect_consts(&f.body, &mut consts);
+    let mut out = HashMap::default();
+    fn block(
+        f: &Function,
+        b: &Block,
+        counts: &[u32],
+        consts: &HashMap<ValueId, &Value>,
+        out: &mut HashMap<ValueId, ValueId>,
+    ) {
+        let mut extent_reads: HashMap<ValueId, u32> = HashMap::default();
+        for s in &b.stmts {
+            if let Op::Prim { prim: Prim::Sel, args, .. } = &s.op
+                && args.len() == 2
+                && scalar_repr(f.ty(s.defs[0]))
+                && consts.get(&args[0]).and_then(|c| c.as_int_vec()).is_some_and(|k| k.len() == 1)
+            {
+                *extent_reads.entry(args[1]).or_default() += 1;
+            }
+            s.op.walk_blocks(&mut |inner| block(f, inner, counts, consts, out));
+        }
+        for s in &b.stmts {
+            if let (Op::Prim { prim: Prim::Shape, args, .. }, [d]) = (&s.op, s.defs.as_slice()) {
+                let a = f.ty(args[0]);
+                let uses = counts.get(d.0 as usize).copied().unwrap_or(0);
+                // Parameters only: they live through the whole function, where
+                // a local array may be released after its last use, the shape.
+                let param = f.params.contains(&args[0]);
+                if param && !scalar_repr(a) && a.elem != Elem::String && uses > 0 && extent_reads.get(d) == Some(&uses)
+                {
+                    out.insert(*d, args[0]);
+                }
+            }
+        }
+    }
+    block(f, &f.body, &counts, &consts, &mut out);
+    out
+}
+
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
     pub fn new(ctx: &'ctx Context, ir: &'a ir::Module, sources: &'a SourceMap, parallel: bool) -> Self {
         let module = ctx.create_module("withloop");
@@ -246,6 +299,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             rt,
             funcs: Vec::new(),
             strings: HashMap::default(),
+            const_arrays: HashMap::default(),
             locs: HashMap::default(),
             counter: 0,
             parallel,
@@ -472,6 +526,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         hg.set_constant(false);
         hg.set_linkage(Linkage::Private);
         hg.set_alignment(8);
+        self.const_arrays.insert(hg.as_pointer_value(), dg.as_pointer_value());
         Ok(hg.as_pointer_value())
     }
 
@@ -513,6 +568,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             loc: self.ptr().const_null(),
             consts,
             virt: std::rc::Rc::new(virtual_index_vectors(irf)),
+            shape_views: std::rc::Rc::new(shape_views(irf)),
             comps: HashMap::default(),
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
@@ -580,7 +636,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     pub fn inc(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
-        if v.is_pointer_value() && v.into_pointer_value().is_null() {
+        if self.uncounted(v) {
             return Ok(());
         }
         self.call(self.rt.inc, &[v.into()])?;
@@ -588,13 +644,23 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     pub fn dec(&mut self, v: BasicValueEnum<'ctx>) -> R<()> {
-        // A virtual index vector is a constant null: nothing to release (and an
-        // opaque call per element would keep LLVM from vectorising).
-        if v.is_pointer_value() && v.into_pointer_value().is_null() {
+        if self.uncounted(v) {
             return Ok(());
         }
         self.call(self.rt.dec, &[v.into()])?;
         Ok(())
+    }
+
+    /// Values whose count needs no call: a virtual index vector or shape
+    /// (a constant null; an opaque call per element would also keep LLVM from
+    /// vectorising) and constant arrays (static: the runtime ignores their
+    /// count, but the call was made all the same, several per call of a
+    /// dispatch wrapper).
+    fn uncounted(&self, v: BasicValueEnum<'ctx>) -> bool {
+        v.is_pointer_value() && {
+            let p = v.into_pointer_value();
+            p.is_null() || self.const_arrays.contains_key(&p)
+        }
     }
 
     /// Whether a value of this type is a reference-counted array.
@@ -791,6 +857,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     pub fn data_ptr(&mut self, a: PointerValue<'ctx>) -> R<PointerValue<'ctx>> {
+        if let Some(data) = self.const_arrays.get(&a) {
+            // A constant array: its elements' global, so LLVM sees the values.
+            return Ok(*data);
+        }
         Ok(self.header_field(a, rt::ARR_DATA, self.ptr().into(), "data")?.into_pointer_value())
     }
 
@@ -932,6 +1002,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             loc: self.ptr().const_null(),
             consts: HashMap::default(),
             virt: std::rc::Rc::new(HashSet::default()),
+            shape_views: std::rc::Rc::new(HashMap::default()),
             comps: HashMap::default(),
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),

@@ -353,6 +353,41 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.as_int(x)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
+            Prim::Shape if fx.shape_views.contains_key(&d) => {
+                // Never built: its selections read `args[0]`'s descriptor
+                // (null stands in for reference counting, which ignores it).
+                Ok(self.ptr().const_null().into())
+            }
+            Prim::Sel if fx.shape_views.contains_key(&args[1]) => {
+                let a = fx.shape_views[&args[1]];
+                let k = fx.consts.get(&args[0]).and_then(|c| c.as_int_vec()).and_then(|k| k.first().copied());
+                let k = k.ok_or_else(|| CodegenError::Bug("an extent read at a non-constant index".into()))?;
+                let p = self.value(fx, a)?.into_pointer_value();
+                let aty = ty(a).clone();
+                if checked && static_rank(&aty).is_none_or(|r| k < 0 || k as usize >= r) {
+                    // Out of bounds unless `k` < rank; the failure (cold) builds
+                    // the vector for the interpreter's message.
+                    let rank = self.rank_of(p, &aty)?;
+                    let bad = self.b.build_int_compare(IntPredicate::UGE, self.const_i64(k), rank, "oob")?;
+                    let fail = self.ctx.append_basic_block(fx.func, "oob");
+                    let ok = self.ctx.append_basic_block(fx.func, "inb");
+                    self.b.build_conditional_branch(bad, fail, ok)?;
+                    self.b.position_at_end(fail);
+                    let iv = self.value(fx, args[0])?;
+                    let shape = self
+                        .call(self.rt.shape_vector, &[fx.ctxp.into(), p.into()])?
+                        .ok_or_else(|| CodegenError::Bug("shape".into()))?;
+                    let no = self.i32().const_zero();
+                    let loc = fx.loc;
+                    let at = [fx.ctxp.into(), loc.into(), iv.into(), self.const_i64(0).into(), shape.into(), no.into()];
+                    self.call(self.rt.fail_index, &at)?;
+                    self.b.build_unconditional_branch(fx.fail_bb)?;
+                    self.b.position_at_end(ok);
+                }
+                let e = self.extent_of(p, &aty, k as usize)?;
+                let e = self.as_int(e)?;
+                self.scalar_result(fx, e.into(), BaseType::Int, d)
+            }
             Prim::Shape if !scalar_repr(ty(args[0])) && ty(args[0]).elem != Elem::String => {
                 let a = self.value(fx, args[0])?;
                 let r = self.call(self.rt.shape_vector, &[fx.ctxp.into(), a.into()])?;

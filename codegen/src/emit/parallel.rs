@@ -337,6 +337,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             loc: fx.loc,
             consts: fx.consts.clone(),
             virt: fx.virt.clone(),
+            shape_views: fx.shape_views.clone(),
             comps: HashMap::default(),
             wide: HashMap::default(),
             defs: fx.defs.clone(),
