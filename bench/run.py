@@ -236,7 +236,15 @@ def describe(a):
     return d
 
 
+# Seconds to wait before timing anything: OpenBLAS's and XLA's worker threads
+# spin for a while after a NumPy/JAX call, and on a 2-core machine a spinning
+# peer thread took the core our second thread needed (blackscholes on two
+# threads: 1.9x alone, 1.0x right after a NumPy matmul; 50 ms was not enough).
+SETTLE = 0.3
+
+
 def timed(fn, reps, min_total=1.0, slow=5.0):
+    time.sleep(SETTLE)
     t0 = time.perf_counter()
     fn()  # warm-up (page faults, thread pool start)
     first = time.perf_counter() - t0
