@@ -2,9 +2,9 @@
 //! reads of generic arrays in native code, against the IR interpreter.
 //!
 //! Each program is written in the IR's text form (no SaC program lowers to
-//! these operators, or to an extent read past the rank that stays checked) and runs interpreted, natively, and natively after the
-//! optimisation pipeline; results — or error codes and messages — must be
-//! identical. Native runs use the most eager parallel settings, so a scan or
+//! these operators, or to an extent read past the rank that stays checked) and
+//! runs interpreted, natively, and natively after the optimisation pipeline;
+//! results — or error codes and messages — must be identical. Native runs use the most eager parallel settings, so a scan or
 //! filter that were wrongly split over threads would show.
 //!
 //! The last test counts the bytes this thread holds around native runs (a

@@ -65,7 +65,7 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
         })
         .collect();
     let claimed = (0..chunks).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, chunks, claimed };
+    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, claimed };
     pool::run(&job);
     if let Some(failed) = privates.iter().find(|c| c.error != 0) {
         let p = unsafe { &mut *ctx };
@@ -86,12 +86,15 @@ struct Job {
     /// One private context per chunk.
     ctxs: *mut WlCtx,
     outer: i64,
-    chunks: i64,
     /// Per chunk: taken by some thread.
     claimed: Box<[AtomicBool]>,
 }
 
 impl Job {
+    fn chunks(&self) -> i64 {
+        self.claimed.len() as i64
+    }
+
     /// Claims and runs chunks until none is left, starting at chunk `home`; how
     /// many it ran. Each thread has a home chunk (the caller 0, worker `w`
     /// `w + 1`), so a loop of with-loops over the same array (a relaxation,
@@ -110,8 +113,8 @@ impl Job {
                 continue;
             }
             let k = k as i64;
-            let lo = self.outer * k / self.chunks;
-            let hi = self.outer * (k + 1) / self.chunks;
+            let lo = self.outer * k / self.chunks();
+            let hi = self.outer * (k + 1) / self.chunks();
             // SAFETY: chunk `k` (claimed once) owns context `k` and its part of
             // the results; `run`'s contract makes `f` safe on disjoint chunks.
             unsafe { (self.f)(self.ctxs.add(k as usize), self.env, k, lo, hi) };
@@ -204,7 +207,7 @@ mod pool {
         if p.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return scoped(job);
         }
-        let helpers = (job.chunks - 1) as usize;
+        let helpers = (job.chunks() - 1) as usize;
         {
             let mut s = lock(p);
             while s.workers < helpers {
@@ -217,7 +220,7 @@ mod pool {
             }
             s.job = Some(job as *const Job);
             s.generation += 1;
-            p.pending.store(job.chunks, Ordering::Relaxed);
+            p.pending.store(job.chunks(), Ordering::Relaxed);
             p.generation.store(s.generation, Ordering::Release);
         }
         p.work.notify_all();
@@ -269,7 +272,7 @@ mod pool {
         unsafe impl std::marker::Sync for Shared<'_> {}
         let shared = Shared(job);
         std::thread::scope(|s| {
-            for home in 1..job.chunks as usize {
+            for home in 1..job.claimed.len() {
                 let shared = &shared;
                 s.spawn(move || {
                     shared.0.work(home);
@@ -322,7 +325,6 @@ mod tests {
             env: &mut order as *mut Vec<i64> as *mut c_void,
             ctxs: ctxs.as_mut_ptr(),
             outer: 8,
-            chunks: 4,
             claimed,
         };
         assert_eq!(job.work(2), 3);

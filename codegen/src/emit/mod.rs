@@ -243,11 +243,9 @@ pub(crate) fn virtual_index_vectors(f: &Function) -> HashSet<ValueId> {
 /// the extent from `a`'s descriptor instead of allocating the vector (what a
 /// dispatch wrapper does on every call of generic code to test the argument's
 /// extents, and generic code to read one extent). By value, the array.
-pub(crate) fn shape_views(f: &Function) -> HashMap<ValueId, ValueId> {
+pub(crate) fn shape_views(f: &Function, consts: &HashMap<ValueId, &Value>) -> HashMap<ValueId, ValueId> {
     use compiler_core::sema::hir::Prim;
     let counts = compiler_core::opt::util::use_counts(f);
-    let mut consts = HashMap::default();
-    collect_consts(&f.body, &mut consts);
     let mut out = HashMap::default();
     fn block(
         f: &Function,
@@ -281,7 +279,7 @@ pub(crate) fn shape_views(f: &Function) -> HashMap<ValueId, ValueId> {
             }
         }
     }
-    block(f, &f.body, &counts, &consts, &mut out);
+    block(f, &f.body, &counts, consts, &mut out);
     out
 }
 
@@ -558,6 +556,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let ctxp = func.get_nth_param(0).ok_or_else(|| CodegenError::Bug("ctx parameter".into()))?.into_pointer_value();
         let mut consts = HashMap::default();
         collect_consts(&irf.body, &mut consts);
+        let shape_views = shape_views(irf, &consts);
         let mut fx = Fx {
             func,
             irf,
@@ -568,7 +567,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             loc: self.ptr().const_null(),
             consts,
             virt: std::rc::Rc::new(virtual_index_vectors(irf)),
-            shape_views: std::rc::Rc::new(shape_views(irf)),
+            shape_views: std::rc::Rc::new(shape_views),
             comps: HashMap::default(),
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),

@@ -369,20 +369,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     // the vector for the interpreter's message.
                     let rank = self.rank_of(p, &aty)?;
                     let bad = self.b.build_int_compare(IntPredicate::UGE, self.const_i64(k), rank, "oob")?;
-                    let fail = self.ctx.append_basic_block(fx.func, "oob");
-                    let ok = self.ctx.append_basic_block(fx.func, "inb");
-                    self.b.build_conditional_branch(bad, fail, ok)?;
-                    self.b.position_at_end(fail);
                     let iv = self.value(fx, args[0])?;
-                    let shape = self
-                        .call(self.rt.shape_vector, &[fx.ctxp.into(), p.into()])?
-                        .ok_or_else(|| CodegenError::Bug("shape".into()))?;
-                    let no = self.i32().const_zero();
                     let loc = fx.loc;
-                    let at = [fx.ctxp.into(), loc.into(), iv.into(), self.const_i64(0).into(), shape.into(), no.into()];
-                    self.call(self.rt.fail_index, &at)?;
-                    self.b.build_unconditional_branch(fx.fail_bb)?;
-                    self.b.position_at_end(ok);
+                    self.failing_when(fx, bad, &mut |e| {
+                        let shape = e
+                            .call(e.rt.shape_vector, &[fx.ctxp.into(), p.into()])?
+                            .ok_or_else(|| CodegenError::Bug("shape".into()))?;
+                        let no = e.i32().const_zero();
+                        let at =
+                            [fx.ctxp.into(), loc.into(), iv.into(), e.const_i64(0).into(), shape.into(), no.into()];
+                        e.call(e.rt.fail_index, &at)?;
+                        Ok(())
+                    })?;
                 }
                 let e = self.extent_of(p, &aty, k as usize)?;
                 let e = self.as_int(e)?;
@@ -831,16 +829,31 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         shape_is_vector: bool,
         loc: PointerValue<'ctx>,
     ) -> R<()> {
-        let fail = self.ctx.append_basic_block(fx.func, "oob");
+        self.failing_when(fx, bad, &mut |e| {
+            let ivp = iv.unwrap_or(e.ptr().const_null());
+            let vec_flag = e.i32().const_int(shape_is_vector as u64, false);
+            e.call(
+                e.rt.fail_index,
+                &[fx.ctxp.into(), loc.into(), ivp.into(), scalar.into(), shape_of.into(), vec_flag.into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// When `bad`: `fail` (which records the error; emitted in a block of
+    /// its own, so it may build what only the message needs), then the
+    /// function returns; code continues after the test otherwise.
+    fn failing_when(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        bad: IntValue<'ctx>,
+        fail: &mut dyn FnMut(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let fail_bb = self.ctx.append_basic_block(fx.func, "oob");
         let ok = self.ctx.append_basic_block(fx.func, "inb");
-        self.b.build_conditional_branch(bad, fail, ok)?;
-        self.b.position_at_end(fail);
-        let ivp = iv.unwrap_or(self.ptr().const_null());
-        let vec_flag = self.i32().const_int(shape_is_vector as u64, false);
-        self.call(
-            self.rt.fail_index,
-            &[fx.ctxp.into(), loc.into(), ivp.into(), scalar.into(), shape_of.into(), vec_flag.into()],
-        )?;
+        self.b.build_conditional_branch(bad, fail_bb, ok)?;
+        self.b.position_at_end(fail_bb);
+        fail(self)?;
         self.b.build_unconditional_branch(fx.fail_bb)?;
         self.b.position_at_end(ok);
         Ok(())
@@ -1048,20 +1061,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<()> {
         let size = self.size_of(a, aty)?;
         let out = self.b.build_int_compare(IntPredicate::UGE, off, size, "oob")?;
-        let fail = self.ctx.append_basic_block(fx.func, "oob");
-        let ok = self.ctx.append_basic_block(fx.func, "inb");
-        self.b.build_conditional_branch(out, fail, ok)?;
-        self.b.position_at_end(fail);
-        let code = self.cstring("R0001");
-        let template = self.cstring(template);
         let loc = fx.loc;
-        self.call(
-            self.rt.fail_ints,
-            &[fx.ctxp.into(), loc.into(), code.into(), template.into(), off.into(), size.into()],
-        )?;
-        self.b.build_unconditional_branch(fx.fail_bb)?;
-        self.b.position_at_end(ok);
-        Ok(())
+        self.failing_when(fx, out, &mut |e| {
+            let code = e.cstring("R0001");
+            let template = e.cstring(template);
+            e.call(
+                e.rt.fail_ints,
+                &[fx.ctxp.into(), loc.into(), code.into(), template.into(), off.into(), size.into()],
+            )?;
+            Ok(())
+        })
     }
 
     fn idx_modarray(

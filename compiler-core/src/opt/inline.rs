@@ -10,10 +10,10 @@
 //! reaches it. Functions are visited callees first, so what a caller copies is
 //! the callee as this round left it, whatever order the functions were created
 //! in. A function that only forwards to another one calls it when the callee
-//! stays a function of its own anyway (exported, or called from elsewhere too):
-//! `det(double[10,10])` returning `Det(double[10,10])` would otherwise
-//! be a second copy of the whole unrolled determinant. Afterwards, functions no entry or exported variant reaches any more are
-//! removed.
+//! stays a function of its own anyway (exported, or called from elsewhere
+//! too): `det(double[10,10])` returning `Det(double[10,10])` would otherwise be
+//! a second copy of the whole unrolled determinant. Afterwards, functions no
+//! entry or exported variant reaches any more are removed.
 //!
 //! ```text
 //! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
@@ -116,12 +116,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             }
         }
     }
-    for f in &m.variants {
-        if let Some(n) = callers.get_mut(f.0 as usize) {
-            *n += 2;
-        }
-    }
-    let shared: Vec<bool> = m.functions.iter().zip(&callers).map(|(f, n)| *n > 1 && !f.inline && !f.library).collect();
+    let shared: Vec<bool> = m
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(g, f)| (callers[g] > 1 || m.variants.contains(&FuncId(g as u32))) && !f.inline && !f.library)
+        .collect();
     // Callees first: a caller then inlines the callee's body as this round
     // left it (already with its own callees inlined), whatever the order the
     // functions were created in.
