@@ -24,6 +24,18 @@ fn machine_threads() -> i64 {
     })
 }
 
+/// Chunks per thread: each thread has a region of this many chunks, and a
+/// thread done with its region takes chunks from the others' (see
+/// [`Job::work`]). One chunk per thread left a thread that got less of a core
+/// (a virtual CPU the host was running something else on) holding up the
+/// whole with-loop.
+const CHUNKS_PER_THREAD: i64 = 4;
+
+/// The threads the context asks for.
+fn threads_of(c: &WlCtx) -> i64 {
+    if c.threads > 0 { c.threads as i64 } else { machine_threads() }
+}
+
 /// How many chunks to split `outer` iterations (of `total` elements in all)
 /// into: 1 below the context's threshold.
 ///
@@ -32,11 +44,11 @@ fn machine_threads() -> i64 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_parallel_chunks(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
     let c = unsafe { &*ctx };
-    let threads = if c.threads > 0 { c.threads as i64 } else { machine_threads() };
+    let threads = threads_of(c);
     if threads <= 1 || total < c.parallel_min || outer < 2 {
         return 1;
     }
-    threads.min(outer)
+    (threads * CHUNKS_PER_THREAD).min(outer)
 }
 
 /// Runs `f` on `chunks` contiguous parts of `0..outer`, in parallel.
@@ -51,6 +63,7 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
         return;
     }
     let parent = unsafe { &*ctx };
+    let threads = threads_of(parent).clamp(1, chunks) as usize;
     let mut privates: Vec<WlCtx> = (0..chunks)
         .map(|_| WlCtx {
             depth: parent.depth,
@@ -65,7 +78,7 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
         })
         .collect();
     let claimed = (0..chunks).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, claimed };
+    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, claimed, threads };
     pool::run(&job);
     if let Some(failed) = privates.iter().find(|c| c.error != 0) {
         let p = unsafe { &mut *ctx };
@@ -88,6 +101,9 @@ struct Job {
     outer: i64,
     /// Per chunk: taken by some thread.
     claimed: Box<[AtomicBool]>,
+    /// The threads meant to run it (the caller and `threads - 1` workers),
+    /// each with a region of the chunks.
+    threads: usize,
 }
 
 impl Job {
@@ -95,32 +111,50 @@ impl Job {
         self.claimed.len() as i64
     }
 
-    /// Claims and runs chunks until none is left, starting at chunk `home`; how
-    /// many it ran. Each thread has a home chunk (the caller 0, worker `w`
-    /// `w + 1`), so a loop of with-loops over the same array (a relaxation,
-    /// Floyd–Warshall's steps) gives each thread the same rows every time and
-    /// they stay in its core's cache: handing out chunks first come, first
-    /// served moved the whole array between cores at every step (floyd 512
-    /// ran 2.5x slower on two threads than on one). A thread that finds its
-    /// home chunk taken, or is done with it, takes the others still unclaimed,
-    /// so a late worker delays nothing.
+    /// Thread `t`'s region: chunks `start..end`.
+    fn region(&self, t: usize) -> (usize, usize) {
+        let n = self.claimed.len();
+        (n * t / self.threads, n * (t + 1) / self.threads)
+    }
+
+    /// Claims and runs chunks until none is left; how many it ran. Thread
+    /// `home` (the caller 0, worker `w` `w + 1`) runs its own region first,
+    /// front to back, so a loop of with-loops over the same array (a
+    /// relaxation, Floyd–Warshall's steps) gives each thread the same rows
+    /// every time and they stay in its core's cache (handing chunks out first
+    /// come, first served moved the whole array between cores at every step:
+    /// floyd 512 ran 2.5x slower on two threads than on one). Then it takes
+    /// what is left of the other regions from their backs, where their owners
+    /// get last: a late or slowed thread delays the with-loop by one chunk at
+    /// most, and two threads that keep pace never cross.
     fn work(&self, home: usize) -> i64 {
         let mut ran = 0;
-        let chunks = self.claimed.len();
-        for i in 0..chunks {
-            let k = (home + i) % chunks;
-            if self.claimed[k].swap(true, Ordering::Relaxed) {
-                continue;
+        let home = home % self.threads;
+        let (start, end) = self.region(home);
+        for k in start..end {
+            ran += self.run_chunk(k);
+        }
+        for other in (1..self.threads).map(|i| (home + i) % self.threads) {
+            let (start, end) = self.region(other);
+            for k in (start..end).rev() {
+                ran += self.run_chunk(k);
             }
-            let k = k as i64;
-            let lo = self.outer * k / self.chunks();
-            let hi = self.outer * (k + 1) / self.chunks();
-            // SAFETY: chunk `k` (claimed once) owns context `k` and its part of
-            // the results; `run`'s contract makes `f` safe on disjoint chunks.
-            unsafe { (self.f)(self.ctxs.add(k as usize), self.env, k, lo, hi) };
-            ran += 1;
         }
         ran
+    }
+
+    /// Runs chunk `k` unless another thread claimed it: 1 if it ran.
+    fn run_chunk(&self, k: usize) -> i64 {
+        if self.claimed[k].swap(true, Ordering::Relaxed) {
+            return 0;
+        }
+        let k = k as i64;
+        let lo = self.outer * k / self.chunks();
+        let hi = self.outer * (k + 1) / self.chunks();
+        // SAFETY: chunk `k` (claimed once) owns context `k` and its part of
+        // the results; `run`'s contract makes `f` safe on disjoint chunks.
+        unsafe { (self.f)(self.ctxs.add(k as usize), self.env, k, lo, hi) };
+        1
     }
 }
 
@@ -171,14 +205,24 @@ mod pool {
     /// wake-up and context switch cost several microseconds per job).
     const SPIN: Duration = Duration::from_micros(50);
 
-    /// Spins until `ready` or [`SPIN`] has passed.
+    /// Busy-waits until `ready` or [`SPIN`] has passed: a few rounds of
+    /// `pause`, then rounds that each give the core away (`sched_yield`). The
+    /// thread waited for may be on this very core (a woken thread is often
+    /// placed on its waker's core): pausing alone kept it from running until
+    /// the spin ran out, every step of a loop of with-loops (floyd 512 on two
+    /// threads: 40 ms against 15 ms on one, whenever the worker shared the
+    /// caller's core).
     fn spin(ready: impl Fn() -> bool) {
         let start = Instant::now();
         let mut i = 0u32;
         while !ready() {
-            std::hint::spin_loop();
             i = i.wrapping_add(1);
-            if i % 64 == 0 && start.elapsed() > SPIN {
+            if i < 64 {
+                std::hint::spin_loop();
+                continue;
+            }
+            std::thread::yield_now();
+            if start.elapsed() > SPIN {
                 return;
             }
         }
@@ -207,7 +251,7 @@ mod pool {
         if p.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return scoped(job);
         }
-        let helpers = (job.chunks() - 1) as usize;
+        let helpers = job.threads - 1;
         {
             let mut s = lock(p);
             while s.workers < helpers {
@@ -272,7 +316,7 @@ mod pool {
         unsafe impl std::marker::Sync for Shared<'_> {}
         let shared = Shared(job);
         std::thread::scope(|s| {
-            for home in 1..job.claimed.len() {
+            for home in 1..job.threads {
                 let shared = &shared;
                 s.spawn(move || {
                     shared.0.work(home);
@@ -316,20 +360,25 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_starts_at_its_home_chunk_then_takes_the_unclaimed_rest() {
-        let mut ctxs = vec![WlCtx::default(), WlCtx::default(), WlCtx::default(), WlCtx::default()];
+    fn a_thread_runs_its_region_then_takes_the_unclaimed_rest_from_the_back() {
+        let mut ctxs: Vec<WlCtx> = (0..8).map(|_| WlCtx::default()).collect();
         let mut order: Vec<i64> = Vec::new();
-        let claimed: Box<[AtomicBool]> = (0..4).map(|k| AtomicBool::new(k == 3)).collect();
+        let claimed: Box<[AtomicBool]> = (0..8).map(|k| AtomicBool::new(k == 3 || k == 6)).collect();
         let job = Job {
             f: record,
             env: &mut order as *mut Vec<i64> as *mut c_void,
             ctxs: ctxs.as_mut_ptr(),
-            outer: 8,
+            outer: 16,
             claimed,
+            threads: 4,
         };
-        assert_eq!(job.work(2), 3);
+        assert_eq!(job.work(1), 6);
         assert_eq!(job.work(0), 0, "nothing is left");
-        assert_eq!(order, [2, 0, 1], "home chunk first, chunk 3 was already taken");
+        assert_eq!(
+            order,
+            [2, 5, 4, 7, 1, 0],
+            "its own region (chunks 2 and 3, 3 taken) front to back, then the others' (6 taken) back to front"
+        );
     }
 
     #[test]

@@ -82,12 +82,88 @@ struct Macro {
 #[derive(Clone, Debug)]
 struct PTok {
     tok: Token,
-    hide: Vec<SmolStr>,
+    hide: HideSet,
 }
 
 impl PTok {
     fn plain(tok: Token) -> PTok {
-        PTok { tok, hide: Vec::new() }
+        PTok { tok, hide: HideSet::EMPTY }
+    }
+}
+
+/// A hide set (Prosser): the macros a token came out of, which it must not
+/// expand again. Interned in [`HideSets`]: a token carries an index, so the
+/// tokens of an expansion, copied and rescanned many times, share one set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct HideSet(u32);
+
+impl HideSet {
+    const EMPTY: HideSet = HideSet(0);
+}
+
+/// The hide sets of one preprocessor run, each a sorted list of macro names,
+/// with the unions expansion asks for again and again remembered.
+struct HideSets {
+    sets: Vec<Vec<SmolStr>>,
+    ids: HashMap<Vec<SmolStr>, HideSet>,
+    unions: HashMap<(HideSet, HideSet), HideSet>,
+}
+
+impl HideSets {
+    fn new() -> HideSets {
+        let mut ids = HashMap::default();
+        ids.insert(Vec::new(), HideSet::EMPTY);
+        HideSets { sets: vec![Vec::new()], ids, unions: HashMap::default() }
+    }
+
+    fn contains(&self, h: HideSet, name: &str) -> bool {
+        self.sets[h.0 as usize].iter().any(|n| n == name)
+    }
+
+    fn intern(&mut self, mut names: Vec<SmolStr>) -> HideSet {
+        names.sort();
+        names.dedup();
+        if let Some(h) = self.ids.get(&names) {
+            return *h;
+        }
+        let h = HideSet(self.sets.len() as u32);
+        self.sets.push(names.clone());
+        self.ids.insert(names, h);
+        h
+    }
+
+    /// `h` with `name` added.
+    fn with(&mut self, h: HideSet, name: &SmolStr) -> HideSet {
+        if self.contains(h, name) {
+            return h;
+        }
+        let mut names = self.sets[h.0 as usize].clone();
+        names.push(name.clone());
+        self.intern(names)
+    }
+
+    fn union(&mut self, a: HideSet, b: HideSet) -> HideSet {
+        if a == b || b == HideSet::EMPTY {
+            return a;
+        }
+        if a == HideSet::EMPTY {
+            return b;
+        }
+        if let Some(u) = self.unions.get(&(a, b)) {
+            return *u;
+        }
+        let names = self.sets[a.0 as usize].iter().chain(&self.sets[b.0 as usize]).cloned().collect();
+        let u = self.intern(names);
+        self.unions.insert((a, b), u);
+        u
+    }
+
+    fn intersection(&mut self, a: HideSet, b: HideSet) -> HideSet {
+        if a == b {
+            return a;
+        }
+        let names = self.sets[a.0 as usize].iter().filter(|n| self.contains(b, n)).cloned().collect();
+        self.intern(names)
     }
 }
 
@@ -119,6 +195,7 @@ pub fn preprocess(
         output: Vec::new(),
         pragma_once: HashSet::default(),
         overflowed: false,
+        hides: HideSets::new(),
     };
     pp.define_command_line(&options.defines);
     pp.process_file(file, 0);
@@ -147,6 +224,7 @@ struct Preprocessor<'a> {
     output: Vec<Token>,
     pragma_once: HashSet<SmolStr>,
     overflowed: bool,
+    hides: HideSets,
 }
 
 impl Preprocessor<'_> {
@@ -502,7 +580,7 @@ impl Preprocessor<'_> {
                 }
                 return out;
             }
-            if !t.tok.is_ident() || t.hide.contains(&t.tok.text) {
+            if !t.tok.is_ident() || self.hides.contains(t.hide, &t.tok.text) {
                 out.push(t);
                 continue;
             }
@@ -524,9 +602,8 @@ impl Preprocessor<'_> {
             let span = t.tok.span;
             match &mac.params {
                 None => {
-                    let mut hide = t.hide.clone();
-                    hide.push(name.clone());
-                    let body = self.substitute(&mac, &[], span, &hide, t.tok.space_before);
+                    let hide = self.hides.with(t.hide, &name);
+                    let body = self.substitute(&mac, &[], span, hide, t.tok.space_before);
                     for b in body.into_iter().rev() {
                         queue.push_front(b);
                     }
@@ -564,9 +641,9 @@ impl Preprocessor<'_> {
                         out.push(PTok::plain(placeholder));
                         continue;
                     }
-                    let mut hide: Vec<SmolStr> = t.hide.iter().filter(|h| rparen.hide.contains(h)).cloned().collect();
-                    hide.push(name.clone());
-                    let body = self.substitute(&mac, &args, span.to(rparen.tok.span), &hide, t.tok.space_before);
+                    let common = self.hides.intersection(t.hide, rparen.hide);
+                    let hide = self.hides.with(common, &name);
+                    let body = self.substitute(&mac, &args, span.to(rparen.tok.span), hide, t.tok.space_before);
                     for b in body.into_iter().rev() {
                         queue.push_front(b);
                     }
@@ -610,7 +687,7 @@ impl Preprocessor<'_> {
         mac: &Macro,
         args: &[Vec<PTok>],
         span: Span,
-        hide: &[SmolStr],
+        hide: HideSet,
         space_before: bool,
     ) -> Vec<PTok> {
         let params = mac.params.as_deref().unwrap_or(&[]);
@@ -719,11 +796,7 @@ impl Preprocessor<'_> {
             if n == 0 {
                 r.tok.space_before = space_before;
             }
-            for h in hide {
-                if !r.hide.contains(h) {
-                    r.hide.push(h.clone());
-                }
-            }
+            r.hide = self.hides.union(r.hide, hide);
         }
         result
     }
