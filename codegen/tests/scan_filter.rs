@@ -974,3 +974,63 @@ fn extents_of_a_generic_argument_are_read_and_checked_against_its_rank() {
     let matrix = Value::from_parts(vec![2, 2], Elems::Int(BaseType::Int, vec![0; 4]));
     assert_eq!(agree_program(&p, &[matrix]).unwrap_err(), "R0001: index [2] is out of bounds for shape [2]");
 }
+
+// ------------------------------------------------------------ narrowed parameters
+
+/// A parameter narrowed to an instance's type (what a dispatch wrapper does
+/// before the instance's code): read through the narrowed value only.
+const NARROWED_READ: &str = "fn main(%0#a: int[*]) -> (int)  [instance main]
+{
+  %1: int[2] = narrow %0
+  %2: int[1] = const [1]
+  %3: int = prim sel(%2, %1)
+  return %3
+}
+
+entry main = main
+";
+
+/// Narrowed values returned, one of them twice: each result needs a
+/// reference of its own.
+const NARROWED_RETURNED: &str = "fn main(%0#a: int[*]) -> (int, int[2], int[.], int[2])  [instance main]
+{
+  %1: int[2] = narrow %0
+  %2: int[.] = narrow %0
+  %3: int[1] = const [1]
+  %4: int = prim sel(%3, %1)
+  return %4, %1, %2, %1
+}
+
+entry main = main
+";
+
+#[test]
+fn a_narrowed_parameter_is_borrowed_like_the_parameter() {
+    let read = load(NARROWED_READ);
+    assert_eq!(agree_program(&read, &[ints(&[4, 5])]).unwrap(), ["5"]);
+    // As emitted (LLVM's pipeline would inline `main` into its entry point).
+    let as_emitted = Options { opt_level: 0, ..Options::default() };
+    let ir =
+        withloop_codegen::compile(&read.module, &read.sources, &as_emitted, false, withloop_codegen::Output::LlvmIr)
+            .unwrap();
+    let ir = String::from_utf8(ir).unwrap();
+    let body = ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition");
+    assert!(
+        !body.contains("@wl_inc(") && !body.contains("@wl_dec("),
+        "no reference is taken for a narrowed parameter:\n{body}"
+    );
+
+    let returned = load(NARROWED_RETURNED);
+    assert_eq!(agree_program(&returned, &[ints(&[4, 5])]).unwrap(), ["5", "[4, 5]", "[4, 5]", "[4, 5]"]);
+    // Every result holds a reference of its own: dropping them frees the
+    // arrays once each, and repeated runs hold nothing more.
+    let mut growth = Vec::new();
+    for n in [10, 1010] {
+        let before = held();
+        for _ in 0..n {
+            drop(native(&returned, &[ints(&[4, 5])], &Options::default()).unwrap());
+        }
+        growth.push(held() - before);
+    }
+    assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
+}

@@ -192,6 +192,30 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// runs: its reads of the array use the pointer it writes through, so LLVM
     /// sees one buffer read and written at one index.
     pub data: HashMap<ValueId, PointerValue<'ctx>>,
+    /// Narrowed parameters (see [`parameter_aliases`]): borrowed like the
+    /// parameters themselves, never counted.
+    pub borrowed: std::rc::Rc<HashSet<ValueId>>,
+}
+
+/// The values of `f` that are its parameters under a narrower type (`narrow`
+/// of a parameter, or of such a value): the same array the caller lent, for
+/// the whole call. They borrow it as the parameter does, so no reference is
+/// taken and dropped around them (a dispatch wrapper narrows its argument to
+/// the instance it picks: Kreye's determinant did an atomic increment and
+/// decrement per 2x2 minor).
+pub(crate) fn parameter_aliases(f: &Function) -> HashSet<ValueId> {
+    let mut aliases: HashSet<ValueId> = f.params.iter().copied().collect();
+    f.body.walk(&mut |s| {
+        if let Op::Narrow(src) = &s.op {
+            if aliases.contains(src) {
+                aliases.extend(s.defs.iter().copied());
+            }
+        }
+    });
+    for p in &f.params {
+        aliases.remove(p);
+    }
+    aliases
 }
 
 /// The `[i, j]` literals of integer scalars in `f` whose every use is as the
@@ -572,6 +596,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
             data: HashMap::default(),
+            borrowed: std::rc::Rc::new(parameter_aliases(irf)),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -673,7 +698,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// `owned`: values the block owns besides its own definitions (loop
     /// parameters, a part's index vector).
     pub fn block(&mut self, fx: &mut Fx<'ctx, 'a>, b: &'a Block, owned: &[ValueId]) -> R<Vec<BasicValueEnum<'ctx>>> {
-        let plan = plan_block(fx.irf, b, owned);
+        let plan = plan_block(fx.irf, b, owned, &fx.borrowed);
         // Owned values never used die at once.
         for v in &plan.dead_on_arrival {
             if let Some(x) = fx.vals.get(v).copied() {
@@ -1006,6 +1031,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
             data: HashMap::default(),
+            borrowed: std::rc::Rc::new(HashSet::default()),
         })
     }
 
@@ -1154,14 +1180,14 @@ pub(crate) fn consumed(s: &Stmt) -> Vec<ValueId> {
     }
 }
 
-pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId]) -> Plan {
+pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId], borrowed: &HashSet<ValueId>) -> Plan {
     let counted = |v: ValueId| {
         let t = f.ty(v);
         !scalar_repr(t) && t.elem != Elem::String
     };
     let mut owned: HashSet<ValueId> = extra_owned.iter().copied().filter(|v| counted(*v)).collect();
     for s in &b.stmts {
-        owned.extend(s.defs.iter().copied().filter(|v| counted(*v)));
+        owned.extend(s.defs.iter().copied().filter(|v| counted(*v) && !borrowed.contains(v)));
     }
     let n = b.stmts.len();
     let mut dies_after: Vec<Vec<ValueId>> = vec![Vec::new(); n];

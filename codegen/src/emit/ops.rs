@@ -103,7 +103,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.value(fx, *v)?;
                 let mut temps = Vec::new();
                 let y = self.borrowed_to(fx, x, fx.irf.ty(*v), fx.irf.ty(d), &mut temps)?;
-                if temps.is_empty() && self.counted(fx.irf.ty(d)) {
+                // A narrowed parameter borrows as the parameter does.
+                if temps.is_empty() && self.counted(fx.irf.ty(d)) && !fx.borrowed.contains(&d) {
                     self.inc(y)?;
                 }
                 fx.vals.insert(d, y);

@@ -342,6 +342,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             wide: HashMap::default(),
             defs: fx.defs.clone(),
             data: HashMap::default(),
+            borrowed: fx.borrowed.clone(),
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }
