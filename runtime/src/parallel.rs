@@ -179,6 +179,13 @@ mod pool {
         /// Bumped per job, so a worker takes each job at most once.
         generation: u64,
         workers: usize,
+        /// Workers waiting on `Pool::work`, and whether `run` waits on
+        /// `Pool::finished`: a notification is a system call, made only when
+        /// someone sleeps (in a loop of small with-loops the threads spin
+        /// from one to the next and nobody does). Changed and read under the
+        /// lock, so a thread about to sleep is always seen.
+        sleeping_workers: usize,
+        caller_sleeps: bool,
     }
 
     // SAFETY: the job pointer is only dereferenced by workers registered in
@@ -266,14 +273,18 @@ mod pool {
             s.generation += 1;
             p.pending.store(job.chunks(), Ordering::Relaxed);
             p.generation.store(s.generation, Ordering::Release);
+            if s.sleeping_workers > 0 {
+                p.work.notify_all();
+            }
         }
-        p.work.notify_all();
         let ran = job.work(0);
         p.pending.fetch_sub(ran, Ordering::Relaxed);
         spin(|| p.pending.load(Ordering::Acquire) == 0);
         let mut s = lock(p);
         while p.pending.load(Ordering::Acquire) != 0 {
+            s.caller_sleeps = true;
             s = p.finished.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.caller_sleeps = false;
         }
         s.job = None;
         drop(s);
@@ -296,15 +307,19 @@ mod pool {
                         p.pending.fetch_add(1, Ordering::Relaxed);
                         break job;
                     }
+                    s.sleeping_workers += 1;
                     s = p.work.wait(s).unwrap_or_else(|e| e.into_inner());
+                    s.sleeping_workers -= 1;
                 }
             };
             // SAFETY: registered in `pending`, so `run` keeps the job alive.
             let ran = unsafe { &*job }.work(home);
             let s = lock(p);
             p.pending.fetch_sub(ran + 1, Ordering::Release);
+            if s.caller_sleeps {
+                p.finished.notify_one();
+            }
             drop(s);
-            p.finished.notify_one();
         }
     }
 
