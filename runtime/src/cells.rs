@@ -324,12 +324,15 @@ pub unsafe extern "C" fn wl_identical(a: *const WlArray, b: *const WlArray) -> i
 /// Valid context and array.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_shape_vector(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlArray {
-    let shape = unsafe { (*a).shape().to_vec() };
+    // SAFETY: a valid array; `out` is a fresh one, never `a`.
+    let shape = unsafe { (*a).shape() };
     let n = shape.len() as i64;
     let out = unsafe { wl_alloc(ctx, crate::array::code_of(compiler_core::syntax::ast::BaseType::Int), 1, &n) };
     if !out.is_null() {
+        // `int` elements: the low 32 bits, as `set_element` stores them.
+        let data = unsafe { (*out).data } as *mut i32;
         for (i, d) in shape.iter().enumerate() {
-            unsafe { set_element(out, i, compiler_core::interp::value::Scalar::int(*d)) };
+            unsafe { data.add(i).write(*d as i32) };
         }
     }
     out
