@@ -1034,3 +1034,71 @@ fn a_narrowed_parameter_is_borrowed_like_the_parameter() {
     }
     assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
 }
+
+// ------------------------------------------------------------ stack vectors
+
+/// Generic code's shape vector, read by a selection, an offset computation
+/// and an element-wise primitive (whose result bounds the with-loop).
+const SHAPE_READ: &str = "fn main(%0#a: int[.,.]) -> (int)  [instance main]
+{
+  %12: int[2] = prim shape(%0)
+  %2: int = const 0
+  %3: int[2] = const [0, 0]
+  %4: int = const 1
+  %13: int[2] = prim sub(%12, %4)
+  %16: int[1] = const [1]
+  %18: int = prim sel(%16, %12) unchecked
+  %11: int = with {
+    part lower %3 upper %13 scalars [%21: int, %22: int] {
+      %23: int[2] = array [%21, %22]
+      %24: int = prim vect2offset(%12, %23)
+      %15: int = prim idx_sel(%24, %0) unchecked
+      %19: int = prim mul(%15, %18)
+      yield %19
+    }
+  } fold(prim add, %2) cell int
+  return %11
+}
+
+entry main = main
+";
+
+/// The same shape vector, also returned: it outlives the call.
+const SHAPE_RETURNED: &str = "fn main(%0#a: int[.,.]) -> (int, int[2])  [instance main]
+{
+  %12: int[2] = prim shape(%0)
+  %16: int[1] = const [1]
+  %18: int = prim sel(%16, %12) unchecked
+  return %18, %12
+}
+
+entry main = main
+";
+
+#[test]
+fn small_vectors_that_are_only_read_are_built_in_the_frame() {
+    let matrix = Value::from_parts(vec![3, 4], Elems::Int(BaseType::Int, (0..12).collect()));
+    let read = load(SHAPE_READ);
+    // Rows 0 and 1, columns 0 to 2 of iota(12) as 3x4, each times 4.
+    assert_eq!(agree_program(&read, std::slice::from_ref(&matrix)).unwrap(), ["72"]);
+    let as_emitted = Options { opt_level: 0, ..Options::default() };
+    let ir =
+        withloop_codegen::compile(&read.module, &read.sources, &as_emitted, false, withloop_codegen::Output::LlvmIr)
+            .unwrap();
+    let ir = String::from_utf8(ir).unwrap();
+    let body = ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition");
+    assert!(!body.contains("@wl_shape_vector("), "the shape is read from the descriptor:\n{body}");
+    assert!(body.contains("stackvec"), "the shape vector is built in the frame:\n{body}");
+
+    let returned = load(SHAPE_RETURNED);
+    assert_eq!(agree_program(&returned, std::slice::from_ref(&matrix)).unwrap(), ["4", "[3, 4]"]);
+    let mut growth = Vec::new();
+    for n in [10, 1010] {
+        let before = held();
+        for _ in 0..n {
+            drop(native(&returned, std::slice::from_ref(&matrix), &Options::default()).unwrap());
+        }
+        growth.push(held() - before);
+    }
+    assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
+}

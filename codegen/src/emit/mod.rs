@@ -192,9 +192,109 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// runs: its reads of the array use the pointer it writes through, so LLVM
     /// sees one buffer read and written at one index.
     pub data: HashMap<ValueId, PointerValue<'ctx>>,
-    /// Narrowed parameters (see [`parameter_aliases`]): borrowed like the
-    /// parameters themselves, never counted.
+    /// Narrowed parameters (see [`parameter_aliases`]) and stack vectors:
+    /// never counted (not owned, so never released).
     pub borrowed: std::rc::Rc<HashSet<ValueId>>,
+    /// Small `int` vectors built in the frame instead of the heap (see
+    /// [`stack_vectors`]).
+    pub stack: std::rc::Rc<HashSet<ValueId>>,
+}
+
+/// The longest vector [`stack_vectors`] builds in the frame.
+const STACK_VECTOR_MAX: usize = 8;
+
+/// The `int` vectors of static length (at most [`STACK_VECTOR_MAX`]) that
+/// `f` builds from scalars (`[i, n]`) or as a shape (`shape(a)`) and only
+/// reads: as a selection's array or index with a scalar result, an offset's
+/// shape or index, an operand of an element-wise primitive (whose result is
+/// new), a with-loop's bounds or frame shape, a check. Never yielded,
+/// returned, passed to a call, narrowed or consumed, such a vector cannot
+/// outlive the frame, so code generation builds it there (an immortal
+/// `WlArray` with the count of a constant) instead of allocating it: generic
+/// code builds such vectors on every call (Kreye's determinant: the shape of
+/// its argument and the fold's bound `[n]`, per minor). `skip`: values that
+/// are never built at all.
+pub(crate) fn stack_vectors(f: &Function, skip: &dyn Fn(ValueId) -> bool) -> HashSet<ValueId> {
+    use compiler_core::sema::hir::Prim;
+    let int_scalar = |v: ValueId| {
+        let t = f.ty(v);
+        scalar_repr(t) && t.elem == Elem::Base(BaseType::Int)
+    };
+    let mut candidates: HashSet<ValueId> = HashSet::default();
+    f.body.walk(&mut |s| {
+        let [d] = s.defs.as_slice() else { return };
+        let t = f.ty(*d);
+        let short = matches!(&t.shape, Shape::Fixed(e) if e.len() == 1 && e[0].is_some_and(|n| (1..=STACK_VECTOR_MAX).contains(&n)));
+        if skip(*d) || t.elem != Elem::Base(BaseType::Int) || !short {
+            return;
+        }
+        let built = match &s.op {
+            Op::Array(elems) => elems.iter().all(|e| int_scalar(*e)),
+            Op::Prim { prim: Prim::Shape, args, .. } => {
+                args.len() == 1 && !scalar_repr(f.ty(args[0])) && f.ty(args[0]).elem != Elem::String
+            }
+            _ => false,
+        };
+        if built {
+            candidates.insert(*d);
+        }
+    });
+    fn visit(f: &Function, b: &Block, candidates: &mut HashSet<ValueId>) {
+        for y in &b.yields {
+            candidates.remove(y);
+        }
+        for s in &b.stmts {
+            let reads: Vec<ValueId> = match &s.op {
+                Op::Prim { prim: Prim::Sel | Prim::IdxSel, args, .. }
+                    if s.defs.iter().all(|d| scalar_repr(f.ty(*d))) =>
+                {
+                    args.clone()
+                }
+                Op::Prim {
+                    prim:
+                        Prim::Vect2Offset
+                        | Prim::Shape
+                        | Prim::Dim
+                        | Prim::Size
+                        | Prim::Bin(_)
+                        | Prim::Un(_)
+                        | Prim::Conv(_),
+                    args,
+                    ..
+                } => args.clone(),
+                Op::Check(_) => s.op.operands(),
+                Op::With(w) => {
+                    let mut r: Vec<ValueId> = Vec::new();
+                    for p in &w.parts {
+                        r.extend([p.lower, p.upper]);
+                        r.extend(p.step);
+                        r.extend(p.width);
+                    }
+                    for op in &w.ops {
+                        match op {
+                            WithOp::Genarray { shape, .. } | WithOp::Scan { shape, .. } | WithOp::Filter { shape } => {
+                                r.push(*shape)
+                            }
+                            WithOp::Modarray { .. } | WithOp::Fold { .. } => {}
+                        }
+                    }
+                    r
+                }
+                _ => Vec::new(),
+            };
+            for o in s.op.operands() {
+                if !reads.contains(&o) {
+                    candidates.remove(&o);
+                }
+            }
+            for o in consumed(s) {
+                candidates.remove(&o);
+            }
+            s.op.walk_blocks(&mut |inner| visit(f, inner, candidates));
+        }
+    }
+    visit(f, &f.body, &mut candidates);
+    candidates
 }
 
 /// The values of `f` that are its parameters under a narrower type (`narrow`
@@ -581,6 +681,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut consts = HashMap::default();
         collect_consts(&irf.body, &mut consts);
         let shape_views = shape_views(irf, &consts);
+        let virt = virtual_index_vectors(irf);
+        let stack = stack_vectors(irf, &|v| virt.contains(&v) || shape_views.contains_key(&v));
+        let mut borrowed = parameter_aliases(irf);
+        borrowed.extend(stack.iter().copied());
         let mut fx = Fx {
             func,
             irf,
@@ -590,13 +694,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             entry_bb,
             loc: self.ptr().const_null(),
             consts,
-            virt: std::rc::Rc::new(virtual_index_vectors(irf)),
+            virt: std::rc::Rc::new(virt),
             shape_views: std::rc::Rc::new(shape_views),
             comps: HashMap::default(),
             wide: HashMap::default(),
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
             data: HashMap::default(),
-            borrowed: std::rc::Rc::new(parameter_aliases(irf)),
+            borrowed: std::rc::Rc::new(borrowed),
+            stack: std::rc::Rc::new(stack),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -949,6 +1054,46 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(a.into_pointer_value())
     }
 
+    /// An `int` vector of `n` elements in the frame (see [`stack_vectors`]):
+    /// a `WlArray` header whose count marks it immortal, as a constant's,
+    /// and its elements, both allocas of the function's entry block. Its
+    /// elements are left for the caller to store; their pointer is the
+    /// second value. Registered with the constants, so its elements are read
+    /// through the alloca (LLVM keeps them in registers) and no count is
+    /// ever changed.
+    pub fn stack_vector(&mut self, fx: &Fx<'ctx, 'a>, n: usize) -> R<(PointerValue<'ctx>, PointerValue<'ctx>)> {
+        let (i64t, i32t) = (self.i64(), self.i32());
+        let header_ty = self.ctx.struct_type(
+            &[
+                i64t.into(),
+                i64t.into(),
+                i64t.into(),
+                self.ptr().into(),
+                i32t.into(),
+                i32t.into(),
+                i64t.array_type(1).into(),
+            ],
+            false,
+        );
+        let header = self.alloca(fx, header_ty.into(), "stackvec")?;
+        let data = self.alloca(fx, self.mem_ty(BaseType::Int).array_type(n as u32).into(), "stackvec.data")?;
+        let fields: [(u32, BasicValueEnum<'ctx>); 7] = [
+            (0, i64t.const_int(u64::MAX, true).into()),
+            (1, self.const_i64(1).into()),
+            (2, self.const_i64(n as i64).into()),
+            (3, data.into()),
+            (4, i32t.const_int(elem_code(BaseType::Int), false).into()),
+            (5, i32t.const_int(elem_bytes(BaseType::Int), false).into()),
+            (6, i64t.const_array(&[i64t.const_int(n as u64, false)]).into()),
+        ];
+        for (k, v) in fields {
+            let at = self.b.build_struct_gep(header_ty, header, k, "stackvec.field")?;
+            self.b.build_store(at, v)?;
+        }
+        self.const_arrays.insert(header, data);
+        Ok((header, data))
+    }
+
     /// A stack buffer of `n` `i64`s.
     pub fn i64_buffer(&mut self, fx: &Fx<'ctx, 'a>, n: u32, name: &str) -> R<PointerValue<'ctx>> {
         self.alloca(fx, self.i64().array_type(n.max(1)).into(), name)
@@ -1032,6 +1177,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             defs: std::rc::Rc::new(compiler_core::opt::index::defs(irf)),
             data: HashMap::default(),
             borrowed: std::rc::Rc::new(HashSet::default()),
+            stack: std::rc::Rc::new(HashSet::default()),
         })
     }
 

@@ -387,6 +387,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let e = self.as_int(e)?;
                 self.scalar_result(fx, e.into(), BaseType::Int, d)
             }
+            Prim::Shape if fx.stack.contains(&d) => {
+                // In the frame (`stack_vectors`): the extents, from the descriptor.
+                let aty = ty(args[0]).clone();
+                let n = static_extent(ty(d), 0)
+                    .ok_or_else(|| CodegenError::Bug("a stack shape of unknown length".into()))?;
+                let a = self.value(fx, args[0])?.into_pointer_value();
+                let (out, data) = self.stack_vector(fx, n)?;
+                for k in 0..n {
+                    let e = self.extent_of(a, &aty, k)?;
+                    let x = self.as_int(e)?;
+                    self.store_elem(data, self.const_i64(k as i64), BaseType::Int, x.into())?;
+                }
+                Ok(out.into())
+            }
             Prim::Shape if !scalar_repr(ty(args[0])) && ty(args[0]).elem != Elem::String => {
                 let a = self.value(fx, args[0])?;
                 let r = self.call(self.rt.shape_vector, &[fx.ctxp.into(), a.into()])?;
@@ -1169,6 +1183,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let tys: Vec<Ty> = elems.iter().map(|e| fx.irf.ty(*e).clone()).collect();
         let first = tys.first();
         let same_base = first.is_some_and(|f| f.elem != Elem::String && tys.iter().all(|t| t.elem == f.elem));
+        if same_base && tys.iter().all(scalar_repr) && fx.stack.contains(&d) {
+            let (out, data) = self.stack_vector(fx, elems.len())?;
+            for (k, e) in elems.iter().enumerate() {
+                let x = self.value(fx, *e)?;
+                self.store_elem(data, self.const_i64(k as i64), BaseType::Int, x)?;
+            }
+            return Ok(out.into());
+        }
         if same_base && tys.iter().all(scalar_repr) {
             let b = base(&tys[0]);
             let shape = self.i64_buffer(fx, 1, "shape")?;

@@ -343,6 +343,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             defs: fx.defs.clone(),
             data: HashMap::default(),
             borrowed: fx.borrowed.clone(),
+            stack: fx.stack.clone(),
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }
