@@ -1038,7 +1038,8 @@ fn a_narrowed_parameter_is_borrowed_like_the_parameter() {
 // ------------------------------------------------------------ stack vectors
 
 /// Generic code's shape vector, read by a selection, an offset computation
-/// and an element-wise primitive (whose result bounds the with-loop).
+/// and an element-wise primitive (whose result, also only read, bounds the
+/// with-loop).
 const SHAPE_READ: &str = "fn main(%0#a: int[.,.]) -> (int)  [instance main]
 {
   %12: int[2] = prim shape(%0)
@@ -1089,6 +1090,7 @@ fn small_vectors_that_are_only_read_are_built_in_the_frame() {
     let body = ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition");
     assert!(!body.contains("@wl_shape_vector("), "the shape is read from the descriptor:\n{body}");
     assert!(body.contains("stackvec"), "the shape vector is built in the frame:\n{body}");
+    assert!(!body.contains("@wl_alloc("), "so is `shape - 1`, the with-loop's bound:\n{body}");
 
     let returned = load(SHAPE_RETURNED);
     assert_eq!(agree_program(&returned, std::slice::from_ref(&matrix)).unwrap(), ["4", "[3, 4]"]);

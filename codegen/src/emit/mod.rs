@@ -204,8 +204,8 @@ pub(crate) struct Fx<'ctx, 'a> {
 const STACK_VECTOR_MAX: usize = 8;
 
 /// The `int` vectors of static length (at most [`STACK_VECTOR_MAX`]) that
-/// `f` builds from scalars (`[i, n]`) or as a shape (`shape(a)`) and only
-/// reads: as a selection's array or index with a scalar result, an offset's
+/// `f` builds from scalars (`[i, n]`), as a shape (`shape(a)`) or element-wise
+/// from `int`s (`shape(a) - 1`), and only reads: as a selection's array or index with a scalar result, an offset's
 /// shape or index, an operand of an element-wise primitive (whose result is
 /// new), a with-loop's bounds or frame shape, a check. Never yielded,
 /// returned, passed to a call, narrowed or consumed, such a vector cannot
@@ -232,6 +232,10 @@ pub(crate) fn stack_vectors(f: &Function, skip: &dyn Fn(ValueId) -> bool) -> Has
             Op::Array(elems) => elems.iter().all(|e| int_scalar(*e)),
             Op::Prim { prim: Prim::Shape, args, .. } => {
                 args.len() == 1 && !scalar_repr(f.ty(args[0])) && f.ty(args[0]).elem != Elem::String
+            }
+            // `shape(a) - 1`: a new array of the operands' elements.
+            Op::Prim { prim: Prim::Bin(_) | Prim::Un(_), args, .. } => {
+                args.iter().all(|a| f.ty(*a).elem == Elem::Base(BaseType::Int))
             }
             _ => false,
         };

@@ -608,7 +608,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     fn elementwise(&mut self, fx: &mut Fx<'ctx, 'a>, op: Ew, args: &[ValueId], d: ValueId) -> R<BasicValueEnum<'ctx>> {
         let vals = self.typed_values(fx, args)?;
         let dty = fx.irf.ty(d).clone();
-        self.elementwise_vals(fx, op, &vals, &dty)
+        let in_frame = fx.stack.contains(&d);
+        self.elementwise_into(fx, op, &vals, &dty, in_frame)
     }
 
     /// An element-wise operation on values; the result has `dty`'s representation.
@@ -618,6 +619,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         op: Ew,
         args: &[(BasicValueEnum<'ctx>, Ty)],
         dty: &Ty,
+    ) -> R<BasicValueEnum<'ctx>> {
+        self.elementwise_into(fx, op, args, dty, false)
+    }
+
+    /// [`Self::elementwise_vals`]; `in_frame`: the result is a stack vector
+    /// (`stack_vectors`: an `int` vector of static length).
+    fn elementwise_into(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        op: Ew,
+        args: &[(BasicValueEnum<'ctx>, Ty)],
+        dty: &Ty,
+        in_frame: bool,
     ) -> R<BasicValueEnum<'ctx>> {
         let mut tys: Vec<Ty> = args.iter().map(|(_, t)| t.clone()).collect();
         let mut vals: Vec<BasicValueEnum<'ctx>> = args.iter().map(|(v, _)| *v).collect();
@@ -685,7 +699,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let source_ty = tys[arrays[0]].clone();
         let rank = self.rank(source)?;
         let shape = self.shape_ptr(source)?;
-        let result = self.alloc_array(fx, rb, rank, shape)?;
+        let stack_len = static_extent(dty, 0).filter(|_| in_frame && rb == BaseType::Int);
+        let result = match stack_len {
+            Some(n) => self.stack_vector(fx, n)?.0,
+            None => self.alloc_array(fx, rb, rank, shape)?,
+        };
         let n = if arrays.len() == 1 { self.size_of(source, &source_ty)? } else { self.size(result)? };
         // Per operand: data and stride (0 for rank-0 arrays: scalar extension).
         let mut access: Vec<Option<(PointerValue<'ctx>, IntValue<'ctx>)>> = Vec::new();
