@@ -49,8 +49,8 @@ pub unsafe extern "C" fn wl_alloc_frame(
         large.resize(rank, 0);
         &mut large
     };
-    shape[..frame.len()].copy_from_slice(frame);
-    shape[frame.len()..].copy_from_slice(cell);
+    crate::array::write_extents(&mut shape[..frame.len()], frame);
+    crate::array::write_extents(&mut shape[frame.len()..], cell);
     let a = unsafe { wl_alloc(ctx, elem, rank as i64, shape.as_ptr()) };
     if !a.is_null() && zero != 0 {
         let bytes = unsafe { (*a).size as usize * (*a).esize as usize };
