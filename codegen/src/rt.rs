@@ -12,6 +12,7 @@ use inkwell::values::FunctionValue;
 pub const CTX_DEPTH: u64 = 4;
 pub const CTX_SITE: u64 = 8;
 pub const CTX_MAX_DEPTH: u64 = 24;
+pub const CTX_PARALLEL_MIN: u64 = 32;
 /// Byte offsets into `WlArray`.
 pub const ARR_RC: u64 = 0;
 pub const ARR_RANK: u64 = 8;
@@ -264,4 +265,23 @@ runtime! {
     reshape = "wl_reshape"(P, P, P, P) -> P;
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_match_the_runtime_structures() {
+        use std::mem::offset_of;
+        use withloop_rt::{WlArray, WlCtx};
+        assert_eq!(offset_of!(WlCtx, depth) as u64, CTX_DEPTH);
+        assert_eq!(offset_of!(WlCtx, site) as u64, CTX_SITE);
+        assert_eq!(offset_of!(WlCtx, max_depth) as u64, CTX_MAX_DEPTH);
+        assert_eq!(offset_of!(WlCtx, parallel_min) as u64, CTX_PARALLEL_MIN);
+        assert_eq!(offset_of!(WlArray, rc) as u64, ARR_RC);
+        assert_eq!(offset_of!(WlArray, rank) as u64, ARR_RANK);
+        assert_eq!(offset_of!(WlArray, size) as u64, ARR_SIZE);
+        assert_eq!(offset_of!(WlArray, data) as u64, ARR_DATA);
+    }
 }

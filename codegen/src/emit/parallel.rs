@@ -42,6 +42,7 @@ use super::ops::static_extent;
 use super::withloop::{Frame, OpState, PartCx, Result as GenResult};
 use super::{Emitter, Fx, R, base, scalar_repr};
 use crate::CodegenError;
+use crate::rt;
 
 /// Values of the parent function a chunk function reads through its
 /// environment.
@@ -196,10 +197,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // interchanged fold is a loop of its own).
         let work = compiler_core::opt::util::part_work(&*fx.defs, part);
         let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
-        let chunks = self
-            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
-            .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
-            .into_int_value();
+        let chunks = self.chunks_for(fx, outer, weighted)?;
         let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
         // The part is emitted once, in its chunk function: the inline path
         // calls it over the whole range (one copy of the loop nest instead of
@@ -346,6 +344,31 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             stack: fx.stack.clone(),
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
+    }
+
+    /// How many chunks to split `outer` iterations weighing `weighted` into:
+    /// `wl_parallel_chunks`, called only when the work reaches the context's
+    /// threshold (generic code runs many small with-loops, a determinant's
+    /// minors one per call, and each paid a call to learn it runs alone).
+    fn chunks_for(&mut self, fx: &Fx<'ctx, 'a>, outer: IntValue<'ctx>, weighted: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let min_p = self.ctx_field(fx, rt::CTX_PARALLEL_MIN)?;
+        let min = self.b.build_load(self.i64(), min_p, "par.min")?.into_int_value();
+        let small = self.b.build_int_compare(IntPredicate::SLT, weighted, min, "par.small")?;
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        let ask = self.ctx.append_basic_block(fx.func, "par.ask");
+        let decided = self.ctx.append_basic_block(fx.func, "par.decided");
+        self.b.build_conditional_branch(small, decided, ask)?;
+        self.b.position_at_end(ask);
+        let asked = self
+            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
+            .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
+            .into_int_value();
+        let ask_end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
+        self.b.build_unconditional_branch(decided)?;
+        self.b.position_at_end(decided);
+        let phi = self.b.build_phi(self.i64(), "chunks")?;
+        phi.add_incoming(&[(&self.const_i64(1), here), (&asked, ask_end)]);
+        Ok(phi.as_basic_value().into_int_value())
     }
 
     /// The type of a chunk function (see the module documentation).
@@ -554,10 +577,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let caps = caps.to_vec();
             return self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
         }
-        let chunks = self
-            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), n.into(), n.into()])?
-            .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
-            .into_int_value();
+        let chunks = self.chunks_for(fx, n, n)?;
         // The environment: every captured value that is not a constant.
         let mut captures = Captures::default();
         for v in caps {
