@@ -13,6 +13,7 @@ pub const CTX_DEPTH: u64 = 4;
 pub const CTX_SITE: u64 = 8;
 pub const CTX_MAX_DEPTH: u64 = 24;
 pub const CTX_PARALLEL_MIN: u64 = 32;
+pub const CTX_STACK_FLOOR: u64 = std::mem::offset_of!(withloop_rt::WlCtx, stack_floor) as u64;
 /// Byte offsets into `WlArray`.
 pub const ARR_RC: u64 = 0;
 pub const ARR_RANK: u64 = 8;
@@ -140,6 +141,9 @@ macro_rules! paste_addr {
     (fail_depth) => {
         withloop_rt::wl_fail_depth as *const () as usize
     };
+    (fail_stack) => {
+        withloop_rt::wl_fail_stack as *const () as usize
+    };
     (fail_type) => {
         withloop_rt::wl_fail_type as *const () as usize
     };
@@ -236,6 +240,7 @@ runtime! {
     fail_vectors = "wl_fail_vectors"(P, P, P, P, P, I64, P, I64);
     fail_ints = "wl_fail_ints"(P, P, P, P, I64, I64);
     fail_depth = "wl_fail_depth"(P, P, P);
+    fail_stack = "wl_fail_stack"(P, P, P);
     fail_type = "wl_fail_type"(P, P, P, P, I32, P);
     prim = "wl_prim"(P, P, P, I64, P, P, I32) -> I32;
     stack = "wl_stack"(P, P, I64, P, P) -> I32;

@@ -1104,3 +1104,50 @@ fn small_vectors_that_are_only_read_are_built_in_the_frame() {
     }
     assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
 }
+
+// ------------------------------------------------------------ the stack
+
+/// Recursion `n` calls deep (below the depth limit for the tests' `n`).
+const DEEP: &str = "fn down(%0#n: int) -> (int)  [instance down]
+{
+  %1: int = const 0
+  %2: bool = prim eq(%0, %1)
+  %3: int = if %2 {
+    yield %1
+  } else {
+    %4: int = const 1
+    %5: int = prim sub(%0, %4)
+    %6: int = call down(%5)
+    %7: int = prim add(%6, %4)
+    yield %7
+  }
+  return %3
+}
+
+fn main(%0#n: int) -> (int)  [instance main]
+{
+  %1: int = call down(%0)
+  return %1
+}
+
+entry main = main
+";
+
+#[test]
+fn recursion_deeper_than_the_threads_stack_is_an_error_not_a_crash() {
+    // A thread of 256 KiB: 9,000 calls need more than it has, 100 do not.
+    let outcomes = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            let p = load(DEEP);
+            let depth = |n: i64| Value::Scalar(compiler_core::interp::value::Scalar::int(n));
+            let as_emitted = Options { opt_level: 0, ..Options::default() };
+            [100, 9_000].map(|n| native(&p, &[depth(n)], &as_emitted).map(|v| value_literal(&v[0])))
+        })
+        .unwrap()
+        .join()
+        .expect("the thread does not crash");
+    assert_eq!(outcomes[0].as_deref(), Ok("100"));
+    let err = outcomes[1].as_ref().unwrap_err();
+    assert!(err.starts_with("R0009: nested calls used up the thread's stack"), "{err}");
+}

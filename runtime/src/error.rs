@@ -54,6 +54,78 @@ pub struct WlCtx {
     /// Elements copied into new arrays by `wl_copy` (an update that could not
     /// be made in place copies its array): what tests of in-place updates count.
     pub copied: i64,
+    /// The lowest stack address calls may reach (0: no limit), set by
+    /// [`crate::wl_ctx_clear`] at each call from C ([`stack_floor`]).
+    /// Compiled code checks it before every call of a compiled function, so
+    /// deep recursion ends in an error, not a crash, whatever its frames' size.
+    pub stack_floor: usize,
+}
+
+/// Stack kept free below the floor (at most; a quarter of a smaller stack):
+/// the frames of the last compiled function and of the runtime functions it
+/// calls (reporting an error formats its message) run there.
+const STACK_MARGIN: usize = 256 << 10;
+
+/// The stack a call from C may use where the thread's stack cannot be
+/// asked for: a thread of Rust's default 2 MiB has this much left below a
+/// host's own frames.
+const STACK_BUDGET: usize = 1 << 20;
+
+/// The floor for calls made from the frame at `here`: a margin above the
+/// low end of this thread's stack where the system tells it, else
+/// [`STACK_BUDGET`] below `here`.
+pub fn stack_floor(here: usize) -> usize {
+    match thread_stack() {
+        Some((low, size)) if low < here => (low + STACK_MARGIN.min(size / 4)).min(here),
+        _ => here.saturating_sub(STACK_BUDGET),
+    }
+}
+
+/// This thread's stack, its low end and size (Linux with glibc:
+/// `pthread_getattr_np`), asked once per thread.
+fn thread_stack() -> Option<(usize, usize)> {
+    thread_local! {
+        static LOW: std::cell::Cell<Option<Option<(usize, usize)>>> = const { std::cell::Cell::new(None) };
+    }
+    LOW.try_with(|low| match low.get() {
+        Some(known) => known,
+        None => {
+            let asked = ask_stack();
+            low.set(Some(asked));
+            asked
+        }
+    })
+    .ok()
+    .flatten()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn ask_stack() -> Option<(usize, usize)> {
+    // `pthread_attr_t` is at most 64 bytes on glibc's targets; the buffer is larger.
+    type Attr = [u64; 16];
+    unsafe extern "C" {
+        fn pthread_self() -> usize;
+        fn pthread_getattr_np(thread: usize, attr: *mut Attr) -> i32;
+        fn pthread_attr_getstack(attr: *const Attr, addr: *mut *mut c_void, size: *mut usize) -> i32;
+        fn pthread_attr_destroy(attr: *mut Attr) -> i32;
+    }
+    let mut attr: Attr = [0; 16];
+    // SAFETY: `attr` is large enough and destroyed after a successful init.
+    unsafe {
+        if pthread_getattr_np(pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let ok = pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        pthread_attr_destroy(&mut attr);
+        (ok && !addr.is_null() && size > 0).then_some((addr as usize, size))
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn ask_stack() -> Option<(usize, usize)> {
+    None
 }
 
 /// The smallest with-loop part (in iterations) split over threads:
@@ -81,6 +153,7 @@ impl Default for WlCtx {
             write: None,
             write_user: std::ptr::null_mut(),
             copied: 0,
+            stack_floor: 0,
         }
     }
 }
@@ -303,6 +376,16 @@ pub unsafe extern "C" fn wl_fail_type(
 pub unsafe extern "C" fn wl_fail_depth(ctx: *mut WlCtx, loc: *const WlLoc, function: *const c_char) {
     let max = unsafe { (*ctx).max_depth };
     let message = format!("more than {max} nested calls: `{}` keeps calling itself", unsafe { text(function) });
+    unsafe { set_error(ctx, loc, "R0009", &message) };
+}
+
+/// Records that a call found the stack nearly used up ([`WlCtx::stack_floor`]).
+///
+/// # Safety
+/// `ctx` is valid; `function` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_stack(ctx: *mut WlCtx, loc: *const WlLoc, function: *const c_char) {
+    let message = format!("nested calls used up the thread's stack: `{}` calls too deeply", unsafe { text(function) });
     unsafe { set_error(ctx, loc, "R0009", &message) };
 }
 

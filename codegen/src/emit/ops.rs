@@ -1317,6 +1317,26 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_store(depth_p, deeper)?;
             depth = Some(current);
         }
+        // Stack: whatever the frames' size, a call below the context's floor
+        // (`WlCtx::stack_floor`, 0 outside calls from C) fails instead of
+        // overflowing the thread's stack; also for a wrapper's calls, which
+        // the depth does not count.
+        let floor_p = self.ctx_field(fx, rt::CTX_STACK_FLOOR)?;
+        let floor = self.b.build_load(self.i64(), floor_p, "floor")?.into_int_value();
+        let sp = self.call_intrinsic("llvm.stacksave", &[self.ptr().into()], &[])?.into_pointer_value();
+        let sp = self.b.build_ptr_to_int(sp, self.i64(), "sp")?;
+        let low = self.b.build_int_compare(IntPredicate::ULT, sp, floor, "stack.low")?;
+        let bad = self.ctx.append_basic_block(fx.func, "stack.low");
+        let ok = self.ctx.append_basic_block(fx.func, "stack.ok");
+        self.b.build_conditional_branch(low, bad, ok)?;
+        self.b.position_at_end(bad);
+        let name = self.cstring(callee.source_name.as_ref());
+        self.call(self.rt.fail_stack, &[fx.ctxp.into(), loc.into(), name.into()])?;
+        if let Some(depth) = depth {
+            self.b.build_store(depth_p, depth)?;
+        }
+        self.b.build_unconditional_branch(fx.fail_bb)?;
+        self.b.position_at_end(ok);
         let site_p = self.ctx_field(fx, rt::CTX_SITE)?;
         let old_site = if user_site {
             let old = self.b.build_load(self.ptr(), site_p, "site")?;

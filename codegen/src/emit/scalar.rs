@@ -72,7 +72,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             .ok_or_else(|| CodegenError::Bug(format!("LLVM intrinsic {name}")))
     }
 
-    fn call_intrinsic(
+    pub(crate) fn call_intrinsic(
         &mut self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
