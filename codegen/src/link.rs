@@ -4,7 +4,7 @@
 //! crate built as a static library). It is looked for in `$WITHLOOP_RT_LIB`
 //! (the file), then beside the running executable and one directory up (where
 //! cargo puts it for `target/<profile>/withloop` and for test binaries in
-//! `target/<profile>/deps`). The C compiler is `$CC`, else `cc`.
+//! `target/<profile>/deps`), the newest of cargo's copies there. The C compiler is `$CC`, else `cc`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,8 +32,11 @@ pub fn runtime_library() -> Result<PathBuf, CodegenError> {
     }
     let exe = std::env::current_exe().map_err(|e| CodegenError::Llvm(format!("locating the runtime: {e}")))?;
     if let Some(found) = near_executable(&exe, |d| {
-        let candidate = d.join(RUNTIME_FILE);
-        if candidate.is_file() { Some(candidate) } else { newest_in(&d.join("deps")) }
+        // The newer of cargo's copy beside the binaries and its build in
+        // `deps/`: `cargo test` rebuilds the latter only, and a stale copy
+        // lacks the runtime functions newer code calls.
+        let beside = Some(d.join(RUNTIME_FILE)).filter(|c| c.is_file());
+        [beside, newest_in(&d.join("deps"))].into_iter().flatten().max_by_key(|p| modified(p))
     }) {
         return Ok(found);
     }
@@ -49,6 +52,10 @@ pub fn runtime_library() -> Result<PathBuf, CodegenError> {
 pub fn near_executable(exe: &Path, find: impl Fn(&Path) -> Option<PathBuf>) -> Option<PathBuf> {
     let beside = exe.parent()?;
     find(beside).or_else(|| beside.parent().and_then(&find))
+}
+
+fn modified(p: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(p).ok()?.modified().ok()
 }
 
 /// The most recently built `libwithloop_rt-<hash>.a` in cargo's `deps`.
