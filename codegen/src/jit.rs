@@ -171,8 +171,7 @@ pub fn run_counted(
         wctx.parallel_min = m;
     }
     // Calls stop short of this thread's stack end (a recursion error, not a crash).
-    let here = 0u8;
-    wctx.stack_floor = withloop_rt::stack_floor(std::hint::black_box(&here) as *const u8 as usize);
+    wctx.stack_floor = withloop_rt::stack_floor();
     let c: *mut WlCtx = &mut *wctx;
     let mut owned_args: Vec<*mut withloop_rt::WlArray> = Vec::new();
     let mut strings: Vec<Vec<u8>> = Vec::new();

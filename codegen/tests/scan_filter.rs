@@ -977,6 +977,30 @@ fn extents_of_a_generic_argument_are_read_and_checked_against_its_rank() {
 
 // ------------------------------------------------------------ narrowed parameters
 
+/// The LLVM IR of `main`'s definition as emitted (LLVM's pipeline would
+/// inline `main` into its entry point).
+fn main_as_emitted(p: &Program) -> String {
+    let as_emitted = Options { opt_level: 0, ..Options::default() };
+    let ir =
+        withloop_codegen::compile(&p.module, &p.sources, &as_emitted, false, withloop_codegen::Output::LlvmIr).unwrap();
+    let ir = String::from_utf8(ir).unwrap();
+    ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition").to_string()
+}
+
+/// Native runs of `p` whose results are dropped hold no memory afterwards:
+/// the bytes held after 1010 runs are those held after 10.
+fn assert_runs_hold_nothing(p: &Program, args: &[Value]) {
+    let mut growth = Vec::new();
+    for n in [10, 1010] {
+        let before = held();
+        for _ in 0..n {
+            drop(native(p, args, &Options::default()).unwrap());
+        }
+        growth.push(held() - before);
+    }
+    assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
+}
+
 /// A parameter narrowed to an instance's type (what a dispatch wrapper does
 /// before the instance's code): read through the narrowed value only.
 const NARROWED_READ: &str = "fn main(%0#a: int[*]) -> (int)  [instance main]
@@ -1008,13 +1032,7 @@ entry main = main
 fn a_narrowed_parameter_is_borrowed_like_the_parameter() {
     let read = load(NARROWED_READ);
     assert_eq!(agree_program(&read, &[ints(&[4, 5])]).unwrap(), ["5"]);
-    // As emitted (LLVM's pipeline would inline `main` into its entry point).
-    let as_emitted = Options { opt_level: 0, ..Options::default() };
-    let ir =
-        withloop_codegen::compile(&read.module, &read.sources, &as_emitted, false, withloop_codegen::Output::LlvmIr)
-            .unwrap();
-    let ir = String::from_utf8(ir).unwrap();
-    let body = ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition");
+    let body = main_as_emitted(&read);
     assert!(
         !body.contains("@wl_inc(") && !body.contains("@wl_dec("),
         "no reference is taken for a narrowed parameter:\n{body}"
@@ -1024,15 +1042,7 @@ fn a_narrowed_parameter_is_borrowed_like_the_parameter() {
     assert_eq!(agree_program(&returned, &[ints(&[4, 5])]).unwrap(), ["5", "[4, 5]", "[4, 5]", "[4, 5]"]);
     // Every result holds a reference of its own: dropping them frees the
     // arrays once each, and repeated runs hold nothing more.
-    let mut growth = Vec::new();
-    for n in [10, 1010] {
-        let before = held();
-        for _ in 0..n {
-            drop(native(&returned, &[ints(&[4, 5])], &Options::default()).unwrap());
-        }
-        growth.push(held() - before);
-    }
-    assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
+    assert_runs_hold_nothing(&returned, &[ints(&[4, 5])]);
 }
 
 // ------------------------------------------------------------ stack vectors
@@ -1082,27 +1092,14 @@ fn small_vectors_that_are_only_read_are_built_in_the_frame() {
     let read = load(SHAPE_READ);
     // Rows 0 and 1, columns 0 to 2 of iota(12) as 3x4, each times 4.
     assert_eq!(agree_program(&read, std::slice::from_ref(&matrix)).unwrap(), ["72"]);
-    let as_emitted = Options { opt_level: 0, ..Options::default() };
-    let ir =
-        withloop_codegen::compile(&read.module, &read.sources, &as_emitted, false, withloop_codegen::Output::LlvmIr)
-            .unwrap();
-    let ir = String::from_utf8(ir).unwrap();
-    let body = ir.split("define").find(|f| f.contains("@wl.main(")).expect("main's definition");
+    let body = main_as_emitted(&read);
     assert!(!body.contains("@wl_shape_vector("), "the shape is read from the descriptor:\n{body}");
     assert!(body.contains("stackvec"), "the shape vector is built in the frame:\n{body}");
     assert!(!body.contains("@wl_alloc("), "so is `shape - 1`, the with-loop's bound:\n{body}");
 
     let returned = load(SHAPE_RETURNED);
     assert_eq!(agree_program(&returned, std::slice::from_ref(&matrix)).unwrap(), ["4", "[3, 4]"]);
-    let mut growth = Vec::new();
-    for n in [10, 1010] {
-        let before = held();
-        for _ in 0..n {
-            drop(native(&returned, std::slice::from_ref(&matrix), &Options::default()).unwrap());
-        }
-        growth.push(held() - before);
-    }
-    assert!(growth[1] - growth[0] < 1000, "bytes held after 10 and 1010 runs: {growth:?}");
+    assert_runs_hold_nothing(&returned, std::slice::from_ref(&matrix));
 }
 
 // ------------------------------------------------------------ the stack

@@ -162,10 +162,7 @@ pub unsafe extern "C" fn wl_ctx_clear(ctx: *mut WlCtx) {
     c.loc = std::ptr::null();
     c.code = [0; 8];
     c.message[0] = 0;
-    // This frame's address stands for the caller's stack position.
-    let here = 0u8;
-    let at = std::hint::black_box(&here) as *const u8 as usize;
-    c.stack_floor = crate::error::stack_floor(at);
+    c.stack_floor = crate::error::stack_floor();
 }
 
 /// Sets how many threads parallel with-loops use (0: `WITHLOOP_THREADS` or

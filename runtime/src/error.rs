@@ -71,10 +71,13 @@ const STACK_MARGIN: usize = 256 << 10;
 /// host's own frames.
 const STACK_BUDGET: usize = 1 << 20;
 
-/// The floor for calls made from the frame at `here`: a margin above the
+/// The floor for calls made from the caller's frame: a margin above the
 /// low end of this thread's stack where the system tells it, else
-/// [`STACK_BUDGET`] below `here`.
-pub fn stack_floor(here: usize) -> usize {
+/// [`STACK_BUDGET`] below this function's frame (which stands for the
+/// caller's position).
+pub fn stack_floor() -> usize {
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
     match thread_stack() {
         Some((low, size)) if low < here => (low + STACK_MARGIN.min(size / 4)).min(here),
         _ => here.saturating_sub(STACK_BUDGET),

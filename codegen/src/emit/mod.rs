@@ -628,24 +628,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         dg.set_constant(true);
         dg.set_linkage(Linkage::Private);
         dg.set_alignment(64);
-        let i64t = self.i64();
-        let i32t = self.i32();
-        let rank = shape_usize.len();
-        let shape_ty = i64t.array_type(rank as u32);
-        let header_ty = self.ctx.struct_type(
-            &[i64t.into(), i64t.into(), i64t.into(), self.ptr().into(), i32t.into(), i32t.into(), shape_ty.into()],
-            false,
-        );
-        let shape = i64t.const_array(&shape_usize.iter().map(|&d| i64t.const_int(d as u64, false)).collect::<Vec<_>>());
-        let value = header_ty.const_named_struct(&[
-            i64t.const_int(u64::MAX, true).into(),
-            i64t.const_int(rank as u64, false).into(),
-            i64t.const_int(n as u64, false).into(),
-            dg.as_pointer_value().into(),
-            i32t.const_int(elem_code(b), false).into(),
-            i32t.const_int(elem_bytes(b), false).into(),
-            shape.into(),
-        ]);
+        let (header_ty, fields) = self.immortal_header(b, &shape_usize, n, dg.as_pointer_value());
+        let value = header_ty.const_named_struct(&fields);
         let hname = self.fresh("array");
         let hg = self.module.add_global(header_ty, None, &hname);
         hg.set_initializer(&value);
@@ -1058,15 +1042,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(a.into_pointer_value())
     }
 
-    /// An `int` vector of `n` elements in the frame (see [`stack_vectors`]):
-    /// a `WlArray` header whose count marks it immortal, as a constant's,
-    /// and its elements, both allocas of the function's entry block. Its
-    /// elements are left for the caller to store; their pointer is the
-    /// second value. Registered with the constants, so its elements are read
-    /// through the alloca (LLVM keeps them in registers) and no count is
-    /// ever changed.
-    pub fn stack_vector(&mut self, fx: &Fx<'ctx, 'a>, n: usize) -> R<(PointerValue<'ctx>, PointerValue<'ctx>)> {
+    /// A `WlArray` header the runtime never frees (count -1), for `size`
+    /// elements of type `b` at `data` in `shape`: its LLVM type (the
+    /// runtime's layout, `rt::ARR_*`) and its fields' values.
+    fn immortal_header(
+        &self,
+        b: BaseType,
+        shape: &[usize],
+        size: usize,
+        data: PointerValue<'ctx>,
+    ) -> (inkwell::types::StructType<'ctx>, [BasicValueEnum<'ctx>; 7]) {
         let (i64t, i32t) = (self.i64(), self.i32());
+        let extents: Vec<_> = shape.iter().map(|&d| i64t.const_int(d as u64, false)).collect();
         let header_ty = self.ctx.struct_type(
             &[
                 i64t.into(),
@@ -1075,23 +1062,35 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.ptr().into(),
                 i32t.into(),
                 i32t.into(),
-                i64t.array_type(1).into(),
+                i64t.array_type(shape.len() as u32).into(),
             ],
             false,
         );
-        let header = self.alloca(fx, header_ty.into(), "stackvec")?;
-        let data = self.alloca(fx, self.mem_ty(BaseType::Int).array_type(n as u32).into(), "stackvec.data")?;
-        let fields: [(u32, BasicValueEnum<'ctx>); 7] = [
-            (0, i64t.const_int(u64::MAX, true).into()),
-            (1, self.const_i64(1).into()),
-            (2, self.const_i64(n as i64).into()),
-            (3, data.into()),
-            (4, i32t.const_int(elem_code(BaseType::Int), false).into()),
-            (5, i32t.const_int(elem_bytes(BaseType::Int), false).into()),
-            (6, i64t.const_array(&[i64t.const_int(n as u64, false)]).into()),
+        let fields = [
+            i64t.const_int(u64::MAX, true).into(),
+            i64t.const_int(shape.len() as u64, false).into(),
+            i64t.const_int(size as u64, false).into(),
+            data.into(),
+            i32t.const_int(elem_code(b), false).into(),
+            i32t.const_int(elem_bytes(b), false).into(),
+            i64t.const_array(&extents).into(),
         ];
-        for (k, v) in fields {
-            let at = self.b.build_struct_gep(header_ty, header, k, "stackvec.field")?;
+        (header_ty, fields)
+    }
+
+    /// An `int` vector of `n` elements in the frame (see [`stack_vectors`]):
+    /// a `WlArray` header whose count marks it immortal, as a constant's,
+    /// and its elements, both allocas of the function's entry block. Its
+    /// elements are left for the caller to store; their pointer is the
+    /// second value. Registered with the constants, so its elements are read
+    /// through the alloca (LLVM keeps them in registers) and no count is
+    /// ever changed.
+    pub fn stack_vector(&mut self, fx: &Fx<'ctx, 'a>, n: usize) -> R<(PointerValue<'ctx>, PointerValue<'ctx>)> {
+        let data = self.alloca(fx, self.mem_ty(BaseType::Int).array_type(n as u32).into(), "stackvec.data")?;
+        let (header_ty, fields) = self.immortal_header(BaseType::Int, &[n], n, data);
+        let header = self.alloca(fx, header_ty.into(), "stackvec")?;
+        for (k, v) in fields.into_iter().enumerate() {
+            let at = self.b.build_struct_gep(header_ty, header, k as u32, "stackvec.field")?;
             self.b.build_store(at, v)?;
         }
         self.const_arrays.insert(header, data);

@@ -1299,6 +1299,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // program made (as in the interpreter), so it does not count.
         let counted = fx.irf.kind != compiler_core::ir::FunctionKind::Wrapper;
         let depth_p = self.ctx_field(fx, rt::CTX_DEPTH)?;
+        let name = self.cstring(callee.source_name.as_ref());
         let mut depth = None;
         if counted {
             let max_p = self.ctx_field(fx, rt::CTX_MAX_DEPTH)?;
@@ -1306,14 +1307,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let max = self.b.build_load(self.i32(), max_p, "max")?.into_int_value();
             let deeper = self.b.build_int_add(current, self.i32().const_int(1, false), "deeper")?;
             let too_deep = self.b.build_int_compare(IntPredicate::SGT, deeper, max, "toodeep")?;
-            let bad = self.ctx.append_basic_block(fx.func, "toodeep");
-            let ok = self.ctx.append_basic_block(fx.func, "call");
-            self.b.build_conditional_branch(too_deep, bad, ok)?;
-            self.b.position_at_end(bad);
-            let name = self.cstring(callee.source_name.as_ref());
-            self.call(self.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
-            self.b.build_unconditional_branch(fx.fail_bb)?;
-            self.b.position_at_end(ok);
+            self.failing_when(fx, too_deep, &mut |e| {
+                e.call(e.rt.fail_depth, &[fx.ctxp.into(), loc.into(), name.into()])?;
+                Ok(())
+            })?;
             self.b.build_store(depth_p, deeper)?;
             depth = Some(current);
         }
@@ -1326,17 +1323,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let sp = self.call_intrinsic("llvm.stacksave", &[self.ptr().into()], &[])?.into_pointer_value();
         let sp = self.b.build_ptr_to_int(sp, self.i64(), "sp")?;
         let low = self.b.build_int_compare(IntPredicate::ULT, sp, floor, "stack.low")?;
-        let bad = self.ctx.append_basic_block(fx.func, "stack.low");
-        let ok = self.ctx.append_basic_block(fx.func, "stack.ok");
-        self.b.build_conditional_branch(low, bad, ok)?;
-        self.b.position_at_end(bad);
-        let name = self.cstring(callee.source_name.as_ref());
-        self.call(self.rt.fail_stack, &[fx.ctxp.into(), loc.into(), name.into()])?;
-        if let Some(depth) = depth {
-            self.b.build_store(depth_p, depth)?;
-        }
-        self.b.build_unconditional_branch(fx.fail_bb)?;
-        self.b.position_at_end(ok);
+        self.failing_when(fx, low, &mut |e| {
+            e.call(e.rt.fail_stack, &[fx.ctxp.into(), loc.into(), name.into()])?;
+            Ok(())
+        })?;
         let site_p = self.ctx_field(fx, rt::CTX_SITE)?;
         let old_site = if user_site {
             let old = self.b.build_load(self.ptr(), site_p, "site")?;
