@@ -430,6 +430,17 @@ impl Block {
 }
 
 impl Block {
+    /// [`Block::walk`] that does not enter with-loops: their statements
+    /// are visited, the bodies of their parts are not.
+    pub fn walk_outside_withs(&self, f: &mut dyn FnMut(&Stmt)) {
+        for s in &self.stmts {
+            f(s);
+            if !matches!(s.op, Op::With(_)) {
+                s.op.walk_blocks(&mut |b| b.walk_outside_withs(f));
+            }
+        }
+    }
+
     /// Calls `f` on every statement, nested ones included (pre-order), mutably.
     pub fn walk_mut(&mut self, f: &mut dyn FnMut(&mut Stmt)) {
         for s in &mut self.stmts {

@@ -34,7 +34,7 @@ pub const PASS: Pass = Pass {
 pub const MAX_ELEMENTS: usize = 4;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let mut literals: HashMap<ValueId, Vec<ValueId>> = HashMap::default();
         f.body.walk(&mut |s| {
             if let Op::Array(elems) = &s.op {
@@ -44,11 +44,11 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             }
         });
         if literals.is_empty() {
-            continue;
+            return;
         }
         let n = util::with_body(f, |f, b| block(f, b, &mut literals));
         cx.count("arrays_scalarised", n);
-    }
+    });
 }
 
 fn block(f: &mut Function, b: &mut Block, literals: &mut HashMap<ValueId, Vec<ValueId>>) -> u64 {

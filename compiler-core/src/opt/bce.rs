@@ -52,7 +52,7 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let defs = index::defs(f);
         let shapes = Shapes::of(f);
         let choices = choices(f);
@@ -86,7 +86,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("checks_removed", removed);
         cx.count("selections_unchecked", unchecked);
         cx.count("checks_narrowed", narrowed_count);
-    }
+    });
 }
 
 /// Where array shapes come from: `shape` values, and genarray with-loops

@@ -27,14 +27,14 @@ use crate::sema::hir::Prim;
 pub const PASS: Pass = Pass { name: "cse", description: "common subexpression elimination (values and checks)", run };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let mut cse = Cse { scopes: vec![HashMap::default()], subst: HashMap::default(), merged: 0 };
         util::with_body(f, |f, body| {
             cse.block(f, body);
             util::substitute(body, &cse.subst);
         });
         cx.count("expressions_merged", cse.merged);
-    }
+    });
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -27,14 +27,15 @@ pub const PASS: Pass =
     Pass { name: "dce", description: "dead code elimination (statements, with-loop operators, carried values)", run };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
+    // What a call may do depends on its callee: every function, every round.
     let effectful = util::effectful_functions(m);
-    for f in &mut m.functions {
+    cx.every_function(m, |f, cx| {
         let mut d = Dce { effectful: &effectful, removed: 0, live: HashSet::default() };
         let mut body = std::mem::take(&mut f.body);
         d.block(&mut body);
         f.body = body;
         cx.count("statements_removed", d.removed);
-    }
+    });
 }
 
 /// Keeps the entries whose flag in `live` is set.

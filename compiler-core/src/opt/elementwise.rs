@@ -44,11 +44,11 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let wanted = candidates(f);
         let n = util::with_body(f, |f, b| block(f, b, &wanted));
         cx.count("primitives_expanded", n);
-    }
+    });
 }
 
 /// Element-wise array primitives worth expanding (see the module docs).

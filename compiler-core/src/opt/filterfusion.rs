@@ -47,7 +47,7 @@ pub const PASS: Pass = Pass {
 const MAX_FUSIONS: usize = 64;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let mut n = 0;
         while n < MAX_FUSIONS {
             let Some(t) = find(f) else { break };
@@ -58,7 +58,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             cx.remark(RemarkKind::Applied, &name, Some(span), "fused a filter into this with-loop");
         }
         cx.count("filters_fused", n as u64);
-    }
+    });
 }
 
 /// A filter `producer` and the with-loop `consumer` reading it.

@@ -40,7 +40,7 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let consts = util::constants(f);
         let mut fused = 0;
         let mut remarks: Vec<(Option<Span>, String)> = Vec::new();
@@ -59,7 +59,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             cx.remark(RemarkKind::Applied, &name, span, msg);
         }
         cx.count("with_loops_fused", fused);
-    }
+    });
 }
 
 struct Ctx<'a> {

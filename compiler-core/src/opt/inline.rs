@@ -144,6 +144,9 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         m.functions[i].body = body;
         cx.count("calls_inlined", inlined);
         let caller = m.functions[i].name.clone();
+        if inlined > 0 {
+            cx.changed_function(&caller);
+        }
         for (callee, span) in too_big {
             cx.remark(
                 RemarkKind::Missed,
@@ -157,6 +160,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     let mut prim_folds = 0;
     let as_prim: Vec<Option<crate::sema::hir::Prim>> = m.functions.iter().map(single_primitive).collect();
     for f in &mut m.functions {
+        let before = prim_folds;
         f.body.walk_mut(&mut |s| {
             if let Op::With(w) = &mut s.op {
                 for op in &mut w.ops {
@@ -171,9 +175,15 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 }
             }
         });
+        if prim_folds > before {
+            cx.changed_function(&f.name);
+        }
     }
     cx.count("fold_functions_inlined", prim_folds);
     removed += remove_dead_functions(m);
+    if removed > 0 {
+        cx.removed_functions();
+    }
     cx.count("functions_removed", removed as u64);
 }
 

@@ -60,7 +60,7 @@ const MIN_ROW: i64 = 16;
 const MIN_FOLD: i64 = 8;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let mut done = Vec::new();
         loop {
             let defs = index::defs(f);
@@ -84,7 +84,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             );
         }
         cx.count("folds_interchanged", done.len() as u64);
-    }
+    });
 }
 
 /// A with-loop to interchange: its result, where it is, and which of its

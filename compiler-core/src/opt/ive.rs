@@ -43,7 +43,7 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let defs = index::defs(f);
         let shapes = util::shape_values(f);
         // The reader sees the values as they were before this rewrite.
@@ -55,7 +55,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("selections_to_offsets", ive.counts.split);
         cx.count("write_offsets_reused", ive.counts.reused);
         cx.count("offsets_split", ive.counts.soc);
-    }
+    });
 }
 
 #[derive(Default)]

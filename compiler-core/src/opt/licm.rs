@@ -40,14 +40,14 @@ pub const PASS: Pass =
     Pass { name: "licm", description: "loop- and with-loop-invariant statements (and checks) move out of loops", run };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let consts = util::constants(f);
         let mut hoisted = 0;
         let mut checks = 0;
         util::with_body(f, |f, body| block(f, body, &consts, &mut hoisted, &mut checks));
         cx.count("statements_hoisted", hoisted);
         cx.count("checks_hoisted", checks);
-    }
+    });
 }
 
 /// Whether a statement can neither fail nor have an effect (nested ones included).

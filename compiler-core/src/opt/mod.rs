@@ -48,8 +48,9 @@ pub mod wls;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::ir::{self, Module};
+use crate::ir::{self, Function, Module};
 use crate::span::{SourceMap, Span};
+use crate::{HashMap, HashSet};
 
 /// A named transformation of the whole module.
 #[derive(Clone, Copy, Debug)]
@@ -197,9 +198,69 @@ pub struct PassCx<'a> {
     /// The pipeline's options: which passes run (a pass that only prepares
     /// another one asks), the register tile.
     pub options: &'a PipelineOptions,
+    /// Functions (link names) that no pass changed in the stage's last round:
+    /// a function-local pass has nothing left to do there ([`PassCx::each_function`]).
+    stable: &'a HashSet<String>,
+    /// Functions this pass changed, as far as it said which.
+    touched: HashSet<String>,
+    /// The pass said which functions it changed (else it may have changed any).
+    attributed: bool,
+    /// Functions this pass looked at; `None`: every function (a pass that
+    /// works on the whole module and did not say).
+    visited: Option<HashSet<String>>,
 }
 
 impl PassCx<'_> {
+    /// Runs a function-local pass's `work` on every function that changed
+    /// since the pass last looked at it (in the stage's first round, on every
+    /// function). For passes whose effect on a function depends only on that
+    /// function: one that no pass changed in a whole round would come out of
+    /// the next round as it went in, so it is skipped, and the stage's later
+    /// rounds cost what the functions still changing cost. What `work` counts
+    /// or marks as changed is recorded against the function.
+    pub fn each_function(&mut self, m: &mut Module, mut work: impl FnMut(&mut Function, &mut PassCx)) {
+        for f in &mut m.functions {
+            if !self.stable.contains(&f.name) {
+                self.visit(f, &mut work);
+            }
+        }
+    }
+
+    /// [`PassCx::each_function`] for passes that read other functions too
+    /// (the effects of callees, what is still to be inlined): every function
+    /// is visited, each round.
+    pub fn every_function(&mut self, m: &mut Module, mut work: impl FnMut(&mut Function, &mut PassCx)) {
+        for f in &mut m.functions {
+            self.visit(f, &mut work);
+        }
+    }
+
+    fn visit(&mut self, f: &mut Function, work: &mut dyn FnMut(&mut Function, &mut PassCx)) {
+        let changed_before = std::mem::replace(&mut self.changed, false);
+        self.attributed = true;
+        work(f, self);
+        if self.changed {
+            self.touched.insert(f.name.clone());
+        }
+        self.changed |= changed_before;
+        self.visited.get_or_insert_with(HashSet::default).insert(f.name.clone());
+    }
+
+    /// Records that a whole-module pass changed `function` (passes that go
+    /// through [`PassCx::each_function`] need not say).
+    pub fn changed_function(&mut self, function: &str) {
+        self.changed = true;
+        self.attributed = true;
+        self.touched.insert(function.to_string());
+    }
+
+    /// Records that a whole-module pass removed functions (which changes
+    /// none of the others).
+    pub fn removed_functions(&mut self) {
+        self.changed = true;
+        self.attributed = true;
+    }
+
     /// Counts `n` occurrences of `counter`; any count marks the module changed.
     pub fn count(&mut self, counter: &'static str, n: u64) {
         if n > 0 {
@@ -262,8 +323,59 @@ pub fn optimise(module: &mut Module, sources: &SourceMap, options: &PipelineOpti
     optimise_observed(module, sources, options, &mut |_| {})
 }
 
+/// What one run of a pass did.
+struct PassRun {
+    elapsed: Duration,
+    changed: bool,
+    counters: BTreeMap<&'static str, u64>,
+    remarks: Vec<Remark>,
+    /// The functions it changed; `None`: it did not say, so maybe any.
+    changed_functions: Option<HashSet<String>>,
+    /// The functions it looked at; `None`: every one.
+    visited: Option<HashSet<String>>,
+}
+
+/// Runs `pass` once over `module`, skipping the `stable` functions where
+/// the pass is function-local.
+fn run_pass(
+    pass: &Pass,
+    module: &mut Module,
+    sources: &SourceMap,
+    options: &PipelineOptions,
+    stable: &HashSet<String>,
+) -> PassRun {
+    let mut cx = PassCx {
+        sources,
+        pass: pass.name,
+        changed: false,
+        counters: BTreeMap::new(),
+        remarks: Vec::new(),
+        options,
+        stable,
+        touched: HashSet::default(),
+        attributed: false,
+        visited: None,
+    };
+    let start = Instant::now();
+    (pass.run)(module, &mut cx);
+    PassRun {
+        elapsed: start.elapsed(),
+        changed: cx.changed,
+        counters: cx.counters,
+        remarks: cx.remarks,
+        changed_functions: cx.attributed.then_some(cx.touched),
+        visited: cx.visited,
+    }
+}
+
 /// [`optimise`], telling `on_pass` the name of every pass as it starts (for
 /// progress reports; a pass runs once per round of its stage).
+///
+/// A stage's rounds after the first look only at what is still changing:
+/// function-local passes skip the functions no pass changed in the last round
+/// ([`PassCx::each_function`]), which gives the same result as running them
+/// (what they do to a function depends on nothing else) at the cost of the
+/// functions that still change.
 pub fn optimise_observed(
     module: &mut Module,
     sources: &SourceMap,
@@ -286,6 +398,8 @@ pub fn optimise_observed(
         // Missed opportunities are reported as of the last round: earlier ones may
         // have been taken later, or may concern code that is gone.
         let mut missed: Vec<Remark> = Vec::new();
+        // Functions no pass changed in the last round (none in the first).
+        let mut stable: HashSet<String> = HashSet::default();
         loop {
             if rounds == stage.max_rounds {
                 outcome.remarks.push(Remark {
@@ -301,42 +415,63 @@ pub fn optimise_observed(
                 break;
             }
             rounds += 1;
-            missed.clear();
             let mut changed = false;
+            // Functions some pass of this round changed; `None`: maybe any.
+            let mut touched: Option<HashSet<String>> = Some(HashSet::default());
+            let mut round_missed: Vec<Remark> = Vec::new();
             for pass in stage.passes {
                 if !options.enabled(pass.name) {
                     continue;
                 }
-                let mut cx = PassCx {
-                    sources,
-                    pass: pass.name,
-                    changed: false,
-                    counters: BTreeMap::new(),
-                    remarks: Vec::new(),
-                    options,
-                };
                 on_pass(pass.name);
-                let start = Instant::now();
-                (pass.run)(module, &mut cx);
-                let elapsed = start.elapsed();
+                let run = run_pass(pass, module, sources, options, &stable);
                 let st = stats.iter_mut().find(|s| s.name == pass.name).expect("every pass has stats");
                 st.runs += 1;
                 if !options.no_timing {
-                    st.time += elapsed;
+                    st.time += run.elapsed;
                 }
-                for (k, v) in cx.counters {
+                for (k, v) in run.counters {
                     *st.counters.entry(k).or_default() += v;
                 }
-                for r in cx.remarks {
+                let first_of_pass = round_missed.len();
+                // A missed opportunity of the last round stands where the
+                // pass did not look again (the function was stable).
+                for r in &missed {
+                    let not_looked_at = run.visited.as_ref().is_some_and(|v| !v.contains(&r.function));
+                    if r.pass == pass.name && not_looked_at && !round_missed.contains(r) {
+                        round_missed.push(r.clone());
+                    }
+                }
+                for r in run.remarks {
                     if r.kind == RemarkKind::Missed {
-                        if !missed.contains(&r) {
-                            missed.push(r);
+                        if !round_missed.contains(&r) {
+                            round_missed.push(r);
                         }
                     } else if seen_remarks.insert(r.clone()) {
                         outcome.remarks.push(r);
                     }
                 }
-                changed |= cx.changed;
+                // In module order, as if the pass had looked at every function.
+                let position: HashMap<&str, usize> =
+                    module.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
+                round_missed[first_of_pass..]
+                    .sort_by_key(|r| position.get(r.function.as_str()).copied().unwrap_or(usize::MAX));
+                if run.changed {
+                    changed = true;
+                    // What changed is looked at by the passes after this one, this round.
+                    match run.changed_functions {
+                        Some(names) => {
+                            stable.retain(|name| !names.contains(name));
+                            if let Some(t) = &mut touched {
+                                t.extend(names);
+                            }
+                        }
+                        None => {
+                            stable.clear();
+                            touched = None;
+                        }
+                    }
+                }
                 if options.dump_after.as_deref() == Some(pass.name) {
                     outcome.dumps.push((stage.name, rounds, ir::print::module_text(module)));
                 }
@@ -347,9 +482,14 @@ pub fn optimise_observed(
                     }
                 }
             }
+            missed = round_missed;
             if !changed {
                 break;
             }
+            stable = match touched {
+                Some(t) => module.functions.iter().map(|f| &f.name).filter(|n| !t.contains(*n)).cloned().collect(),
+                None => HashSet::default(),
+            };
         }
         for r in missed {
             if seen_remarks.insert(r.clone()) {

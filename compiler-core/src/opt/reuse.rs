@@ -44,7 +44,7 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let defs = index::defs(f);
         let values = f.values.clone();
         let reader = Reader { values: &values, defs: &defs };
@@ -56,7 +56,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         block(&mut f.body, &params, &cx2, &mut counts);
         cx.count("buffers_reused", counts.0);
         cx.count("updates_in_place", counts.1);
-    }
+    });
 }
 
 /// Values defined by constants: static data, never written.

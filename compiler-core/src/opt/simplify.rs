@@ -61,8 +61,7 @@ pub const PASS: Pass = Pass {
 pub const MAX_FOLDED_ELEMENTS: usize = 1024;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for i in 0..m.functions.len() {
-        let f = &mut m.functions[i];
+    cx.each_function(m, |f, cx| {
         let mut s = Simplify {
             consts: HashMap::default(),
             subst: HashMap::default(),
@@ -90,7 +89,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("element_selections_found", c.elements);
         cx.count("decided_by_ranges", c.ranges);
         cx.count("loop_shapes_kept", c.loop_shapes);
-    }
+    });
 }
 
 #[derive(Default, Clone, Copy)]

@@ -70,7 +70,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     if !cx.options.enabled(reuse::PASS.name) {
         return;
     }
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let facts = Facts { defs: index::defs(f), shapes: util::shape_values(f), constants: reuse::constant_values(f) };
         let params: HashSet<ValueId> = f.params.iter().copied().collect();
         let mut applied: Vec<(Span, String, usize)> = Vec::new();
@@ -79,7 +79,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             cx.count("slices_copied", slices as u64);
             cx.remark(RemarkKind::Applied, &f.name, Some(span), message);
         }
-    }
+    });
 }
 
 /// What the walk looks things up in (computed before any change).

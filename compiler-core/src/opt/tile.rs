@@ -67,7 +67,7 @@ pub const MAX_FOLD_BODY: usize = 16;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     let Some([rows, cols]) = cx.options.register_tile else { return };
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let targets = {
             let defs = index::defs(f);
             let reader = Reader::new(f, &defs);
@@ -100,7 +100,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             );
         }
         cx.count("folds_tiled", targets.len() as u64);
-    }
+    });
 }
 
 fn find(b: &Block, r: &Reader, tile: [i64; 2], found: &mut Vec<(ValueId, crate::span::Span)>) {

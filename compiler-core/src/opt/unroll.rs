@@ -58,7 +58,7 @@ pub const MAX_FOLD_COPIED: usize = 768;
 pub const MAX_FOLD_BODY: usize = 40;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let consts = util::constants(f);
         // Arrays other with-loops select from are left to folding.
         let mut selected = HashSet::default();
@@ -75,7 +75,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         });
         let n = util::with_body(f, |f, b| block(f, b, &consts, &selected, false));
         cx.count("with_loops_unrolled", n);
-    }
+    });
 }
 
 /// `in_part`: the block runs per index of an enclosing with-loop.

@@ -119,6 +119,9 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             cx.remark(RemarkKind::Applied, &name, Some(*span), format!("a version for {}", why.join("; and for ")));
         }
         cx.count("blocks_versioned", done.len() as u64);
+        if !done.is_empty() {
+            cx.changed_function(&name);
+        }
     }
     m.functions.extend(outlined);
 }
@@ -313,7 +316,8 @@ fn check_relations(
                 }
             }
         }
-        p.body.walk(&mut |t| match &t.op {
+        // Nested with-loops are looked at by the recursion, with their parts' ranges.
+        p.body.walk_outside_withs(&mut |t| match &t.op {
             Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
                 let comps = if r.is_int_scalar(*index) { Some(vec![r.scalar(*index)]) } else { r.vector(*index) };
                 let (Some(comps), Some(extents)) = (comps, r.vector(*shape)) else { return };

@@ -72,12 +72,11 @@ const CHEAP: usize = 12;
 const MAX_PARTS: usize = 256;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for i in 0..m.functions.len() {
+    cx.each_function(m, |f, cx| {
         let mut folds = 0;
         let mut normalised = 0;
         let mut misses: Vec<(Option<Span>, String)> = Vec::new();
         while folds < MAX_FOLDS {
-            let f = &mut m.functions[i];
             if normalise_modarray_consumer(f) {
                 normalised += 1;
                 continue;
@@ -92,7 +91,6 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 cx.remark(RemarkKind::Applied, &name, span, msg);
             }
         }
-        let f = &mut m.functions[i];
         let mut consts = util::constants(f);
         let merged = util::with_body(f, |f, body| merge_parts_block(f, body, &mut consts));
         let name = f.name.clone();
@@ -102,7 +100,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         cx.count("with_loops_folded", folds as u64);
         cx.count("modarray_consumers_expanded", normalised as u64);
         cx.count("parts_merged", merged as u64);
-    }
+    });
 }
 
 /// What an element of the producer is, per region of its index space.

@@ -45,7 +45,7 @@ pub const PASS: Pass = Pass {
 const CHEAP: usize = 6;
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    for f in &mut m.functions {
+    cx.each_function(m, |f, cx| {
         let mut n = 0;
         loop {
             let defs = index::defs(f);
@@ -56,7 +56,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             n += 1;
         }
         cx.count("with_loops_scalarised", n);
-    }
+    });
 }
 
 struct Target {
