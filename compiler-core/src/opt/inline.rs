@@ -313,9 +313,9 @@ pub fn remove_dead_functions(m: &mut Module) -> usize {
             kept.push(f);
         }
     }
-    let remap = |f: FuncId| new_id[f.0 as usize].expect("live functions only call live functions");
+    let mut remap = |f: FuncId| new_id[f.0 as usize].expect("live functions only call live functions");
     for f in &mut kept {
-        remap_calls(&mut f.body, &remap);
+        remap_calls(&mut f.body, &mut remap);
     }
     m.functions = kept;
     for (_, f) in &mut m.entries {
@@ -327,7 +327,7 @@ pub fn remove_dead_functions(m: &mut Module) -> usize {
     removed
 }
 
-fn remap_calls(b: &mut Block, remap: &dyn Fn(FuncId) -> FuncId) {
+pub(super) fn remap_calls(b: &mut Block, remap: &mut dyn FnMut(FuncId) -> FuncId) {
     for s in &mut b.stmts {
         match &mut s.op {
             Op::Call { func, .. } => *func = remap(*func),
@@ -342,6 +342,6 @@ fn remap_calls(b: &mut Block, remap: &dyn Fn(FuncId) -> FuncId) {
             }
             _ => {}
         }
-        s.op.walk_blocks_mut(&mut |inner| remap_calls(inner, remap));
+        s.op.walk_blocks_mut(&mut |inner| remap_calls(inner, &mut *remap));
     }
 }

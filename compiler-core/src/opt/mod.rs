@@ -36,6 +36,7 @@ pub mod inline;
 pub mod interchange;
 pub mod ive;
 pub mod licm;
+pub mod merge;
 pub mod reuse;
 pub mod simplify;
 pub mod snapshot;
@@ -75,6 +76,7 @@ pub const PIPELINE: &[Stage] = &[
         name: "array",
         passes: &[
             inline::PASS,
+            merge::PASS,
             simplify::PASS,
             cse::PASS,
             version::PASS,
