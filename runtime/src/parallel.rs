@@ -51,6 +51,27 @@ pub unsafe extern "C" fn wl_parallel_chunks(ctx: *mut WlCtx, outer: i64, total: 
     (threads * CHUNKS_PER_THREAD).min(outer)
 }
 
+/// Chunks per thread for parts whose every chunk first pays a cost
+/// proportional to the part's input rather than to its own share (a register
+/// tile's packed panels: every chunk of a matrix product copies all of `b`).
+const COARSE_CHUNKS_PER_THREAD: i64 = 2;
+
+/// [`wl_parallel_chunks`] for parts with a per-chunk setup cost (see
+/// [`COARSE_CHUNKS_PER_THREAD`]): fewer, larger chunks. A 1024x1024 matrix
+/// product on two threads: 40.7 ms in 8 chunks, 35.5 ms in 4 (one thread: 61 ms).
+///
+/// # Safety
+/// `ctx` is valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_parallel_chunks_coarse(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
+    let c = unsafe { &*ctx };
+    let threads = threads_of(c);
+    if threads <= 1 || total < c.parallel_min || outer < 2 {
+        return 1;
+    }
+    (threads * COARSE_CHUNKS_PER_THREAD).min(outer)
+}
+
 /// Runs `f` on `chunks` contiguous parts of `0..outer`, in parallel.
 ///
 /// # Safety

@@ -197,7 +197,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // interchanged fold is a loop of its own).
         let work = compiler_core::opt::util::part_work(&*fx.defs, part);
         let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
-        let chunks = self.chunks_for(fx, outer, weighted)?;
+        let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None };
+        let coarse = n.is_some_and(|n| self.packs_panels(fx, &pcx, states, n));
+        let chunks = self.chunks_for(fx, outer, weighted, coarse)?;
         let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
         // The part is emitted once, in its chunk function: the inline path
         // calls it over the whole range (one copy of the loop nest instead of
@@ -347,10 +349,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// How many chunks to split `outer` iterations weighing `weighted` into:
-    /// `wl_parallel_chunks`, called only when the work reaches the context's
+    /// `wl_parallel_chunks` (`_coarse` for parts whose chunks each pay a setup,
+    /// see `tile.rs`), called only when the work reaches the context's
     /// threshold (generic code runs many small with-loops, a determinant's
     /// minors one per call, and each paid a call to learn it runs alone).
-    fn chunks_for(&mut self, fx: &Fx<'ctx, 'a>, outer: IntValue<'ctx>, weighted: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    fn chunks_for(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        outer: IntValue<'ctx>,
+        weighted: IntValue<'ctx>,
+        coarse: bool,
+    ) -> R<IntValue<'ctx>> {
         let min_p = self.ctx_field(fx, rt::CTX_PARALLEL_MIN)?;
         let min = self.b.build_load(self.i64(), min_p, "par.min")?.into_int_value();
         let small = self.b.build_int_compare(IntPredicate::SLT, weighted, min, "par.small")?;
@@ -360,7 +369,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_conditional_branch(small, decided, ask)?;
         self.b.position_at_end(ask);
         let asked = self
-            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
+            .call(
+                if coarse { self.rt.parallel_chunks_coarse } else { self.rt.parallel_chunks },
+                &[fx.ctxp.into(), outer.into(), weighted.into()],
+            )?
             .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
             .into_int_value();
         let ask_end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
@@ -577,7 +589,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let caps = caps.to_vec();
             return self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
         }
-        let chunks = self.chunks_for(fx, n, n)?;
+        let chunks = self.chunks_for(fx, n, n, false)?;
         // The environment: every captured value that is not a constant.
         let mut captures = Captures::default();
         for v in caps {

@@ -384,6 +384,21 @@ pub(crate) struct Panel<'ctx> {
 }
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// Whether the part of static index length `n` runs in register tiles
+    /// that pack panels (see [`Self::open_panel`]): every chunk of it copies
+    /// them all, so it is split into fewer chunks (`wl_parallel_chunks_coarse`).
+    pub(crate) fn packs_panels(
+        &self,
+        fx: &Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &[OpState<'ctx, 'a>],
+        n: usize,
+    ) -> bool {
+        let Some(tile) = self.jam_tile(fx, pcx, states, n) else { return false };
+        let Some(plan) = self.lane_plan(fx, pcx, states, tile) else { return false };
+        panel_loads(pcx, states, &plan).is_ok_and(|loads| !loads.is_empty())
+    }
+
     /// The selections of a lane-planned tile's fold body that read vectors
     /// which do not depend on the tile's row (for matrix multiplication,
     /// `b[k, j]`): every row tile of a column reads the same ones, so they
@@ -403,23 +418,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         plan: &LanePlan,
         cols: usize,
     ) -> R<Option<Panel<'ctx>>> {
-        let TileFold { pre, q, elem, .. } = tile_fold(pcx, states)?;
-        let part = pcx.part;
-        let Some(scalars) = &part.scalars else { return Ok(None) };
-        let [.., row, _] = scalars.as_slice() else { return Ok(None) };
-        // Values that depend on the row.
-        let mut by_row: HashSet<ValueId> = [*row].into_iter().chain(part.offset).collect();
-        let mut loads = Vec::new();
-        for (in_fold, s) in pre.iter().map(|s| (false, s)).chain(q.body.stmts.iter().map(|s| (true, s))) {
-            if s.op.operands().iter().any(|v| by_row.contains(v)) {
-                by_row.extend(s.defs.iter().copied());
-            } else if in_fold
-                && matches!(s.op, Op::Prim { prim: Prim::IdxSel, .. })
-                && plan.get(&s.defs[0]) == Some(&Lanes::Vector)
-            {
-                loads.push(s.defs[0]);
-            }
-        }
+        let TileFold { q, elem, .. } = tile_fold(pcx, states)?;
+        let loads = panel_loads(pcx, states, plan)?;
         if loads.is_empty() {
             return Ok(None);
         }
@@ -901,6 +901,29 @@ fn tile_fold<'ctx, 'a>(pcx: &PartCx<'ctx, 'a>, states: &[OpState<'ctx, 'a>]) -> 
         fun,
         neutral: *neutral,
     })
+}
+
+/// The selections of a lane-planned tile's fold body that [`Emitter::open_panel`]
+/// packs: vectors read side by side that do not depend on the tile's row.
+fn panel_loads(pcx: &PartCx<'_, '_>, states: &[OpState<'_, '_>], plan: &LanePlan) -> R<Vec<ValueId>> {
+    let TileFold { pre, q, .. } = tile_fold(pcx, states)?;
+    let part = pcx.part;
+    let Some(scalars) = &part.scalars else { return Ok(Vec::new()) };
+    let [.., row, _] = scalars.as_slice() else { return Ok(Vec::new()) };
+    // Values that depend on the row.
+    let mut by_row: HashSet<ValueId> = [*row].into_iter().chain(part.offset).collect();
+    let mut loads = Vec::new();
+    for (in_fold, s) in pre.iter().map(|s| (false, s)).chain(q.body.stmts.iter().map(|s| (true, s))) {
+        if s.op.operands().iter().any(|v| by_row.contains(v)) {
+            by_row.extend(s.defs.iter().copied());
+        } else if in_fold
+            && matches!(s.op, Op::Prim { prim: Prim::IdxSel, .. })
+            && plan.get(&s.defs[0]) == Some(&Lanes::Vector)
+        {
+            loads.push(s.defs[0]);
+        }
+    }
+    Ok(loads)
 }
 
 /// Restores an element's bindings (`bound`, from [`Emitter::snapshot`]) and
