@@ -43,12 +43,7 @@ fn threads_of(c: &WlCtx) -> i64 {
 /// `ctx` is valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_parallel_chunks(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
-    let c = unsafe { &*ctx };
-    let threads = threads_of(c);
-    if threads <= 1 || total < c.parallel_min || outer < 2 {
-        return 1;
-    }
-    (threads * CHUNKS_PER_THREAD).min(outer)
+    chunks(unsafe { &*ctx }, outer, total, CHUNKS_PER_THREAD)
 }
 
 /// Chunks per thread for parts whose every chunk first pays a cost
@@ -64,12 +59,17 @@ const COARSE_CHUNKS_PER_THREAD: i64 = 2;
 /// `ctx` is valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_parallel_chunks_coarse(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
-    let c = unsafe { &*ctx };
+    chunks(unsafe { &*ctx }, outer, total, COARSE_CHUNKS_PER_THREAD)
+}
+
+/// `per_thread` chunks per thread the context asks for, at most one per
+/// outer iteration; 1 below the context's threshold.
+fn chunks(c: &WlCtx, outer: i64, total: i64, per_thread: i64) -> i64 {
     let threads = threads_of(c);
     if threads <= 1 || total < c.parallel_min || outer < 2 {
         return 1;
     }
-    (threads * COARSE_CHUNKS_PER_THREAD).min(outer)
+    (threads * per_thread).min(outer)
 }
 
 /// Runs `f` on `chunks` contiguous parts of `0..outer`, in parallel.
@@ -415,6 +415,20 @@ mod tests {
             [2, 5, 4, 7, 1, 0],
             "its own region (chunks 2 and 3, 3 taken) front to back, then the others' (6 taken) back to front"
         );
+    }
+
+    #[test]
+    fn parts_with_a_setup_per_chunk_get_fewer_chunks() {
+        let mut ctx = WlCtx { threads: 2, parallel_min: 100, ..WlCtx::default() };
+        let (plain, coarse) =
+            unsafe { (wl_parallel_chunks(&mut ctx, 256, 1 << 20), wl_parallel_chunks_coarse(&mut ctx, 256, 1 << 20)) };
+        assert_eq!((plain, coarse), (2 * CHUNKS_PER_THREAD, 2 * COARSE_CHUNKS_PER_THREAD));
+        assert!(coarse < plain);
+        // Below the threshold, or with one outer iteration, one chunk either way.
+        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 256, 99) }, 1);
+        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 1, 1 << 20) }, 1);
+        // Never more chunks than outer iterations.
+        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 3, 1 << 20) }, 3);
     }
 
     #[test]
