@@ -20,9 +20,10 @@ use crate::HashMap;
 use super::util;
 use super::{Pass, PassCx};
 use crate::interp::ops::BinOp;
-use crate::ir::print::{const_text, prim_name, type_text};
+use crate::ir::print::{const_text, type_text};
 use crate::ir::*;
 use crate::sema::hir::Prim;
+use crate::sema::ty::Ty;
 
 pub const PASS: Pass = Pass { name: "cse", description: "common subexpression elimination (values and checks)", run };
 
@@ -37,12 +38,26 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     });
 }
 
+/// What makes two statements compute the same. Structural rather than text:
+/// the keys of every statement of every round were formatted strings, a
+/// tenth of the optimiser's allocations.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
+    /// Constants by type and text (values hold floating-point numbers).
     Const(String),
-    Prim(String, Vec<ValueId>),
+    /// A primitive and its result type (`hide` gives equal values different types).
+    Prim(Prim, Ty, Vec<ValueId>),
+    Narrow(Ty, ValueId),
     Array(Vec<ValueId>),
-    Check(String, Vec<ValueId>),
+    Check(CheckKey, Vec<ValueId>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum CheckKey {
+    SameShape,
+    InBounds,
+    Assert,
+    Conforms(Ty),
 }
 
 struct Cse {
@@ -123,17 +138,16 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
                     args.sort();
                 }
             }
-            // The result type is part of the key: `hide` gives equal values different types.
-            Some(Key::Prim(format!("{} {}", prim_name(prim), type_text(f.ty(s.defs[0]))), args))
+            Some(Key::Prim(prim.clone(), f.ty(s.defs[0]).clone(), args))
         }
         Op::Array(args) => Some(Key::Array(args.clone())),
-        Op::Narrow(v) => Some(Key::Prim(format!("narrow {}", type_text(f.ty(s.defs[0]))), vec![*v])),
+        Op::Narrow(v) => Some(Key::Narrow(f.ty(s.defs[0]).clone(), *v)),
         Op::Check(c) => {
             let (kind, vals) = match &c.check {
-                Check::SameShape(a, b) => ("same_shape".to_string(), vec![*a, *b]),
-                Check::InBounds { index, shape } => ("in_bounds".to_string(), vec![*index, *shape]),
-                Check::Assert(v) => ("assert".to_string(), vec![*v]),
-                Check::Conforms(v, t) => (format!("conforms {}", type_text(t)), vec![*v]),
+                Check::SameShape(a, b) => (CheckKey::SameShape, vec![*a, *b]),
+                Check::InBounds { index, shape } => (CheckKey::InBounds, vec![*index, *shape]),
+                Check::Assert(v) => (CheckKey::Assert, vec![*v]),
+                Check::Conforms(v, t) => (CheckKey::Conforms(t.clone()), vec![*v]),
             };
             // A check identical to one that passed cannot fail, whatever it says.
             Some(Key::Check(kind, vals))

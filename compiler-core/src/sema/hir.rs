@@ -312,7 +312,7 @@ pub enum Hidden {
 }
 
 /// One axis of a selection with free axes (`a[[., i, ...]]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DotKind {
     /// An index component (taken from the argument list in order).
     Index,
@@ -324,7 +324,7 @@ pub enum DotKind {
 
 /// Primitive operations, implemented by the interpreter (and later by code
 /// generation). Arithmetic works element-wise on any shapes with scalar extension.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Prim {
     Bin(BinOp),
     Un(UnOp),
