@@ -514,3 +514,86 @@ pub fn optimise_observed(
     outcome.passes = stats;
     Ok(outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse::parse_module;
+    use crate::span::FileKind;
+
+    const TWO: &str = "fn f(%0#a: int) -> (int)  [instance f]
+{
+  %1: int = const 1
+  %2: int = prim add(%0, %1)
+  return %2
+}
+
+fn g(%0#a: int) -> (int)  [instance g]
+{
+  return %0
+}
+
+entry f = f
+entry g = g
+";
+
+    /// A context for one run of a pass named `pass` with `stable` functions.
+    fn cx<'a>(sources: &'a SourceMap, options: &'a PipelineOptions, stable: &'a HashSet<String>) -> PassCx<'a> {
+        PassCx {
+            sources,
+            pass: "test",
+            changed: false,
+            counters: BTreeMap::new(),
+            remarks: Vec::new(),
+            options,
+            stable,
+            touched: HashSet::default(),
+            attributed: false,
+            visited: None,
+        }
+    }
+
+    #[test]
+    fn function_local_passes_skip_stable_functions_and_record_what_they_change() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("two.ir", TWO, FileKind::User);
+        let mut m = parse_module(TWO, Span::new(file, 0, 0)).expect("the test module parses");
+        let options = PipelineOptions::default();
+        let stable: HashSet<String> = ["g".to_string()].into_iter().collect();
+        let mut c = cx(&sources, &options, &stable);
+        let seen = std::cell::RefCell::new(Vec::new());
+        // Counts something (a change) in `f` only.
+        c.each_function(&mut m, |f, cx| {
+            seen.borrow_mut().push(f.name.clone());
+            cx.count("things", u64::from(f.name == "f"));
+        });
+        assert_eq!(*seen.borrow(), ["f"], "the stable function was looked at");
+        assert!(c.changed && c.attributed);
+        assert_eq!(c.touched.iter().collect::<Vec<_>>(), ["f"]);
+        assert_eq!(c.visited.as_ref().map(|v| v.len()), Some(1));
+
+        // Passes that read other functions look at every one; one that
+        // changes nothing records no function as changed.
+        let mut c = cx(&sources, &options, &stable);
+        seen.borrow_mut().clear();
+        c.every_function(&mut m, |f, _| seen.borrow_mut().push(f.name.clone()));
+        assert_eq!(*seen.borrow(), ["f", "g"]);
+        assert!(!c.changed && c.touched.is_empty());
+    }
+
+    #[test]
+    fn a_change_without_a_function_makes_every_function_look_changed() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("two.ir", TWO, FileKind::User);
+        let mut m = parse_module(TWO, Span::new(file, 0, 0)).expect("the test module parses");
+        let options = PipelineOptions::default();
+        let stable = HashSet::default();
+        fn unattributed(_: &mut Module, cx: &mut PassCx) {
+            cx.count("things", 1);
+        }
+        let pass = Pass { name: "test", description: "", run: unattributed };
+        let run = run_pass(&pass, &mut m, &sources, &options, &stable);
+        assert!(run.changed);
+        assert_eq!(run.changed_functions, None, "a whole-module change names no function");
+    }
+}
