@@ -844,7 +844,13 @@ def main():
                   command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
                   ablation=ablation, det_strategies=strategies, compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
     args.out.mkdir(parents=True, exist_ok=True)
-    base = args.out / (f"{stamp}{'-quick' if args.quick else ''}")
+    name = f"{stamp}{'-quick' if args.quick else ''}"
+    base = args.out / name
+    # A second run on the same day gets a file of its own (earlier results are records).
+    k = 2
+    while base.with_suffix(".md").exists() or base.with_suffix(".json").exists():
+        base = args.out / f"{name}-{k}"
+        k += 1
     base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if PEERS is not None else [])
     lines = [f"# withloop benchmarks, {stamp}", "",
