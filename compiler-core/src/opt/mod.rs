@@ -212,7 +212,28 @@ pub struct PassCx<'a> {
     visited: Option<HashSet<String>>,
 }
 
-impl PassCx<'_> {
+impl<'a> PassCx<'a> {
+    /// A fresh context for one run of pass `pass`.
+    fn new(
+        pass: &'static str,
+        sources: &'a SourceMap,
+        options: &'a PipelineOptions,
+        stable: &'a HashSet<String>,
+    ) -> PassCx<'a> {
+        PassCx {
+            sources,
+            pass,
+            changed: false,
+            counters: BTreeMap::new(),
+            remarks: Vec::new(),
+            options,
+            stable,
+            touched: HashSet::default(),
+            attributed: false,
+            visited: None,
+        }
+    }
+
     /// Runs a function-local pass's `work` on every function that changed
     /// since the pass last looked at it (in the stage's first round, on every
     /// function). For passes whose effect on a function depends only on that
@@ -346,18 +367,7 @@ fn run_pass(
     options: &PipelineOptions,
     stable: &HashSet<String>,
 ) -> PassRun {
-    let mut cx = PassCx {
-        sources,
-        pass: pass.name,
-        changed: false,
-        counters: BTreeMap::new(),
-        remarks: Vec::new(),
-        options,
-        stable,
-        touched: HashSet::default(),
-        attributed: false,
-        visited: None,
-    };
+    let mut cx = PassCx::new(pass.name, sources, options, stable);
     let start = Instant::now();
     (pass.run)(module, &mut cx);
     PassRun {
@@ -454,10 +464,12 @@ pub fn optimise_observed(
                     }
                 }
                 // In module order, as if the pass had looked at every function.
-                let position: HashMap<&str, usize> =
-                    module.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
-                round_missed[first_of_pass..]
-                    .sort_by_key(|r| position.get(r.function.as_str()).copied().unwrap_or(usize::MAX));
+                if round_missed.len() > first_of_pass + 1 {
+                    let position: HashMap<&str, usize> =
+                        module.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
+                    round_missed[first_of_pass..]
+                        .sort_by_key(|r| position.get(r.function.as_str()).copied().unwrap_or(usize::MAX));
+                }
                 if run.changed {
                     changed = true;
                     // What changed is looked at by the passes after this one, this round.
@@ -537,20 +549,9 @@ entry f = f
 entry g = g
 ";
 
-    /// A context for one run of a pass named `pass` with `stable` functions.
+    /// A context for one run of a pass named `test` with `stable` functions.
     fn cx<'a>(sources: &'a SourceMap, options: &'a PipelineOptions, stable: &'a HashSet<String>) -> PassCx<'a> {
-        PassCx {
-            sources,
-            pass: "test",
-            changed: false,
-            counters: BTreeMap::new(),
-            remarks: Vec::new(),
-            options,
-            stable,
-            touched: HashSet::default(),
-            attributed: false,
-            visited: None,
-        }
+        PassCx::new("test", sources, options, stable)
     }
 
     #[test]
