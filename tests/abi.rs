@@ -163,6 +163,21 @@ fn object_assembly_and_llvm_ir_are_written() {
     emit(&inv, Emit::LlvmIr, &work.join("k.ll"));
     let ll = std::fs::read_to_string(work.join("k.ll")).expect("llvm ir");
     assert!(ll.contains(" i32 @wl_total(ptr"), "{}", &ll[..ll.len().min(2000)]);
+    // The C functions are glue LLVM leaves unoptimised (compile time); the
+    // function each calls stays a function of its own, optimised.
+    let attrs_of = |define: &str| {
+        let line =
+            ll.lines().find(|l| l.starts_with("define") && l.contains(define)).unwrap_or_else(|| panic!("{define}"));
+        let group = line.rsplit_once('#').map(|(_, g)| g.trim_end_matches(" {").to_string()).expect("attribute group");
+        let attrs = ll.lines().find(|l| l.starts_with(&format!("attributes #{group} = "))).expect("attributes");
+        attrs.to_string()
+    };
+    assert!(attrs_of("@wl_total(").contains("optnone"), "{}", attrs_of("@wl_total("));
+    assert!(
+        ll.lines().any(|l| l.starts_with("define") && l.contains("@wl.total")),
+        "the kernel was inlined into its C function"
+    );
+    assert!(!attrs_of("@wl.total").contains("optnone"), "{}", attrs_of("@wl.total"));
     let _ = std::fs::remove_dir_all(&work);
 }
 

@@ -261,6 +261,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let fn_ty = i32t.fn_type(&params, false);
         let fx = self.wrapper_fx(symbol, fn_ty, Linkage::External, Some(i32t.const_int(1, false).into()), irf)?;
         let func = fx.func;
+        // Glue run once per call from C: wrapping descriptors, one call, unwrapping
+        // results. Optimising it cost a tenth of LLVM's time on the bench suite
+        // and gained nothing measurable; unoptimised, it also keeps LLVM from
+        // inlining the function it calls into it.
+        self.unoptimised(func, false);
         let nth = |i: usize| func.get_nth_param(i as u32).ok_or_else(|| CodegenError::Bug("export parameter".into()));
 
         // A null context cannot carry an error: return -1 at once.

@@ -504,15 +504,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             if f.cold {
                 // Rarely run code: LLVM leaves it unoptimised (a fraction of the
                 // compile time of optimising it).
-                for attr in ["cold", "noinline", "optnone"] {
-                    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
-                    func.add_attribute(
-                        inkwell::attributes::AttributeLoc::Function,
-                        self.ctx.create_enum_attribute(kind, 0),
-                    );
-                }
+                self.unoptimised(func, true);
             }
             self.funcs.push(func);
+        }
+    }
+
+    /// Marks `func` for LLVM to leave unoptimised (`optnone`, which needs
+    /// `noinline`; code generation then takes the fast instruction selector),
+    /// and `cold` where it rarely runs.
+    pub fn unoptimised(&self, func: inkwell::values::FunctionValue<'ctx>, cold: bool) {
+        let attrs: &[&str] = if cold { &["cold", "noinline", "optnone"] } else { &["noinline", "optnone"] };
+        for attr in attrs {
+            let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
+            func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(kind, 0));
         }
     }
 
