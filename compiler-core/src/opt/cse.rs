@@ -12,8 +12,10 @@
 //! ```
 //!
 //! Merging is safe for primitives that can fail: the earlier one, which
-//! dominates, fails first and identically. Limits: with-loops, loops and calls
-//! are not merged; in-place updates never are (each consumes its argument).
+//! dominates, fails first and identically. Conditionals whose branches only
+//! yield (selects) merge like primitives. Limits: with-loops, loops, calls and
+//! other conditionals are not merged; in-place updates never are (each
+//! consumes its argument).
 
 use crate::HashMap;
 
@@ -50,6 +52,8 @@ enum Key {
     Narrow(Ty, ValueId),
     Array(Vec<ValueId>),
     Check(CheckKey, Vec<ValueId>),
+    /// A conditional whose branches only yield values (a select).
+    Select(ValueId, Vec<ValueId>, Vec<ValueId>, Vec<Ty>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -141,6 +145,16 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
             Some(Key::Prim(prim.clone(), f.ty(s.defs[0]).clone(), args))
         }
         Op::Array(args) => Some(Key::Array(args.clone())),
+        // Inlined index computations (`where(iv < pos, iv, iv + 1)`) leave
+        // the same choice between two values in many places.
+        Op::If { cond, then_block, else_block } if then_block.stmts.is_empty() && else_block.stmts.is_empty() => {
+            Some(Key::Select(
+                *cond,
+                then_block.yields.clone(),
+                else_block.yields.clone(),
+                s.defs.iter().map(|d| f.ty(*d).clone()).collect(),
+            ))
+        }
         Op::Narrow(v) => Some(Key::Narrow(f.ty(s.defs[0]).clone(), *v)),
         Op::Check(c) => {
             let (kind, vals) = match &c.check {
@@ -153,5 +167,61 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
             Some(Key::Check(kind, vals))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::HashSet;
+    use crate::ir::parse::parse_module;
+    use crate::ir::print::module_text;
+    use crate::opt::{PassCx, PipelineOptions};
+    use crate::span::{FileKind, SourceMap, Span};
+
+    /// Two choices between the same values on the same condition (what
+    /// inlining `where(iv < pos, iv, iv + 1)` twice leaves) become one; a
+    /// conditional with statements in a branch stays.
+    const SELECTS: &str = "fn f(%0#i: int, %1#p: int) -> (int)  [instance f]
+{
+  %2: int = const 1
+  %3: bool = prim lt(%0, %1)
+  %4: int = prim add(%0, %2)
+  %5: int = if %3 {
+    yield %0
+  } else {
+    yield %4
+  }
+  %6: int = if %3 {
+    yield %0
+  } else {
+    yield %4
+  }
+  %7: int = if %3 {
+    %9: int = prim mul(%0, %0)
+    yield %9
+  } else {
+    yield %4
+  }
+  %8: int = prim add(%5, %6)
+  %10: int = prim add(%8, %7)
+  return %10
+}
+
+entry f = f
+";
+
+    #[test]
+    fn conditionals_that_only_choose_between_values_are_merged() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("selects.ir", SELECTS, FileKind::User);
+        let mut m = parse_module(SELECTS, Span::new(file, 0, 0)).expect("the test module parses");
+        let options = PipelineOptions::default();
+        let stable = HashSet::default();
+        let mut cx = PassCx::new("cse", &sources, &options, &stable);
+        super::run(&mut m, &mut cx);
+        let text = module_text(&m);
+        assert_eq!(text.matches(" = if %3 {").count(), 2, "{text}");
+        assert!(text.contains("prim add(%5, %5)"), "{text}");
+        assert_eq!(cx.counters.get("expressions_merged"), Some(&1), "{text}");
     }
 }

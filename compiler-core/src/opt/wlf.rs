@@ -117,6 +117,7 @@ enum Source {
 /// A producer with-loop, seen from one of its results. Planning borrows the
 /// with-loop (most plans fail, and producers can be large); a plan that
 /// succeeds owns a copy, since folds rewrite the function before it is applied.
+#[derive(Clone)]
 struct Producer<'a> {
     with: Cow<'a, With>,
     /// Which operator makes the result.
@@ -564,9 +565,7 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         consumers_of.entry(r.array).or_default().insert(r.consumer);
     }
     let mut batch: Vec<(Reference, Plan)> = Vec::new();
-    // What holds in a consumer part, shared by its references: finding it
-    // walks the function, and a part can read a producer hundreds of times.
-    let mut contexts: HashMap<(ValueId, usize), Context> = HashMap::default();
+    let mut seen = Seen::default();
     for r in refs {
         if batch.len() >= limit {
             break;
@@ -586,7 +585,7 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         let op = producers[&r.array];
         let Some(pstmt) = layout.stmt(r.array) else { continue };
         let Some(Op::With(consumer)) = layout.stmt(r.consumer).map(|s| &s.op) else { continue };
-        match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of, &mut contexts) {
+        match plan(f, &reader, &r, pstmt, op, consumer, &uses, &consumers_of, &mut seen) {
             Ok(p) => {
                 // Whole folds into one consumer only replace their own selection.
                 let shares_consumer = batch.iter().any(|(b, bp)| {
@@ -678,6 +677,21 @@ impl<'a> Layout<'a> {
     }
 }
 
+/// What planning the references of one batch shares: a consumer part reads
+/// the same producer many times (a determinant's minor is read once per
+/// element of the next), and what holds in the part and what the producer
+/// computes where are the same for every one of those reads.
+#[derive(Default)]
+struct Seen<'a> {
+    /// What holds in a consumer part (finding it walks the function).
+    contexts: HashMap<(ValueId, usize), Context>,
+    /// Per producer, consumer and part: the producer's regions as the part's
+    /// context orders and canonicalises them, or why it cannot be folded.
+    producers: HashMap<(ValueId, ValueId, usize), Result<Producer<'a>, String>>,
+    /// A consumer part's bounds, canonicalised.
+    bounds: HashMap<(ValueId, usize), Result<IndexBox, String>>,
+}
+
 /// How a reference is folded: the consumer part's pieces and what each reads.
 struct Plan {
     regions: Vec<(IndexBox, Source)>,
@@ -689,16 +703,16 @@ struct Plan {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn plan(
+fn plan<'a>(
     f: &Function,
     r: &Reader,
     rf: &Reference,
-    pstmt: &Stmt,
+    pstmt: &'a Stmt,
     op: usize,
     consumer: &With,
     uses: &[u32],
     consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
-    contexts: &mut HashMap<(ValueId, usize), Context>,
+    seen: &mut Seen<'a>,
 ) -> Result<Plan, String> {
     let mut effect = false;
     pstmt
@@ -719,8 +733,20 @@ fn plan(
     }
     // What holds where the part runs: enclosing indices' ranges, asserted
     // equalities, conditions of enclosing branches.
-    let ctx = &*contexts.entry((rf.consumer, rf.part)).or_insert_with(|| Context::at(r, &f.body, rf.consumer, rf.part));
-    let prod = producer(f, pstmt, op, r, &ctx.order(r))?;
+    let ctx =
+        &*seen.contexts.entry((rf.consumer, rf.part)).or_insert_with(|| Context::at(r, &f.body, rf.consumer, rf.part));
+    let prod = seen
+        .producers
+        .entry((rf.array, rf.consumer, rf.part))
+        .or_insert_with(|| {
+            let mut prod = producer(f, pstmt, op, r, &ctx.order(r))?;
+            prod.frame = ctx.canon_box(&prod.frame);
+            for (b, _) in &mut prod.regions {
+                *b = ctx.canon_box(b);
+            }
+            Ok(prod)
+        })
+        .clone()?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
     let mut proj = projection(r, rf.idx, part)?;
@@ -741,17 +767,18 @@ fn plan(
         }
         proj.truncate(n);
     }
-    let m = r.vector(part.lower).map(|v| v.len()).ok_or("the consumer's bounds are not known")?;
-    let clo = r.vector(part.lower).ok_or("the consumer's bounds are not known")?;
-    let chi = r.vector(part.upper).filter(|v| v.len() == m).ok_or("the consumer's bounds are not known")?;
-    let cbox = IndexBox { lo: clo, hi: chi };
-    let cbox = ctx.canon_box(&cbox);
+    let cbox = seen
+        .bounds
+        .entry((rf.consumer, rf.part))
+        .or_insert_with(|| {
+            let clo = r.vector(part.lower).ok_or("the consumer's bounds are not known")?;
+            let chi =
+                r.vector(part.upper).filter(|v| v.len() == clo.len()).ok_or("the consumer's bounds are not known")?;
+            Ok(ctx.canon_box(&IndexBox { lo: clo, hi: chi }))
+        })
+        .clone()?;
+    let m = cbox.rank();
     let proj: Projection = proj.into_iter().map(|(a, off)| (a, ctx.canon(&off))).collect();
-    let mut prod = prod;
-    prod.frame = ctx.canon_box(&prod.frame);
-    for (b, _) in &mut prod.regions {
-        *b = ctx.canon_box(b);
-    }
     if proj.iter().any(|(a, _)| a.is_some_and(|a| a >= m)) {
         return Err("the index uses components the consumer's index does not have".into());
     }
@@ -1030,7 +1057,9 @@ fn substitute_reference(
                     }
                     None => cell,
                 };
-                forward = Some((s.defs[0], elem));
+                if !define_as(f, &mut out, elem, s.defs[0]) {
+                    forward = Some((s.defs[0], elem));
+                }
             }
             Source::Default => {
                 let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };
@@ -1086,6 +1115,33 @@ fn substitute_reference(
         map.insert(from, to);
         util::substitute(body, &map);
     }
+}
+
+/// Makes the statement of `stmts` that defines `elem` define `reference`
+/// instead (its uses among `stmts` follow), so that the reference's uses need
+/// not be rewritten: forwarding walked the whole consumer part per fold, and
+/// a part can read a producer hundreds of times. `false` when `elem` is
+/// defined elsewhere (an invariant the producer yields).
+fn define_as(f: &mut Function, stmts: &mut Vec<Stmt>, elem: ValueId, reference: ValueId) -> bool {
+    let Some(at) = stmts.iter().position(|t| t.defs.contains(&elem)) else { return false };
+    for d in &mut stmts[at].defs {
+        if *d == elem {
+            *d = reference;
+        }
+    }
+    let mut after = Block { stmts: stmts.split_off(at + 1), yields: Vec::new() };
+    let mut map = HashMap::default();
+    map.insert(elem, reference);
+    util::substitute(&mut after, &map);
+    stmts.append(&mut after.stmts);
+    // The element's type may be more precise than the selection's.
+    let (rt, et) = (f.ty(reference).clone(), f.ty(elem).clone());
+    if rt.elem == et.elem {
+        if let Some(m) = rt.shape.meet(&et.shape) {
+            f.values[reference.0 as usize].ty.shape = m;
+        }
+    }
+    true
 }
 
 /// Turns `modarray(B)` consumers of with-loop results `B` into `genarray`s whose
