@@ -12,7 +12,13 @@
 //! in. A function that only forwards to another one calls it when the callee
 //! stays a function of its own anyway (exported, or called from elsewhere
 //! too): `det(double[10,10])` returning `Det(double[10,10])` would otherwise be
-//! a second copy of the whole unrolled determinant. Afterwards, functions no
+//! a second copy of the whole unrolled determinant. Inside a with-loop part
+//! that stays a loop (`unroll` will not copy it per index), a call of an array
+//! function that stays a function of its own anyway stays a call: copies of
+//! `Det(double[9,9])` and every level below it in `Det(double[10,10])`'s loop
+//! were a fifth of the bench suite's optimisation and LLVM code for no gain,
+//! while the unrolled small levels, where the copies let CSE share minors,
+//! still inline (counter `calls_kept_in_loops`). Afterwards, functions no
 //! entry or exported variant reaches any more are removed.
 //!
 //! ```text
@@ -40,6 +46,7 @@ use crate::HashMap;
 use super::util::{self, Cloner};
 use super::{Pass, PassCx, RemarkKind};
 use crate::ir::*;
+use crate::sema::hir::Prim;
 
 pub const PASS: Pass = Pass {
     name: "inline",
@@ -122,6 +129,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         .enumerate()
         .map(|(g, f)| (callers[g] > 1 || m.variants.contains(&FuncId(g as u32))) && !f.inline && !f.library)
         .collect();
+    // Functions of their own anyway that a with-loop which stays a loop
+    // calls rather than inlines (see `Inliner::in_loop`).
+    let kept_in_loops: Vec<bool> = m
+        .functions
+        .iter()
+        .zip(shared.iter().zip(&sizes))
+        .map(|(f, (&shared, &size))| shared && size > TINY && array_function(f))
+        .collect();
     // Callees first: a caller then inlines the callee's body as this round
     // left it (already with its own callees inlined), whatever the order the
     // functions were created in.
@@ -138,8 +153,19 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         } else {
             &[]
         };
-        let mut ctx = Inliner { module: m, caller: i, inlinable: &inlinable, keep, sources: cx.sources };
+        let mut ctx = Inliner {
+            module: m,
+            caller: i,
+            inlinable: &inlinable,
+            keep,
+            kept_in_loops: &kept_in_loops,
+            known: HashMap::default(),
+            in_loop: false,
+            kept_in_loop: 0,
+            sources: cx.sources,
+        };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
+        cx.count("calls_kept_in_loops", ctx.kept_in_loop);
         util::substitute(&mut body, &subst);
         m.functions[i].body = body;
         cx.count("calls_inlined", inlined);
@@ -193,6 +219,24 @@ struct Inliner<'a> {
     inlinable: &'a [bool],
     /// Callees this caller calls rather than inlines.
     keep: &'a [bool],
+    /// Callees called rather than inlined inside with-loop parts that stay loops.
+    kept_in_loops: &'a [bool],
+    /// Integer values of the caller known so far (constants, extents of
+    /// arrays of known shape, elements of them): its with-loops' bounds, read
+    /// before later passes fold them (the first round sees `shape(a)[0]`
+    /// through library calls, inlined just before).
+    known: HashMap<ValueId, Vec<i64>>,
+    /// Inside a with-loop part that `unroll` will not unroll (its generator
+    /// is not constant or has more than [`super::unroll::MAX_INDICES`]
+    /// indices). There a copy of an instance that stays a function of its own
+    /// anyway (a dispatch wrapper reaches it, or it is exported) gains
+    /// nothing over a call but the caller's size: Kreye's `Det(double[10,10])`
+    /// held copies of every level down to the unrolled small ones, a fifth of
+    /// the bench suite's LLVM code. Inside unrolled parts the copies are what
+    /// lets CSE share the minors.
+    in_loop: bool,
+    /// Calls left in such loops.
+    kept_in_loop: u64,
     sources: &'a crate::span::SourceMap,
 }
 
@@ -208,7 +252,18 @@ impl Inliner<'_> {
         let stmts = std::mem::take(&mut b.stmts);
         let mut out = Vec::with_capacity(stmts.len());
         for mut s in stmts {
-            s.op.walk_blocks_mut(&mut |inner| self.block(inner, size, subst, inlined, too_big));
+            s.op.map_operands(&mut |v| resolve(subst, v));
+            self.learn(&s);
+            if let Op::With(w) = &mut s.op {
+                let around = self.in_loop;
+                for p in &mut w.parts {
+                    self.in_loop = !self.unrolled(p);
+                    self.block(&mut p.body, size, subst, inlined, too_big);
+                }
+                self.in_loop = around;
+            } else {
+                s.op.walk_blocks_mut(&mut |inner| self.block(inner, size, subst, inlined, too_big));
+            }
             let Op::Call { func, args } = &s.op else {
                 out.push(s);
                 continue;
@@ -218,6 +273,11 @@ impl Inliner<'_> {
                 || !self.inlinable.get(g).copied().unwrap_or(false)
                 || self.keep.get(g).copied().unwrap_or(false)
             {
+                out.push(s);
+                continue;
+            }
+            if self.in_loop && self.kept_in_loops.get(g).copied().unwrap_or(false) {
+                self.kept_in_loop += 1;
                 out.push(s);
                 continue;
             }
@@ -253,6 +313,9 @@ impl Inliner<'_> {
                 _ => s.blame_span().map_or(Blame::Caller, Blame::At),
             };
             reblame(&mut copy, call_blame, self.sources);
+            for t in &copy.stmts {
+                self.learn(t);
+            }
             out.extend(copy.stmts);
             for (d, y) in s.defs.iter().zip(&copy.yields) {
                 subst.insert(*d, *y);
@@ -261,6 +324,65 @@ impl Inliner<'_> {
         }
         b.stmts = out;
     }
+}
+
+impl Inliner<'_> {
+    /// Records what statement `s` tells of integer values (see `known`).
+    fn learn(&mut self, s: &Stmt) {
+        let caller = &self.module.functions[self.caller];
+        let scalar = |v: &[i64]| (v.len() == 1).then(|| v[0]);
+        let value = match &s.op {
+            Op::Const(c) => util::int_vec(c).or_else(|| c.as_int_vec()),
+            Op::Array(elems) => elems
+                .iter()
+                .map(|e| self.known.get(e).filter(|_| caller.ty(*e).shape.is_scalar()).and_then(|v| scalar(v)))
+                .collect(),
+            Op::Prim { prim: Prim::Shape, args, .. } => {
+                caller.ty(args[0]).shape.extents().map(|e| e.iter().map(|&x| x as i64).collect())
+            }
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, args, .. } if caller.ty(s.defs[0]).shape.is_scalar() => {
+                match (self.known.get(&args[0]), self.known.get(&args[1])) {
+                    (Some(k), Some(v)) => {
+                        scalar(k).and_then(|k| usize::try_from(k).ok()).and_then(|k| v.get(k).copied()).map(|x| vec![x])
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let (Some(v), [d]) = (value, s.defs.as_slice()) {
+            self.known.insert(*d, v);
+        }
+    }
+
+    /// Whether `unroll` will copy part `p` per index: constant bounds, few indices.
+    fn unrolled(&self, p: &Part) -> bool {
+        let bound = |v: ValueId| self.known.get(&v).cloned();
+        let (Some(lo), Some(hi)) = (bound(p.lower), bound(p.upper)) else { return false };
+        let count = lo.iter().zip(&hi).try_fold(1usize, |n, (l, h)| n.checked_mul((h - l).max(0) as usize));
+        lo.len() == hi.len() && count.is_some_and(|n| n <= super::unroll::MAX_INDICES)
+    }
+}
+
+/// `v` after the substitutions of the calls inlined so far.
+fn resolve(subst: &HashMap<ValueId, ValueId>, mut v: ValueId) -> ValueId {
+    let mut hops = 0;
+    while let Some(n) = subst.get(&v) {
+        v = *n;
+        hops += 1;
+        if hops > subst.len() {
+            break;
+        }
+    }
+    v
+}
+
+/// A function of arrays that computes with with-loops (not an element
+/// function a with-loop applies per index, which is best inlined there).
+fn array_function(f: &Function) -> bool {
+    let mut loops = false;
+    f.body.walk(&mut |s| loops |= matches!(s.op, Op::With(_)));
+    loops && f.params.iter().any(|p| !f.ty(*p).shape.is_scalar())
 }
 
 /// A function body that is one call, its results returned as they are.
