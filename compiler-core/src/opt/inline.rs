@@ -165,7 +165,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             sources: cx.sources,
         };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
-        cx.count("calls_kept_in_loops", ctx.kept_in_loop);
+        cx.observe("calls_kept_in_loops", ctx.kept_in_loop);
         util::substitute(&mut body, &subst);
         m.functions[i].body = body;
         cx.count("calls_inlined", inlined);

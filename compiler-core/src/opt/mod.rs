@@ -292,6 +292,14 @@ impl<'a> PassCx<'a> {
         }
     }
 
+    /// Counts something the pass saw or left as it was (no change: a counter
+    /// that `count`ed would keep the pipeline's rounds going).
+    pub fn observe(&mut self, counter: &'static str, n: u64) {
+        if n > 0 {
+            *self.counters.entry(counter).or_default() += n;
+        }
+    }
+
     /// Marks the module changed without counting anything visible.
     pub fn changed(&mut self) {
         self.changed = true;
