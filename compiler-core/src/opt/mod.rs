@@ -591,6 +591,20 @@ entry g = g
     }
 
     #[test]
+    fn observations_are_counted_without_changing_anything() {
+        let sources = SourceMap::new();
+        let options = PipelineOptions::default();
+        let stable = HashSet::default();
+        let mut c = cx(&sources, &options, &stable);
+        c.observe("calls_kept_in_loops", 2);
+        c.observe("calls_kept_in_loops", 0);
+        assert_eq!(c.counters.get("calls_kept_in_loops"), Some(&2));
+        assert!(!c.changed, "an observation would keep the rounds going");
+        c.count("calls_inlined", 1);
+        assert!(c.changed);
+    }
+
+    #[test]
     fn a_change_without_a_function_makes_every_function_look_changed() {
         let mut sources = SourceMap::new();
         let file = sources.add("two.ir", TWO, FileKind::User);
