@@ -173,10 +173,8 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
 #[cfg(test)]
 mod tests {
     use crate::HashSet;
-    use crate::ir::parse::parse_module;
     use crate::ir::print::module_text;
     use crate::opt::{PassCx, PipelineOptions};
-    use crate::span::{FileKind, SourceMap, Span};
 
     /// Two choices between the same values on the same condition (what
     /// inlining `where(iv < pos, iv, iv + 1)` twice leaves) become one; a
@@ -212,9 +210,7 @@ entry f = f
 
     #[test]
     fn conditionals_that_only_choose_between_values_are_merged() {
-        let mut sources = SourceMap::new();
-        let file = sources.add("selects.ir", SELECTS, FileKind::User);
-        let mut m = parse_module(SELECTS, Span::new(file, 0, 0)).expect("the test module parses");
+        let (sources, mut m) = crate::opt::tests::parsed("selects.ir", SELECTS);
         let options = PipelineOptions::default();
         let stable = HashSet::default();
         let mut cx = PassCx::new("cse", &sources, &options, &stable);

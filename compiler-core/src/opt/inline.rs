@@ -252,7 +252,7 @@ impl Inliner<'_> {
         let stmts = std::mem::take(&mut b.stmts);
         let mut out = Vec::with_capacity(stmts.len());
         for mut s in stmts {
-            s.op.map_operands(&mut |v| resolve(subst, v));
+            s.op.map_operands(&mut |v| util::resolve(subst, v));
             self.learn(&s);
             if let Op::With(w) = &mut s.op {
                 let around = self.in_loop;
@@ -362,19 +362,6 @@ impl Inliner<'_> {
         let count = lo.iter().zip(&hi).try_fold(1usize, |n, (l, h)| n.checked_mul((h - l).max(0) as usize));
         lo.len() == hi.len() && count.is_some_and(|n| n <= super::unroll::MAX_INDICES)
     }
-}
-
-/// `v` after the substitutions of the calls inlined so far.
-fn resolve(subst: &HashMap<ValueId, ValueId>, mut v: ValueId) -> ValueId {
-    let mut hops = 0;
-    while let Some(n) = subst.get(&v) {
-        v = *n;
-        hops += 1;
-        if hops > subst.len() {
-            break;
-        }
-    }
-    v
 }
 
 /// A function of arrays that computes with with-loops (not an element

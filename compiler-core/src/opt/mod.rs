@@ -557,6 +557,14 @@ entry f = f
 entry g = g
 ";
 
+    /// A module from its text form, with the source map that locates it.
+    pub(crate) fn parsed(name: &str, text: &str) -> (SourceMap, Module) {
+        let mut sources = SourceMap::new();
+        let file = sources.add(name, text, FileKind::User);
+        let m = parse_module(text, Span::new(file, 0, 0)).expect("the test module parses");
+        (sources, m)
+    }
+
     /// A context for one run of a pass named `test` with `stable` functions.
     fn cx<'a>(sources: &'a SourceMap, options: &'a PipelineOptions, stable: &'a HashSet<String>) -> PassCx<'a> {
         PassCx::new("test", sources, options, stable)
@@ -564,9 +572,7 @@ entry g = g
 
     #[test]
     fn function_local_passes_skip_stable_functions_and_record_what_they_change() {
-        let mut sources = SourceMap::new();
-        let file = sources.add("two.ir", TWO, FileKind::User);
-        let mut m = parse_module(TWO, Span::new(file, 0, 0)).expect("the test module parses");
+        let (sources, mut m) = parsed("two.ir", TWO);
         let options = PipelineOptions::default();
         let stable: HashSet<String> = ["g".to_string()].into_iter().collect();
         let mut c = cx(&sources, &options, &stable);
@@ -606,9 +612,7 @@ entry g = g
 
     #[test]
     fn a_change_without_a_function_makes_every_function_look_changed() {
-        let mut sources = SourceMap::new();
-        let file = sources.add("two.ir", TWO, FileKind::User);
-        let mut m = parse_module(TWO, Span::new(file, 0, 0)).expect("the test module parses");
+        let (sources, mut m) = parsed("two.ir", TWO);
         let options = PipelineOptions::default();
         let stable = HashSet::default();
         fn unattributed(_: &mut Module, cx: &mut PassCx) {

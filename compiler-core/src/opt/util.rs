@@ -38,24 +38,27 @@ pub fn substitute(b: &mut Block, map: &HashMap<ValueId, ValueId>) {
     if map.is_empty() {
         return;
     }
-    let resolve = |mut v: ValueId| {
-        let mut hops = 0;
-        while let Some(n) = map.get(&v) {
-            v = *n;
-            hops += 1;
-            if hops > map.len() {
-                break;
-            }
-        }
-        v
-    };
     for s in &mut b.stmts {
-        s.op.map_operands(&mut |v| resolve(v));
+        s.op.map_operands(&mut |v| resolve(map, v));
         s.op.walk_blocks_mut(&mut |inner| substitute(inner, map));
     }
     for y in &mut b.yields {
-        *y = resolve(*y);
+        *y = resolve(map, *y);
     }
+}
+
+/// `v` after the substitutions of `map`, followed to their end (a cycle
+/// stops after as many hops as `map` has entries).
+pub fn resolve(map: &HashMap<ValueId, ValueId>, mut v: ValueId) -> ValueId {
+    let mut hops = 0;
+    while let Some(n) = map.get(&v) {
+        v = *n;
+        hops += 1;
+        if hops > map.len() {
+            break;
+        }
+    }
+    v
 }
 
 /// Takes the body out of `f` so that `g` can rewrite it while adding values to `f`.
