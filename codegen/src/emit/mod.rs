@@ -484,16 +484,6 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// suffix keeps two programs' functions apart); functions other parts
     /// define are declarations.
     pub fn declare_functions(&mut self) {
-        // Functions other functions call (a dispatch wrapper that generic
-        // recursion goes through is hot).
-        let mut called = vec![false; self.ir.functions.len()];
-        for f in &self.ir.functions {
-            for g in compiler_core::opt::util::callees(f) {
-                if let Some(c) = called.get_mut(g.0 as usize) {
-                    *c = true;
-                }
-            }
-        }
         for (k, f) in self.ir.functions.iter().enumerate() {
             let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![self.ptr().into()];
             params.extend(f.results.iter().map(|_| BasicMetadataTypeEnum::from(self.ptr())));
@@ -515,11 +505,6 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 // Rarely run code: LLVM leaves it unoptimised (a fraction of the
                 // compile time of optimising it).
                 self.unoptimised(func, true);
-            } else if f.kind == compiler_core::ir::FunctionKind::Wrapper && !called[k] && !has_with_loop(&f.body) {
-                // An entry's dispatch: run once per call from C, tests of
-                // ranks and extents and a call (no loop of its own), like the
-                // C function in front of it.
-                self.unoptimised(func, false);
             }
             self.funcs.push(func);
         }
@@ -1302,13 +1287,6 @@ pub(crate) fn undef(t: BasicTypeEnum<'_>) -> BasicValueEnum<'_> {
         BasicTypeEnum::VectorType(t) => t.get_undef().into(),
         BasicTypeEnum::ScalableVectorType(t) => t.get_undef().into(),
     }
-}
-
-/// Whether a block holds a with-loop (nested ones included).
-fn has_with_loop(b: &Block) -> bool {
-    let mut found = false;
-    b.walk(&mut |s| found |= matches!(s.op, Op::With(_)));
-    found
 }
 
 /// The constants a block (and the blocks nested in it) defines.
