@@ -182,6 +182,40 @@ fn object_assembly_and_llvm_ir_are_written() {
 }
 
 #[test]
+fn c_functions_of_endless_loops_loop() {
+    let work = scratch("spin");
+    let inv = invocation("spin.sac", &["spin.n=int"]);
+    emit(&inv, Emit::Shared, &work.join("libspin.so"));
+    emit(&inv, Emit::Header, &work.join("spin.h"));
+    let header = std::fs::read_to_string(work.join("spin.h")).expect("header");
+    assert!(header.contains("int32_t wl_spin__i(") && header.contains("int32_t wl_spin("), "{header}");
+    // Each C function (the variant's and the entry's) is called in a child
+    // that must still be running when `timeout` stops it (exit status 124).
+    for symbol in ["wl_spin__i", "wl_spin"] {
+        let source = work.join(format!("{symbol}.c"));
+        let program = format!(
+            "#include <stdio.h>\n#include \"spin.h\"\nint main(void) {{ wl_ctx *ctx = wl_ctx_new(); int32_t r = 0; \
+             int32_t rc = {symbol}(ctx, 1, &r); printf(\"returned %d\\n\", (int)rc); return 0; }}\n"
+        );
+        std::fs::write(&source, program).expect("C source");
+        let exe = work.join(symbol);
+        let (code, _, stderr) = run(Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&source)
+            .arg("-I")
+            .arg(&work)
+            .arg("-L")
+            .arg(&work)
+            .arg("-lspin"));
+        assert_eq!(code, 0, "cc failed:\n{stderr}");
+        let (code, stdout, _) = run(Command::new("timeout").arg("1").arg(&exe).env("LD_LIBRARY_PATH", &work));
+        assert_eq!(code, 124, "{symbol} returned instead of looping: {stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn loops_are_not_unrolled_for_unknown_trip_counts() {
     let work = scratch("unroll");
     let inv = invocation("kernels.sac", &[]);

@@ -262,10 +262,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let fx = self.wrapper_fx(symbol, fn_ty, Linkage::External, Some(i32t.const_int(1, false).into()), irf)?;
         let func = fx.func;
         // Glue run once per call from C: wrapping descriptors, one call, unwrapping
-        // results. Optimising it cost a tenth of LLVM's time on the bench suite
-        // and gained nothing measurable; unoptimised, it also keeps LLVM from
-        // inlining the function it calls into it.
-        self.unoptimised(func, false);
+        // results. Optimising it cost LLVM time and gained nothing measurable,
+        // but only a call of a dispatch wrapper may stay unoptimised: a wrapper
+        // checks the stack and can fail, so it always may return and has
+        // effects. An instance whose body is an endless loop without effects
+        // is inferred `noreturn` and `memory(none)`, and LLVM 19 then drops an
+        // unoptimised caller's call of it (the C function returned at once
+        // instead of looping); optimised, the caller inlines it.
+        if self.ir.functions[k].kind == compiler_core::ir::FunctionKind::Wrapper {
+            self.unoptimised(func, false);
+        }
         let nth = |i: usize| func.get_nth_param(i as u32).ok_or_else(|| CodegenError::Bug("export parameter".into()));
 
         // A null context cannot carry an error: return -1 at once.
