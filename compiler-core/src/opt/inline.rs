@@ -359,7 +359,10 @@ impl Inliner<'_> {
     fn unrolled(&self, p: &Part) -> bool {
         let bound = |v: ValueId| self.known.get(&v).cloned();
         let (Some(lo), Some(hi)) = (bound(p.lower), bound(p.upper)) else { return false };
-        let count = lo.iter().zip(&hi).try_fold(1usize, |n, (l, h)| n.checked_mul((h - l).max(0) as usize));
+        let count = lo
+            .iter()
+            .zip(&hi)
+            .try_fold(1usize, |n, (l, h)| n.checked_mul(usize::try_from(h.checked_sub(*l)?.max(0)).ok()?));
         lo.len() == hi.len() && count.is_some_and(|n| n <= super::unroll::MAX_INDICES)
     }
 }
