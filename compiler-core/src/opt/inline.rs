@@ -332,7 +332,7 @@ impl Inliner<'_> {
         let caller = &self.module.functions[self.caller];
         let scalar = |v: &[i64]| (v.len() == 1).then(|| v[0]);
         let value = match &s.op {
-            Op::Const(c) => util::int_vec(c).or_else(|| c.as_int_vec()),
+            Op::Const(c) => c.as_int_vec(),
             Op::Array(elems) => elems
                 .iter()
                 .map(|e| self.known.get(e).filter(|_| caller.ty(*e).shape.is_scalar()).and_then(|v| scalar(v)))
