@@ -735,6 +735,7 @@ fn plan<'a>(
     // equalities, conditions of enclosing branches.
     let ctx =
         &*seen.contexts.entry((rf.consumer, rf.part)).or_insert_with(|| Context::at(r, &f.body, rf.consumer, rf.part));
+    // Borrowed: most plans fail, and only a plan that succeeds copies it.
     let prod = seen
         .producers
         .entry((rf.array, rf.consumer, rf.part))
@@ -746,7 +747,8 @@ fn plan<'a>(
             }
             Ok(prod)
         })
-        .clone()?;
+        .as_ref()
+        .map_err(String::clone)?;
     let part = &consumer.parts[rf.part];
     let n = prod.frame.rank();
     let mut proj = projection(r, rf.idx, part)?;
@@ -776,20 +778,21 @@ fn plan<'a>(
                 r.vector(part.upper).filter(|v| v.len() == clo.len()).ok_or("the consumer's bounds are not known")?;
             Ok(ctx.canon_box(&IndexBox { lo: clo, hi: chi }))
         })
-        .clone()?;
+        .as_ref()
+        .map_err(String::clone)?;
     let m = cbox.rank();
     let proj: Projection = proj.into_iter().map(|(a, off)| (a, ctx.canon(&off))).collect();
     if proj.iter().any(|(a, _)| a.is_some_and(|a| a >= m)) {
         return Err("the index uses components the consumer's index does not have".into());
     }
     // Every consumer index must select inside the producer.
-    let whole_pre = preimage(&proj, &prod.frame, &cbox, ctx, r).ok_or("the order of the bounds is not known")?;
+    let whole_pre = preimage(&proj, &prod.frame, cbox, ctx, r).ok_or("the order of the bounds is not known")?;
     if cbox.inside_in(&whole_pre, &ctx.order(r)) != Some(true) {
         return Err("the selection may fall outside it (it must stay to fail, or is guarded by a condition)".into());
     }
     let mut regions = Vec::new();
     for (b, src) in &prod.regions {
-        let pre = preimage(&proj, b, &cbox, ctx, r).ok_or("the order of the bounds is not known")?;
+        let pre = preimage(&proj, b, cbox, ctx, r).ok_or("the order of the bounds is not known")?;
         if pre.is_empty_in(&ctx.order(r)) != Some(true) {
             regions.push((pre, src.clone()));
         }
@@ -816,8 +819,8 @@ fn plan<'a>(
         }
     }
     let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
-    no_duplicated_work(&prod, rf, consumer, uses, consumers_of, used_axes.len() == m)?;
-    Ok(Plan { regions, producer: prod.owned(), whole, tail })
+    no_duplicated_work(prod, rf, consumer, uses, consumers_of, used_axes.len() == m)?;
+    Ok(Plan { regions, producer: prod.clone().owned(), whole, tail })
 }
 
 /// Folding must not compute a producer's element more often than the producer
@@ -1105,12 +1108,7 @@ fn substitute_reference(
     });
     if let Some((from, to)) = forward {
         // The copied value has the reference's type (it is the same element).
-        let (ft, tt) = (f.ty(from).clone(), f.ty(to).clone());
-        if ft.elem == tt.elem {
-            if let Some(m) = tt.shape.meet(&ft.shape) {
-                f.values[to.0 as usize].ty.shape = m;
-            }
-        }
+        refine_to_meet(f, to, from);
         let mut map = HashMap::default();
         map.insert(from, to);
         util::substitute(body, &map);
@@ -1135,13 +1133,18 @@ fn define_as(f: &mut Function, stmts: &mut Vec<Stmt>, elem: ValueId, reference: 
     util::substitute(&mut after, &map);
     stmts.append(&mut after.stmts);
     // The element's type may be more precise than the selection's.
-    let (rt, et) = (f.ty(reference).clone(), f.ty(elem).clone());
-    if rt.elem == et.elem {
-        if let Some(m) = rt.shape.meet(&et.shape) {
-            f.values[reference.0 as usize].ty.shape = m;
+    refine_to_meet(f, reference, elem);
+    true
+}
+
+/// Gives `v` the meet of its shape and `other`'s: two values of one element.
+fn refine_to_meet(f: &mut Function, v: ValueId, other: ValueId) {
+    let (vt, ot) = (f.ty(v), f.ty(other));
+    if vt.elem == ot.elem {
+        if let Some(m) = vt.shape.meet(&ot.shape) {
+            f.values[v.0 as usize].ty.shape = m;
         }
     }
-    true
 }
 
 /// Turns `modarray(B)` consumers of with-loop results `B` into `genarray`s whose
