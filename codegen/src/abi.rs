@@ -268,7 +268,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // effects. An instance whose body is an endless loop without effects
         // is inferred `noreturn` and `memory(none)`, and LLVM 19 then drops an
         // unoptimised caller's call of it (the C function returned at once
-        // instead of looping); optimised, the caller inlines it.
+        // instead of looping); the optimised C function inlines it instead.
         if self.ir.functions[k].kind == compiler_core::ir::FunctionKind::Wrapper {
             self.unoptimised(func, false);
         }
