@@ -116,6 +116,36 @@ fn a_library_compiled_in_parts_links_and_runs() {
 }
 
 #[test]
+fn cold_code_compiled_in_a_part_of_its_own_runs() {
+    // The generic relaxation's original code (for extents below the version's
+    // threshold) is a cold function: compiled in parts, it goes to a part of
+    // its own, compiled at -O0. Both versions run, and agree with the
+    // interpreter's output (checked in when this test was written).
+    let work = scratch("cold");
+    let inv = invocation("cold.sac", &[]);
+    let object = work.join("cold.o");
+    let parts = withloop_codegen::Options { partitions: Some(2), ..Default::default() };
+    let report = compile(&inv, &PipelineOptions::default(), Emit::Object, &parts, Some(&object));
+    assert_eq!(report.exit_code, 0, "compile failed:\n{}", report.stderr);
+    let (_, symbols, _) = run(Command::new("nm").arg("--defined-only").arg(&object));
+    assert!(symbols.contains("relax_apl__d_X_X__i__original1"), "no cold original:\n{symbols}");
+    let exe = work.join("cold");
+    let report = compile(&inv, &PipelineOptions::default(), Emit::Executable, &parts, Some(&exe));
+    assert_eq!(report.exit_code, 0, "build failed:\n{}", report.stderr);
+    let (code, stdout, stderr) = run(&mut Command::new(&exe));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let small = "Shape    : <  2,  5>\n\
+                 |0.000000e+00 1.000000e+00 4.000000e+00 9.000000e+00 1.600000e+01 | \n\
+                 |2.500000e+01 3.600000e+01 4.900000e+01 6.400000e+01 8.100000e+01 | \n";
+    let large = "|2.500000e+01 6.037500e+01 7.825000e+01 8.837500e+01 8.100000e+01 | \n\
+                 |1.000000e+02 1.510625e+02 1.805625e+02 1.990625e+02 1.960000e+02 | \n\
+                 |2.250000e+02 2.860625e+02 3.255625e+02 3.540625e+02 3.610000e+02 | \n\
+                 |4.000000e+02 4.653750e+02 5.132500e+02 5.533750e+02 5.760000e+02 | \n";
+    assert!(stdout.contains(small) && stdout.contains(large), "{stdout}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn python_calls_the_shared_library_with_numpy_arrays() {
     let work = scratch("py");
     kernels(&work);

@@ -291,6 +291,12 @@ struct Parts {
     /// Per IR function, its part.
     part_of: Vec<usize>,
     count: usize,
+    /// The part of the rarely run (`cold`) functions, if there are any: it
+    /// is compiled without optimisation (LLVM leaves them unoptimised anyway,
+    /// see `Emitter::unoptimised`; at `-O0` code generation also takes the
+    /// fast register allocator and skips loop strength reduction and the
+    /// machine passes, most of what a cold function cost).
+    cold: Option<usize>,
     /// Per IR function: called from another part.
     shared: Vec<bool>,
     suffix: String,
@@ -309,25 +315,30 @@ impl Parts {
 /// How the functions of `module` are split between parts compiled on threads
 /// of their own (LLVM's pipeline and code generation are most of a compile's
 /// time, and independent per function): one part per core, at most four,
-/// balanced by size, or as many as asked; `None` when one part will do.
+/// balanced by size, or as many as asked, plus one part for the cold
+/// functions (compiled at `-O0`); `None` when one part will do.
 fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     let sizes: Vec<usize> = module.functions.iter().map(|f| compiler_core::opt::util::size(&f.body)).collect();
     let total: usize = sizes.iter().sum();
-    let count = asked.unwrap_or(cores).min(sizes.iter().filter(|s| **s > 0).count());
+    let is_cold = |k: usize| module.functions[k].cold && sizes[k] > 0;
+    let hot = (0..sizes.len()).filter(|k| sizes[*k] > 0 && !is_cold(*k)).count();
+    let count = asked.unwrap_or(cores).min(hot);
     if count < 2 || (asked.is_none() && total < MIN_PARTITIONED) {
         return None;
     }
+    let cold = (0..sizes.len()).any(is_cold).then_some(count);
     // Largest first, each to the lightest part.
-    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    let mut order: Vec<usize> = (0..sizes.len()).filter(|k| !is_cold(*k)).collect();
     order.sort_by_key(|k| std::cmp::Reverse(sizes[*k]));
     let mut load = vec![0usize; count];
-    let mut part_of = vec![0usize; sizes.len()];
+    let mut part_of = vec![cold.unwrap_or(0); sizes.len()];
     for k in order {
         let lightest = (0..count).min_by_key(|p| load[*p]).unwrap_or(0);
         part_of[k] = lightest;
         load[lightest] += sizes[k].max(1);
     }
+    let count = count + cold.is_some() as usize;
     // Functions called from another part are shared (global, hidden).
     let mut shared = vec![false; sizes.len()];
     for (k, f) in module.functions.iter().enumerate() {
@@ -346,7 +357,7 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
             h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
     }
-    Some(Parts { part_of, count, shared, suffix: format!("p{h:016x}") })
+    Some(Parts { part_of, count, cold, shared, suffix: format!("p{h:016x}") })
 }
 
 /// Compiles `module` to one object in parts: each part's LLVM module is
@@ -381,9 +392,16 @@ fn compile_in_parts(
     }
     let emitted = start.elapsed();
     type PartResult = Result<(Vec<u8>, std::time::Duration, std::time::Duration), CodegenError>;
+    let unoptimised = Options { opt_level: 0, ..options.clone() };
     let compiled: Vec<PartResult> = std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            bitcode.iter().map(|bc| scope.spawn(move || compile_bitcode(bc, spec, options))).collect();
+        let handles: Vec<_> = bitcode
+            .iter()
+            .enumerate()
+            .map(|(part, bc)| {
+                let options = if parts.cold == Some(part) { &unoptimised } else { options };
+                scope.spawn(move || compile_bitcode(bc, spec, options))
+            })
+            .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(CodegenError::Bug("a code generation thread panicked".into()))))
