@@ -167,8 +167,11 @@ fn run_here(inv: &Invocation) -> Report {
     let mut report = Report::default();
     let Some(text) = read(inv, &mut report) else { return report };
     let mut options = inv.frontend.clone();
-    // L0 compiles the functions it exports: the one to run.
-    if let (Some(e), true) = (&inv.entry, options.entries.is_empty()) {
+    // L0 compiles the functions it exports: the one to run. (SaC checks the
+    // whole program, as sac2c does: entries there would leave the functions
+    // the entry does not call unchecked.)
+    let l0 = options.language.unwrap_or_else(|| driver::Language::of_file(&inv.file.to_string_lossy()));
+    if let (Some(e), true, driver::Language::L0) = (&inv.entry, options.entries.is_empty(), l0) {
         options.entries = vec![e.clone()];
     }
     let mut fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &options);

@@ -75,7 +75,8 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: Option<PathBuf>,
         /// Export only this function (repeatable; default: every function of
-        /// the file). What it does not call is not compiled.
+        /// the file). What it does not call is neither type-checked nor
+        /// compiled (shape hints for it are checked against its declaration).
         #[arg(long = "entry", value_name = "FUNCTION")]
         entries: Vec<String>,
         #[command(flatten)]

@@ -112,6 +112,19 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
             Err(d) => diagnostics.push(*d),
         }
     }
+    // Entries asked for are looked up before inference, which starts from them.
+    if let Some(unknown) = options.entries.iter().find(|e| program.user_functions(e).is_empty()) {
+        let mut names: Vec<&str> =
+            program.user_names.keys().map(|n| n.as_str()).filter(|n| !program.user_functions(n).is_empty()).collect();
+        names.sort();
+        diagnostics.push(
+            Diagnostic::error(
+                codes::UNKNOWN_FUNCTION,
+                format!("`{name}` defines no function `{unknown}` to export as an entry point"),
+            )
+            .with_note(format!("its functions are: {}", names.join(", "))),
+        );
+    }
     // Types are inferred only for programs that resolved: otherwise most type
     // errors would be consequences of the errors already reported.
     let typed = if diagnostics.has_errors() {
@@ -120,6 +133,7 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
         let infer_options = InferOptions {
             max_specialisations: options.max_specialisations.unwrap_or(InferOptions::default().max_specialisations),
             hints,
+            entries: options.entries.clone(),
         };
         infer::infer(&program, &sources, &infer_options, &mut diagnostics)
     };
@@ -289,4 +303,67 @@ pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: 
     let functions = &module.functions;
     module.variants.retain(|f| entries.iter().any(|e| *e == functions[f.0 as usize].source_name.as_str()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::cpp::MemoryLoader;
+
+    const PROGRAM: &str = "int g(int x) { return x + 1; }\n\
+                           int f(int[.] a) { return g(a[0]); }\n\
+                           int h(int[.] a) { return a[0] * 2; }\n";
+
+    fn checked(entries: &[&str], hints: &[&str]) -> Frontend {
+        let options = FrontendOptions {
+            entries: entries.iter().map(|e| e.to_string()).collect(),
+            shape_hints: hints.iter().map(|h| h.to_string()).collect(),
+            ..Default::default()
+        };
+        frontend("entries.sac", PROGRAM, &MemoryLoader::default(), &options)
+    }
+
+    /// The symbols of the user functions' instances inferred.
+    fn symbols(fe: &Frontend) -> Vec<&str> {
+        let mut s: Vec<&str> = fe
+            .typed
+            .instances
+            .iter()
+            .filter(|i| !fe.program.function(i.fun).is_library())
+            .map(|i| i.symbol.as_str())
+            .collect();
+        s.sort();
+        s
+    }
+
+    #[test]
+    fn entries_infer_only_what_they_call() {
+        let fe = checked(&["f"], &["f.a=int[3]", "h.a=int[4]"]);
+        assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
+        assert_eq!(symbols(&fe), ["f__i_3", "f__i_X", "g__i"]);
+        assert_eq!(fe.typed.entries.keys().map(|n| n.as_str()).collect::<Vec<_>>(), ["f"]);
+        // Without entries, every function and every hint.
+        let fe = checked(&[], &["f.a=int[3]", "h.a=int[4]"]);
+        assert_eq!(symbols(&fe), ["f__i_3", "f__i_X", "g__i", "h__i_4", "h__i_X"]);
+    }
+
+    #[test]
+    fn hints_for_functions_the_entries_do_not_call_are_still_checked() {
+        let fe = checked(&["f"], &["h.a=double[4]"]);
+        let errors: Vec<&str> = fe.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.as_str()).collect();
+        assert_eq!(errors, ["no definition of `h` has a parameter `a` that admits double[4]"]);
+        let fe = checked(&["f"], &["nothing.a=int[4]"]);
+        assert!(
+            fe.diagnostics.iter().any(|d| d.message.contains("names `nothing`, which the program does not define"))
+        );
+    }
+
+    #[test]
+    fn an_unknown_entry_is_an_error_naming_the_functions() {
+        let fe = checked(&["f", "nothing"], &[]);
+        let d = fe.diagnostics.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!(d.code, codes::UNKNOWN_FUNCTION);
+        assert_eq!(d.message, "`entries.sac` defines no function `nothing` to export as an entry point");
+        assert_eq!(d.notes, ["its functions are: f, g, h"]);
+    }
 }

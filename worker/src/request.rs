@@ -29,6 +29,7 @@ pub struct CompileRequest {
     #[serde(default)]
     pub includes: BTreeMap<String, String>,
     /// Entry functions to export (default: every function of the program).
+    /// Functions they do not call are neither type-checked nor compiled.
     #[serde(default)]
     pub entry: Vec<String>,
     /// Shape hints: function → parameter → SaC type (`"double[1000,1000]"`,

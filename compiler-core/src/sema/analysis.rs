@@ -9,7 +9,7 @@
 use crate::HashSet;
 
 use super::hir::Expr;
-use super::hir::{Bound, ExprKind, FoldTarget, FunId, LocalId, Program, Stmt, WithOp};
+use super::hir::{Bound, ExprKind, FoldTarget, FunId, Function, LocalId, Program, Stmt, WithOp};
 
 pub fn analyse(program: &mut Program) {
     compute_purity(program);
@@ -164,6 +164,47 @@ pub fn walk_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             }
         }
     }
+}
+
+/// The functions a function may call: every candidate of every call site
+/// and fold function in its body and type-pattern conditions (with-loop
+/// bodies included), each reported once per site.
+pub fn called_functions(f: &Function, out: &mut dyn FnMut(FunId)) {
+    fn expr(e: &Expr, out: &mut dyn FnMut(FunId)) {
+        walk_expr(e, &mut |x| match &x.kind {
+            ExprKind::Call { callee, .. } => callee.candidates.iter().for_each(|c| out(*c)),
+            ExprKind::With(w) => {
+                for op in &w.ops {
+                    if let WithOp::Fold { fun, .. } | WithOp::FoldFix { fun, .. } = op
+                        && let FoldTarget::Call(callee) = &fun.target
+                    {
+                        callee.candidates.iter().for_each(|c| out(*c));
+                    }
+                }
+                for p in &w.parts {
+                    p.body.iter().for_each(|s| stmt(s, out));
+                }
+            }
+            _ => {}
+        });
+    }
+    fn stmt(s: &Stmt, out: &mut dyn FnMut(FunId)) {
+        match s {
+            Stmt::Assign { value, .. } => expr(value, out),
+            Stmt::If { cond, then_body, else_body, .. } => {
+                expr(cond, out);
+                then_body.iter().chain(else_body).for_each(|s| stmt(s, out));
+            }
+            Stmt::While { cond, body, .. } | Stmt::DoWhile { body, cond, .. } => {
+                expr(cond, out);
+                body.iter().for_each(|s| stmt(s, out));
+            }
+            Stmt::Return { values, .. } => values.iter().for_each(|v| expr(v, out)),
+            Stmt::Eval { expr: e, .. } => expr(e, out),
+        }
+    }
+    f.body.iter().for_each(|s| stmt(s, out));
+    f.conditions.iter().for_each(|c| expr(c, out));
 }
 
 /// Locals read by an expression, including inside with-loop bodies.

@@ -55,15 +55,21 @@ pub struct InferOptions {
     /// Specialisations per function beyond its declared types (sac2c's -maxspec).
     pub max_specialisations: usize,
     pub hints: Vec<Hint>,
+    /// The entry functions asked for (`--entry`, a request's `entry`): only
+    /// they and the functions they may call are inferred, and only hints for
+    /// those make instances (hints for the others are still checked against
+    /// the declarations). Empty: every user function is an entry.
+    pub entries: Vec<String>,
 }
 
 impl Default for InferOptions {
     fn default() -> Self {
-        InferOptions { max_specialisations: 20, hints: Vec::new() }
+        InferOptions { max_specialisations: 20, hints: Vec::new(), entries: Vec::new() }
     }
 }
 
-/// Infers types for every user function and the hinted instances.
+/// Infers types for every user function (or the entries asked for and what
+/// they may call) and the hinted instances.
 pub fn infer(program: &Program, sources: &SourceMap, options: &InferOptions, diags: &mut Diagnostics) -> Typed {
     let mut engine = Engine {
         p: program,
@@ -215,6 +221,11 @@ impl<'a> Engine<'a> {
         // Every user function at its declared types; an entry wrapper per name.
         let mut names: Vec<Name> = self.p.user_names.keys().cloned().collect();
         names.sort();
+        let entries = &self.options.entries;
+        if !entries.is_empty() {
+            names.retain(|name| entries.iter().any(|e| e == name.as_str()));
+        }
+        let reached = (!entries.is_empty()).then(|| self.reached_from(&names));
         for name in &names {
             let user = self.p.user_functions(name);
             if user.is_empty() {
@@ -254,14 +265,36 @@ impl<'a> Engine<'a> {
                     .take(MAX_HINT_COMBINATIONS)
                     .collect();
             }
+            // A function the entries cannot call gets no instance: its
+            // hints are only checked.
+            let called = reached.as_ref().is_none_or(|r| self.p.user_functions(function).iter().any(|f| r.contains(f)));
             for combo in combos {
-                self.apply_hints(&combo);
+                self.apply_hints(&combo, called);
             }
         }
     }
 
-    /// One instance for hints on distinct parameters of one function.
-    fn apply_hints(&mut self, hints: &[&Hint]) {
+    /// The functions the user functions named `names` may call, themselves
+    /// included (through library functions too: an operator's candidates
+    /// include the user's overloads).
+    fn reached_from(&self, names: &[Name]) -> HashSet<FunId> {
+        let mut seen: HashSet<FunId> = HashSet::default();
+        let mut stack: Vec<FunId> = names.iter().flat_map(|n| self.p.user_functions(n)).collect();
+        while let Some(f) = stack.pop() {
+            if seen.insert(f) {
+                super::analysis::called_functions(self.p.function(f), &mut |g| {
+                    if !seen.contains(&g) {
+                        stack.push(g);
+                    }
+                });
+            }
+        }
+        seen
+    }
+
+    /// One instance for hints on distinct parameters of one function (with
+    /// `create` false, only the check that some definition admits them).
+    fn apply_hints(&mut self, hints: &[&Hint], create: bool) {
         let Some(first) = hints.first() else { return };
         let defs = self.p.user_functions(&first.function);
         let error = |engine: &mut Engine, msg: String| {
@@ -299,6 +332,7 @@ impl<'a> Engine<'a> {
             }
         }
         match best {
+            Some(_) if !create => {}
             Some((f, params)) => {
                 let id = self.instance(f, params, Reason::Hint);
                 if let Some(inst) = self.typed.instances.get_mut(id.0 as usize) {
