@@ -146,6 +146,29 @@ fn cold_code_compiled_in_a_part_of_its_own_runs() {
 }
 
 #[test]
+fn the_same_program_compiles_to_the_same_bytes() {
+    // A compile cache hands out what one compile wrote; every compile of the
+    // program must write the same (the order of reference count drops once
+    // followed a hash set's).
+    let work = scratch("deterministic");
+    let inv = invocation("cold.sac", &[]);
+    let parts = withloop_codegen::Options { partitions: Some(2), ..Default::default() };
+    let bytes = |emit: Emit, name: &str, k: usize| {
+        let out = work.join(format!("{name}{k}"));
+        let report = compile(&inv, &PipelineOptions::default(), emit, &parts, Some(&out));
+        assert_eq!(report.exit_code, 0, "compile failed:\n{}", report.stderr);
+        std::fs::read(&out).expect("output")
+    };
+    for (emit, name) in [(Emit::LlvmIr, "cold.ll"), (Emit::Object, "cold.o")] {
+        let first = bytes(emit, name, 0);
+        for k in 1..4 {
+            assert!(bytes(emit, name, k) == first, "{name}: compile {k} differs from the first");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn python_calls_the_shared_library_with_numpy_arrays() {
     let work = scratch("py");
     kernels(&work);

@@ -1391,6 +1391,11 @@ pub(crate) fn plan_block(f: &Function, b: &Block, extra_owned: &[ValueId], borro
             }
         }
     }
+    // `free_uses` is a hash set: in handle order, the code is the same every
+    // compile (the same bytes for the same program).
+    for d in &mut dies_after {
+        d.sort_unstable();
+    }
     Plan { owned, dies_after, moved, dead_on_arrival }
 }
 
