@@ -182,29 +182,32 @@ pub fn called_functions(f: &Function, out: &mut dyn FnMut(FunId)) {
                     }
                 }
                 for p in &w.parts {
-                    p.body.iter().for_each(|s| stmt(s, out));
+                    p.body.iter().for_each(|s| stmt_exprs(s, &mut |e| expr(e, out)));
                 }
             }
             _ => {}
         });
     }
-    fn stmt(s: &Stmt, out: &mut dyn FnMut(FunId)) {
-        match s {
-            Stmt::Assign { value, .. } => expr(value, out),
-            Stmt::If { cond, then_body, else_body, .. } => {
-                expr(cond, out);
-                then_body.iter().chain(else_body).for_each(|s| stmt(s, out));
-            }
-            Stmt::While { cond, body, .. } | Stmt::DoWhile { body, cond, .. } => {
-                expr(cond, out);
-                body.iter().for_each(|s| stmt(s, out));
-            }
-            Stmt::Return { values, .. } => values.iter().for_each(|v| expr(v, out)),
-            Stmt::Eval { expr: e, .. } => expr(e, out),
-        }
-    }
-    f.body.iter().for_each(|s| stmt(s, out));
+    f.body.iter().for_each(|s| stmt_exprs(s, &mut |e| expr(e, out)));
     f.conditions.iter().for_each(|c| expr(c, out));
+}
+
+/// Calls `f` on each expression of a statement and of the statements nested
+/// in it (not inside the expressions: see [`walk_expr`]).
+fn stmt_exprs(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
+    match s {
+        Stmt::Assign { value, .. } => f(value),
+        Stmt::If { cond, then_body, else_body, .. } => {
+            f(cond);
+            then_body.iter().chain(else_body).for_each(|s| stmt_exprs(s, f));
+        }
+        Stmt::While { cond, body, .. } | Stmt::DoWhile { body, cond, .. } => {
+            f(cond);
+            body.iter().for_each(|s| stmt_exprs(s, f));
+        }
+        Stmt::Return { values, .. } => values.iter().for_each(&mut *f),
+        Stmt::Eval { expr, .. } => f(expr),
+    }
 }
 
 /// Locals read by an expression, including inside with-loop bodies.
@@ -225,19 +228,7 @@ pub fn expr_uses(e: &Expr, out: &mut HashSet<LocalId>) {
 }
 
 fn stmt_uses(s: &Stmt, out: &mut HashSet<LocalId>) {
-    match s {
-        Stmt::Assign { value, .. } => expr_uses(value, out),
-        Stmt::If { cond, then_body, else_body, .. } => {
-            expr_uses(cond, out);
-            then_body.iter().chain(else_body).for_each(|s| stmt_uses(s, out));
-        }
-        Stmt::While { cond, body, .. } | Stmt::DoWhile { body, cond, .. } => {
-            expr_uses(cond, out);
-            body.iter().for_each(|s| stmt_uses(s, out));
-        }
-        Stmt::Return { values, .. } => values.iter().for_each(|v| expr_uses(v, out)),
-        Stmt::Eval { expr, .. } => expr_uses(expr, out),
-    }
+    stmt_exprs(s, &mut |e| expr_uses(e, out))
 }
 
 /// Backward liveness over structured statements; marks dead assignments and returns
