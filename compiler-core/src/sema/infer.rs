@@ -275,8 +275,8 @@ impl<'a> Engine<'a> {
     }
 
     /// The functions the user functions named `names` may call, themselves
-    /// included (through library functions too: an operator's candidates
-    /// include the user's overloads).
+    /// included (followed through library functions too, whose call sites'
+    /// candidates may name user functions).
     fn reached_from(&self, names: &[Name]) -> HashSet<FunId> {
         let mut seen: HashSet<FunId> = HashSet::default();
         let mut stack: Vec<FunId> = names.iter().flat_map(|n| self.p.user_functions(n)).collect();
