@@ -114,16 +114,9 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
     }
     // Entries asked for are looked up before inference, which starts from them.
     if let Some(unknown) = options.entries.iter().find(|e| program.user_functions(e).is_empty()) {
-        let mut names: Vec<&str> =
+        let names =
             program.user_names.keys().map(|n| n.as_str()).filter(|n| !program.user_functions(n).is_empty()).collect();
-        names.sort();
-        diagnostics.push(
-            Diagnostic::error(
-                codes::UNKNOWN_FUNCTION,
-                format!("`{name}` defines no function `{unknown}` to export as an entry point"),
-            )
-            .with_note(format!("its functions are: {}", names.join(", "))),
-        );
+        diagnostics.push(unknown_entry(name, unknown, names));
     }
     // Types are inferred only for programs that resolved: otherwise most type
     // errors would be consequences of the errors already reported.
@@ -280,6 +273,16 @@ fn constant(e: &ast::Expr) -> Result<Value, Box<Diagnostic>> {
     }
 }
 
+/// The error for an entry point `file` does not define, naming the functions it does.
+fn unknown_entry(file: &str, unknown: &str, mut names: Vec<&str>) -> Diagnostic {
+    names.sort();
+    Diagnostic::error(
+        codes::UNKNOWN_FUNCTION,
+        format!("`{file}` defines no function `{unknown}` to export as an entry point"),
+    )
+    .with_note(format!("its functions are: {}", names.join(", ")))
+}
+
 /// Keeps only `entries` as the module's exported entry points (and their
 /// variants); the optimiser's dead-function removal then drops what they do
 /// not call. Empty `entries`: every entry stays. A name the module does not
@@ -289,15 +292,8 @@ pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: 
         return Ok(());
     }
     if let Some(unknown) = entries.iter().find(|e| module.entry(e).is_none()) {
-        let mut names: Vec<String> = module.entries.iter().map(|(n, _)| n.to_string()).collect();
-        names.sort();
-        return Err(Box::new(
-            Diagnostic::error(
-                codes::UNKNOWN_FUNCTION,
-                format!("`{file}` defines no function `{unknown}` to export as an entry point"),
-            )
-            .with_note(format!("its functions are: {}", names.join(", "))),
-        ));
+        let names = module.entries.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Box::new(unknown_entry(file, unknown, names)));
     }
     module.entries.retain(|(name, _)| entries.iter().any(|e| e == name.as_str()));
     let functions = &module.functions;
