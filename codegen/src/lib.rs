@@ -24,6 +24,7 @@
 //! code; it also writes the matching header.
 
 pub mod abi;
+mod elf;
 mod emit;
 pub mod jit;
 pub mod link;
@@ -281,8 +282,43 @@ pub fn compile_timed(
     Ok((bytes, times))
 }
 
-/// A module smaller than this (in IR statements) is compiled in one part.
-const MIN_PARTITIONED: usize = 400;
+/// A part lighter than this ([`llvm_cost`]: about one instance with a
+/// with-loop) is not worth a thread of its own: each part pays for an LLVM
+/// context, target machine and pass pipelines, and a merge.
+const MIN_PART_COST: usize = 60;
+
+/// What LLVM is expected to spend on IR function `f`, in units of about one
+/// plain statement, to balance parts: loops are what the loop passes, the
+/// vectoriser and the code generator spend their time on (a with-loop, whose
+/// parts become loop nests and perhaps a chunk function of their own; an
+/// element-wise primitive on an array, a flat loop; a `loop`), while a
+/// dispatch wrapper's compares and calls cost little. Each function also
+/// costs a fixed amount (its C export, its frame and error paths). Measured
+/// per function on bench/kernels.sac, a wrapper costs about half an
+/// instance with one with-loop, which the IR's statement count (a wrapper
+/// has more statements) got the wrong way round.
+fn llvm_cost(f: &compiler_core::ir::Function) -> usize {
+    use compiler_core::ir::Op;
+    use compiler_core::sema::hir::Prim;
+    if f.body.stmts.is_empty() {
+        return 0;
+    }
+    let mut cost = 20;
+    f.body.walk(&mut |s| {
+        cost += match &s.op {
+            Op::With(w) => 30 + 20 * w.parts.len(),
+            Op::Loop { .. } => 10,
+            Op::Prim { prim, .. }
+                if !matches!(prim, Prim::Shape | Prim::Dim | Prim::Size | Prim::Hide(_))
+                    && s.defs.iter().any(|d| !f.ty(*d).shape.is_scalar()) =>
+            {
+                30
+            }
+            _ => 1,
+        }
+    });
+    cost
+}
 
 /// How the functions of a module are split between parts compiled on
 /// threads of their own.
@@ -315,16 +351,16 @@ impl Parts {
 /// How the functions of `module` are split between parts compiled on threads
 /// of their own (LLVM's pipeline and code generation are most of a compile's
 /// time, and independent per function): one part per core, at most four,
-/// balanced by size, or as many as asked, plus one part for the cold
-/// functions (compiled at `-O0`); `None` when one part will do.
+/// balanced by [`llvm_cost`], or as many as asked, plus one part for the
+/// cold functions (compiled at `-O0`); `None` when one part will do, or when
+/// a part would be lighter than [`MIN_PART_COST`].
 fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
-    let sizes: Vec<usize> = module.functions.iter().map(|f| compiler_core::opt::util::size(&f.body)).collect();
-    let total: usize = sizes.iter().sum();
+    let sizes: Vec<usize> = module.functions.iter().map(llvm_cost).collect();
     let is_cold = |k: usize| module.functions[k].cold && sizes[k] > 0;
     let hot = (0..sizes.len()).filter(|k| sizes[*k] > 0 && !is_cold(*k)).count();
     let count = asked.unwrap_or(cores).min(hot);
-    if count < 2 || (asked.is_none() && total < MIN_PARTITIONED) {
+    if count < 2 {
         return None;
     }
     let cold = (0..sizes.len()).any(is_cold).then_some(count);
@@ -337,6 +373,9 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
         let lightest = (0..count).min_by_key(|p| load[*p]).unwrap_or(0);
         part_of[k] = lightest;
         load[lightest] += sizes[k].max(1);
+    }
+    if asked.is_none() && load.iter().min().is_some_and(|l| *l < MIN_PART_COST) {
+        return None;
     }
     let count = count + cold.is_some() as usize;
     // Functions called from another part are shared (global, hidden).
@@ -361,10 +400,11 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
 }
 
 /// Compiles `module` to one object in parts: each part's LLVM module is
-/// emitted here (our IR is not shared between threads), handed to a thread
-/// as bitcode, optimised and compiled there, and the objects are merged
-/// (`cc -r`; `None` when that cannot be done). Phases: `llvm-emit`, then
-/// `llvm-opt` and `machine-code` as the slowest part took them, then `merge`.
+/// emitted, optimised and compiled on a thread of its own (emission was a
+/// serial tenth of a small compile when the calling thread emitted every
+/// part), and the objects are merged ([`link::relocatable`]; `None` when
+/// that cannot be done). Phases: `llvm-emit`, `llvm-opt` as the slowest part
+/// took them, `machine-code` the rest of the parallel time, then `merge`.
 fn compile_in_parts(
     module: &IrModule,
     sources: &SourceMap,
@@ -375,8 +415,10 @@ fn compile_in_parts(
 ) -> Result<Option<(Vec<u8>, PhaseTimes)>, CodegenError> {
     let start = std::time::Instant::now();
     let main_fn = module.entry("main").map(|f| f.0 as usize);
-    let mut bitcode = Vec::with_capacity(parts.count);
-    for part in 0..parts.count {
+    type PartResult = Result<(Vec<u8>, [std::time::Duration; 3]), CodegenError>;
+    let unoptimised = Options { opt_level: 0, ..options.clone() };
+    let compile_part = |part: usize| -> PartResult {
+        let t0 = std::time::Instant::now();
         let ctx = Context::create();
         let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
         e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
@@ -387,64 +429,46 @@ fn compile_in_parts(
         if executable && main_fn.is_some_and(|m| parts.part_of[m] == part) {
             e.executable_main()?;
         }
-        let (llmod, _tm) = e.finish(spec, options)?;
-        bitcode.push(llmod.write_bitcode_to_memory().as_slice().to_vec());
-    }
-    let emitted = start.elapsed();
-    type PartResult = Result<(Vec<u8>, std::time::Duration, std::time::Duration), CodegenError>;
-    let unoptimised = Options { opt_level: 0, ..options.clone() };
+        let options = if parts.cold == Some(part) { &unoptimised } else { options };
+        let (llmod, tm) = e.finish(spec, options)?;
+        let t1 = std::time::Instant::now();
+        emit::optimise(&llmod, &tm, options)?;
+        let t2 = std::time::Instant::now();
+        let buf = tm
+            .write_to_memory_buffer(&llmod, FileType::Object)
+            .map_err(|e| CodegenError::Llvm(format!("writing an object: {}", e.to_string_lossy())))?;
+        Ok((buf.as_slice().to_vec(), [t1 - t0, t2 - t1, t2.elapsed()]))
+    };
+    // Each part is emitted, optimised and compiled on a thread of its own,
+    // in an LLVM context of its own; the calling thread takes the first.
     let compiled: Vec<PartResult> = std::thread::scope(|scope| {
-        let handles: Vec<_> = bitcode
-            .iter()
-            .enumerate()
-            .map(|(part, bc)| {
-                let options = if parts.cold == Some(part) { &unoptimised } else { options };
-                scope.spawn(move || compile_bitcode(bc, spec, options))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(CodegenError::Bug("a code generation thread panicked".into()))))
+        let handles: Vec<_> = (1..parts.count).map(|part| scope.spawn(move || compile_part(part))).collect();
+        let first = compile_part(0);
+        std::iter::once(first)
+            .chain(handles.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| Err(CodegenError::Bug("a code generation thread panicked".into())))
+            }))
             .collect()
     });
     let mut objects = Vec::with_capacity(compiled.len());
-    let (mut opt, mut codegen) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    // Each phase as the slowest part took it.
+    let mut slowest = [std::time::Duration::ZERO; 3];
     for r in compiled {
-        let (obj, o, c) = r?;
-        opt = opt.max(o);
-        codegen = codegen.max(c);
+        let (obj, phases) = r?;
+        for (s, p) in slowest.iter_mut().zip(phases) {
+            *s = (*s).max(p);
+        }
         objects.push(obj);
     }
-    let parallel = start.elapsed() - emitted;
     let merge_start = std::time::Instant::now();
     let Some(merged) = link::relocatable(&objects) else { return Ok(None) };
+    let merge = merge_start.elapsed();
+    let [emit, opt, _] = slowest;
     let times = vec![
-        ("llvm-emit", emitted),
+        ("llvm-emit", emit),
         ("llvm-opt", opt),
-        ("machine-code", parallel.saturating_sub(opt)),
-        ("merge", merge_start.elapsed()),
+        ("machine-code", (merge_start - start).saturating_sub(emit + opt)),
+        ("merge", merge),
     ];
     Ok(Some((merged, times)))
-}
-
-/// One part's bitcode, optimised and compiled to an object in a context of
-/// its own: the object, and how long optimisation and code generation took.
-fn compile_bitcode(
-    bitcode: &[u8],
-    spec: &TargetSpec,
-    options: &Options,
-) -> Result<(Vec<u8>, std::time::Duration, std::time::Duration), CodegenError> {
-    let t0 = std::time::Instant::now();
-    let ctx = Context::create();
-    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(bitcode, "part");
-    let llmod = ctx
-        .create_module_from_ir(buffer)
-        .map_err(|e| CodegenError::Bug(format!("reading back a part's bitcode: {}", e.to_string_lossy())))?;
-    let tm = target_machine(spec, options)?;
-    emit::optimise(&llmod, &tm, options)?;
-    let t1 = std::time::Instant::now();
-    let buf = tm
-        .write_to_memory_buffer(&llmod, FileType::Object)
-        .map_err(|e| CodegenError::Llvm(format!("writing an object: {}", e.to_string_lossy())))?;
-    Ok((buf.as_slice().to_vec(), t1 - t0, t1.elapsed()))
 }

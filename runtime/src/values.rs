@@ -3,7 +3,7 @@
 //! [`Value`]s (for the primitives and formatting the runtime borrows from it).
 
 use std::ffi::c_void;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use compiler_core::interp::value::{Array, Elems, Scalar, Value};
 use compiler_core::syntax::ast::BaseType;
@@ -118,7 +118,7 @@ pub fn array_to_value(a: &WlArray) -> Value {
             return Value::Scalar(s);
         }
     }
-    Value::Array(Rc::new(Array { shape, elems }))
+    Value::Array(Arc::new(Array { shape, elems }))
 }
 
 /// A new array (count 1) holding an interpreter array's elements; null on error.
@@ -153,7 +153,7 @@ pub unsafe fn arg_to_value(arg: &WlArg) -> Value {
             } else {
                 unsafe { std::slice::from_raw_parts(arg.ptr as *const u8, arg.bits as usize) }
             };
-            Value::Str(Rc::from(bytes))
+            Value::Str(Arc::from(bytes))
         }
         _ => Value::Scalar(scalar_from_bits(arg.elem, arg.bits)),
     }

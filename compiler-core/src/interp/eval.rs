@@ -758,7 +758,7 @@ impl<'p> Interp<'p> {
                     // Bind the index (re-using the vector's buffer when nobody kept it).
                     if let Some(l) = part.index_vector {
                         let reused = match iv_value.take() {
-                            Some(Value::Array(mut rc)) => match Rc::get_mut(&mut rc) {
+                            Some(Value::Array(mut rc)) => match std::sync::Arc::get_mut(&mut rc) {
                                 Some(Array { elems: Elems::Int(_, data), .. }) if data.len() == n => {
                                     data.copy_from_slice(&index);
                                     Some(Value::Array(rc))

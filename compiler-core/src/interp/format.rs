@@ -520,11 +520,11 @@ fn unsigned_bits(s: Scalar) -> u64 {
 mod tests {
     use super::*;
     use crate::interp::value::{Array, Elems};
-    use std::rc::Rc;
+    use std::sync::Arc;
 
     fn ints(shape: &[usize]) -> Value {
         let n: usize = shape.iter().product();
-        Value::Array(Rc::new(Array {
+        Value::Array(Arc::new(Array {
             shape: shape.to_vec(),
             elems: Elems::Int(BaseType::Int, (0..n as i64).collect()),
         }))
@@ -567,7 +567,7 @@ mod tests {
         assert_eq!(format_g(123456789.0, 6, false, false), "1.23457e+08");
         assert_eq!(format_g(2.46813579, 6, false, false), "2.46814");
         let args =
-            [Value::Scalar(Scalar::int(-42)), Value::Scalar(Scalar::Double(2.5)), Value::Str(Rc::from(&b"hi"[..]))];
+            [Value::Scalar(Scalar::int(-42)), Value::Scalar(Scalar::Double(2.5)), Value::Str(Arc::from(&b"hi"[..]))];
         assert_eq!(
             text(
                 printf(

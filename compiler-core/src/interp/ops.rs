@@ -10,7 +10,7 @@ use super::value::{Array, Elems, Scalar, Value, is_u64, wrap_int};
 use crate::diagnostics::{self as codes, Code};
 use crate::sema::hir::MathFn;
 use crate::syntax::ast::BaseType;
-use std::rc::Rc;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
@@ -399,7 +399,7 @@ pub fn map_elems(a: &Array, result: BaseType, f: impl Fn(Scalar) -> OpResult<Sca
             return Err(internal());
         }
     }
-    Ok(Value::Array(Rc::new(Array { shape: a.shape.clone(), elems: out })))
+    Ok(Value::Array(Arc::new(Array { shape: a.shape.clone(), elems: out })))
 }
 
 pub fn too_large(e: super::value::TooLarge) -> OpError {
@@ -447,7 +447,7 @@ pub fn elementwise_binop(op: BinOp, a: &Value, b: &Value) -> OpResult<Value> {
                 let r = scalar_binop(op, x.elems.get(i).ok_or_else(internal)?, y.elems.get(i).ok_or_else(internal)?)?;
                 out.push(r);
             }
-            Ok(Value::Array(Rc::new(Array { shape: x.shape.clone(), elems: out })))
+            Ok(Value::Array(Arc::new(Array { shape: x.shape.clone(), elems: out })))
         }
         _ => Err(internal()),
     }

@@ -1,7 +1,7 @@
 //! Structural primitives: selection, modarray, reshape, concatenation, take/drop,
 //! dot selection and the helpers with-loops and array literals need.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::eval::{describe_value, shape_text};
 use super::ops::{OpError, OpResult, too_large};
@@ -143,7 +143,7 @@ pub fn select(index: &[i64], a: &Value) -> OpResult<Value> {
             }
             let mut out = Elems::with_capacity(arr.elems.base(), cell_len).map_err(too_large)?;
             out.extend_range(&arr.elems, offset * cell_len, cell_len);
-            Ok(Value::Array(Rc::new(Array { shape: cell_shape, elems: out })))
+            Ok(Value::Array(Arc::new(Array { shape: cell_shape, elems: out })))
         }
         Value::Str(_) => Err(err(codes::RUNTIME_TYPE_MISMATCH, "cannot select from a string")),
     }

@@ -8,7 +8,7 @@
 //! type (sign- or zero-extended from the type's width; `ulong`/`ulonglong` as the bit
 //! pattern), so arithmetic can work in `i64` and wrap back with [`wrap_int`].
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::syntax::ast::BaseType;
 
@@ -271,11 +271,13 @@ pub struct Array {
     pub elems: Elems,
 }
 
+/// A value. Arrays and strings are shared, atomically counted: IR constants
+/// are values, and code generation reads one IR module from several threads.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Scalar(Scalar),
-    Array(Rc<Array>),
-    Str(Rc<[u8]>),
+    Array(Arc<Array>),
+    Str(Arc<[u8]>),
 }
 
 impl From<Scalar> for Value {
@@ -298,7 +300,7 @@ impl Value {
                 return Value::Scalar(s);
             }
         }
-        Value::Array(Rc::new(Array { shape, elems }))
+        Value::Array(Arc::new(Array { shape, elems }))
     }
 
     pub fn int_vector(v: &[i64]) -> Value {

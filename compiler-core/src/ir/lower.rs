@@ -308,7 +308,7 @@ impl FnBuilder {
     fn placeholder_of(&mut self, out: &mut Vec<Stmt>, ty: &Ty, span: Span) -> ValueId {
         let zero = match ty.elem {
             Elem::Base(b) => Scalar::zero(b),
-            Elem::String => return self.constant(out, Value::Str(std::rc::Rc::from(&b""[..])), span),
+            Elem::String => return self.constant(out, Value::Str(std::sync::Arc::from(&b""[..])), span),
         };
         let shape: Vec<usize> = match &ty.shape {
             Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),

@@ -88,7 +88,7 @@ pub fn prim_from_name(name: &str) -> Option<Prim> {
     if let Some(p) = candidates.into_iter().find(|p| prim_name(p) == name) {
         return Some(p);
     }
-    let kinds = |code: &str| -> Option<std::rc::Rc<[DotKind]>> {
+    let kinds = |code: &str| -> Option<std::sync::Arc<[DotKind]>> {
         code.chars()
             .map(|c| match c {
                 'i' => Some(DotKind::Index),

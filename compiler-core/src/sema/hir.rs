@@ -361,10 +361,10 @@ pub enum Prim {
     /// `_all_V_(bv)`: whether every element of a bool vector is true.
     All,
     /// Selection with free axes; the first argument is the array, then the indices.
-    DotSelect(Rc<[DotKind]>),
+    DotSelect(std::sync::Arc<[DotKind]>),
     /// Rearranges `tmp` (frame axes ++ cell axes) so that cell axes sit where a
     /// tensor comprehension's frame pattern puts its dots.
-    FrameArrange(Rc<[DotKind]>),
+    FrameArrange(std::sync::Arc<[DotKind]>),
     /// Shape of a tensor comprehension part inferred from selections: the minimum,
     /// component-wise, of the argument vectors.
     MinVectors,

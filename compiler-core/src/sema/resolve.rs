@@ -1,7 +1,6 @@
 //! Resolving function bodies: scopes, definite assignment, desugaring.
 
 use crate::{HashMap, HashSet};
-use std::rc::Rc;
 
 use super::hir::{self, Callee, DotKind, Elem, ExprKind, FoldFun, FoldTarget, FunId, LocalId, LocalInfo, Prim, Stmt};
 use super::types::{TypeEnv, resolve_type};
@@ -447,7 +446,7 @@ impl Ctx<'_, '_> {
         let span = e.span;
         let kind = match &e.kind {
             A::Lit(lit) => ExprKind::Const(self.literal(*lit, span)),
-            A::Str(bytes) => ExprKind::Const(Value::Str(Rc::from(bytes.as_slice()))),
+            A::Str(bytes) => ExprKind::Const(Value::Str(std::sync::Arc::from(bytes.as_slice()))),
             A::Var(name) => return self.var(name, span),
             A::Call { fun, args } => {
                 let args: Vec<hir::Expr> = args.iter().map(|a| self.expr(a)).collect();
