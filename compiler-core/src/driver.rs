@@ -104,7 +104,8 @@ pub fn frontend(name: &str, text: &str, loader: &dyn SourceLoader, options: &Fro
     let pp = PpOptions { defines: options.defines.clone(), include_dirs: options.include_dirs.clone() };
     let tokens = preprocess(&mut sources, main_file, loader, &pp, &mut diagnostics);
     let module = parse_module(&tokens, &mut diagnostics);
-    let program = sema::resolve_program(&module, &ResolveOptions { prelude: !options.no_prelude }, &mut diagnostics);
+    let resolve = ResolveOptions { prelude: !options.no_prelude, entries: options.entries.clone() };
+    let program = sema::resolve_program(&module, &resolve, &mut diagnostics);
     let mut hints = Vec::new();
     for h in &options.shape_hints {
         match parse_hint(&mut sources, h) {
@@ -352,6 +353,25 @@ mod tests {
         assert!(
             fe.diagnostics.iter().any(|d| d.message.contains("names `nothing`, which the program does not define"))
         );
+    }
+
+    #[test]
+    fn entries_resolve_the_library_code_they_reach_and_every_user_function() {
+        let resolved = |fe: &Frontend, name: &str| {
+            fe.program.functions.iter().filter(|f| f.is_library() && f.resolved && f.name.as_str() == name).count()
+        };
+        // `f` reaches `+` (through `g`), only `h` calls `*`.
+        let fe = checked(&["f"], &[]);
+        assert!(resolved(&fe, "+") > 0, "the library's `+` is resolved");
+        assert_eq!(resolved(&fe, "*"), 0, "the library's `*`, which only `h` calls, is not");
+        assert!(fe.program.functions.iter().filter(|f| !f.is_library()).all(|f| f.resolved), "user functions are");
+        let fe = checked(&[], &[]);
+        assert!(resolved(&fe, "*") > 0, "without entries, what any function calls is resolved");
+        // Errors in user functions the entries do not call are still reported.
+        let options = FrontendOptions { entries: vec!["f".to_string()], ..Default::default() };
+        let broken = format!("{PROGRAM}int k(int x) {{ return y; }}\n");
+        let fe = frontend("entries.sac", &broken, &MemoryLoader::default(), &options);
+        assert!(fe.diagnostics.iter().any(|d| d.is_error() && d.message.contains("`y`")), "{:?}", fe.diagnostics);
     }
 
     #[test]

@@ -8,8 +8,12 @@
 //! changing how the library's `sum` works.
 //!
 //! Only functions reachable from the user's program are resolved; the rest of the
-//! library stays as signatures. Errors are reported and resolution goes on, so one
-//! run reports everything it can.
+//! library stays as signatures. With entries ([`ResolveOptions::entries`]), every
+//! user function is still resolved (and its errors reported), but library
+//! functions only where the entries reach them: a one-kernel compile of a file
+//! of thirteen kernels resolved the library code of all thirteen, most of its
+//! front end. Errors are reported and resolution goes on, so one run reports
+//! everything it can.
 
 pub mod analysis;
 pub mod hir;
@@ -35,11 +39,14 @@ use types::TypeEnv;
 pub struct ResolveOptions {
     /// Load the implicit prelude (`--noprelude` turns it off).
     pub prelude: bool,
+    /// The entry functions (by name) the program is compiled for; empty:
+    /// all of them. Library code only they reach is resolved.
+    pub entries: Vec<String>,
 }
 
 impl Default for ResolveOptions {
     fn default() -> Self {
-        ResolveOptions { prelude: true }
+        ResolveOptions { prelude: true, entries: Vec::new() }
     }
 }
 
@@ -65,7 +72,14 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
     for id in &user_ids {
         state.queue.push(*id);
     }
+    if !options.entries.is_empty() {
+        state.deferred = Some(Vec::new());
+    }
     state.run_queue(&typedefs);
+    if let Some(calls) = state.deferred.take() {
+        state.enqueue_library_reached(&options.entries, &calls);
+        state.run_queue(&typedefs);
+    }
     let mut program = state.finish();
     analysis::analyse(&mut program);
     program
@@ -109,6 +123,9 @@ struct State<'a> {
     user_names: HashMap<Name, Vec<FunId>>,
     /// Functions whose bodies still need resolving.
     queue: Vec<FunId>,
+    /// While user functions are resolved for given entries: the calls of
+    /// user functions (caller, candidate), library candidates not queued yet.
+    deferred: Option<Vec<(FunId, FunId)>>,
     n_sites: u32,
     n_withs: u32,
     /// Modules that define a name, for "add `use Array: all;`" hints.
@@ -126,6 +143,7 @@ impl<'a> State<'a> {
             library_by_module: HashMap::default(),
             user_names: HashMap::default(),
             queue: Vec::new(),
+            deferred: None,
             n_sites: 0,
             n_withs: 0,
             providers: HashMap::default(),
@@ -378,6 +396,51 @@ impl<'a> State<'a> {
             }
             for (name, id) in additions {
                 self.user_names.entry(name).or_default().push(id);
+            }
+        }
+    }
+
+    /// A call site of `caller` may call `callee`: its body is to be resolved
+    /// (later, if `caller` is a user function and library code waits for
+    /// the entries' reach).
+    fn enqueue(&mut self, caller: FunId, callee: FunId) {
+        match &mut self.deferred {
+            Some(calls) if !self.functions[caller.0 as usize].is_library() => {
+                calls.push((caller, callee));
+                if !self.functions[callee.0 as usize].is_library() {
+                    self.queue.push(callee);
+                }
+            }
+            _ => self.queue.push(callee),
+        }
+    }
+
+    /// Queues the library functions the user functions named `entries`
+    /// call, directly or through other user functions (`calls`, recorded
+    /// while the user functions were resolved).
+    fn enqueue_library_reached(&mut self, entries: &[String], calls: &[(FunId, FunId)]) {
+        let mut callees: HashMap<FunId, Vec<FunId>> = HashMap::default();
+        for (caller, callee) in calls {
+            callees.entry(*caller).or_default().push(*callee);
+        }
+        let mut reached: HashSet<FunId> = HashSet::default();
+        let mut stack: Vec<FunId> = entries
+            .iter()
+            .filter_map(|e| self.user_names.get(e.as_str()))
+            .flatten()
+            .copied()
+            .filter(|id| !self.functions[id.0 as usize].is_library())
+            .collect();
+        while let Some(f) = stack.pop() {
+            if !reached.insert(f) {
+                continue;
+            }
+            for &g in callees.get(&f).into_iter().flatten() {
+                if self.functions[g.0 as usize].is_library() {
+                    self.queue.push(g);
+                } else {
+                    stack.push(g);
+                }
             }
         }
     }

@@ -40,6 +40,7 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
         reported: HashSet::default(),
         with_depth: 0,
         fun_name: def.name.clone(),
+        fun_id: id,
         lost_names: def.lost_names.clone(),
     };
     let conditions: Vec<hir::Expr> = def.conditions.iter().map(|c| cx.expr(c)).collect();
@@ -107,6 +108,8 @@ struct Ctx<'s, 'a> {
     reported: HashSet<Name>,
     with_depth: usize,
     fun_name: Name,
+    /// The function being resolved.
+    fun_id: FunId,
     /// Names a broken type pattern would have bound: not reported again as unknown.
     lost_names: Vec<Name>,
 }
@@ -696,7 +699,7 @@ impl Ctx<'_, '_> {
             return None;
         }
         for id in &candidates {
-            self.state.queue.push(*id);
+            self.state.enqueue(self.fun_id, *id);
         }
         let site = self.state.new_site();
         Some(Callee { name: fun.name.clone(), candidates: candidates.into(), site })
