@@ -26,6 +26,7 @@ pub mod types;
 
 use crate::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
 use crate::library::{self, Library};
@@ -85,14 +86,15 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
     program
 }
 
-/// The library's stubs and indexes ([`State::register_library`]).
+/// The library's stubs and indexes ([`State::register_library`]). The
+/// indexes never change after registration: compiles share them.
 #[derive(Clone)]
 struct LibraryStubs {
     functions: Vec<Function>,
     sources: Vec<Source<'static>>,
-    library_names: HashMap<Name, Vec<FunId>>,
-    library_by_module: HashMap<(Name, Name), Vec<FunId>>,
-    providers: HashMap<Name, Vec<&'static str>>,
+    library_names: Arc<HashMap<Name, Vec<FunId>>>,
+    library_by_module: Arc<HashMap<(Name, Name), Vec<FunId>>>,
+    providers: Arc<HashMap<Name, Vec<&'static str>>>,
 }
 
 thread_local! {
@@ -116,9 +118,9 @@ struct State<'a> {
     functions: Vec<Function>,
     sources: Vec<Source<'a>>,
     /// Every library function, by name.
-    library_names: HashMap<Name, Vec<FunId>>,
+    library_names: Arc<HashMap<Name, Vec<FunId>>>,
     /// Library functions by (module, name), for qualified calls.
-    library_by_module: HashMap<(Name, Name), Vec<FunId>>,
+    library_by_module: Arc<HashMap<(Name, Name), Vec<FunId>>>,
     /// The user namespace.
     user_names: HashMap<Name, Vec<FunId>>,
     /// Functions whose bodies still need resolving.
@@ -129,7 +131,7 @@ struct State<'a> {
     n_sites: u32,
     n_withs: u32,
     /// Modules that define a name, for "add `use Array: all;`" hints.
-    providers: HashMap<Name, Vec<&'static str>>,
+    providers: Arc<HashMap<Name, Vec<&'static str>>>,
 }
 
 impl<'a> State<'a> {
@@ -139,14 +141,14 @@ impl<'a> State<'a> {
             diags,
             functions: Vec::new(),
             sources: Vec::new(),
-            library_names: HashMap::default(),
-            library_by_module: HashMap::default(),
+            library_names: Arc::default(),
+            library_by_module: Arc::default(),
             user_names: HashMap::default(),
             queue: Vec::new(),
             deferred: None,
             n_sites: 0,
             n_withs: 0,
-            providers: HashMap::default(),
+            providers: Arc::default(),
         }
     }
 
@@ -235,9 +237,10 @@ impl<'a> State<'a> {
 
     fn index_library(&mut self, module: &'static str, name: &str, id: FunId) {
         let name = Name::new(name);
-        self.library_names.entry(name.clone()).or_default().push(id);
-        self.library_by_module.entry((Name::new(module), name.clone())).or_default().push(id);
-        let providers = self.providers.entry(name).or_default();
+        // Registration owns the indexes alone: no copies are made here.
+        Arc::make_mut(&mut self.library_names).entry(name.clone()).or_default().push(id);
+        Arc::make_mut(&mut self.library_by_module).entry((Name::new(module), name.clone())).or_default().push(id);
+        let providers = Arc::make_mut(&mut self.providers).entry(name).or_default();
         if !providers.contains(&module) {
             providers.push(module);
         }
