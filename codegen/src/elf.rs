@@ -142,7 +142,8 @@ pub fn merge(objects: &[Vec<u8>]) -> Result<Vec<u8>, String> {
                 SHN_XINDEX => return Err("extended section indices".to_string()),
                 s if s >= SHN_LORESERVE => s,
                 s => match map.get(s as usize).copied().flatten() {
-                    Some(index) => u16::try_from(index).map_err(|_| "too many sections")?,
+                    // Below `SHN_LORESERVE`, as checked once the count is known.
+                    Some(index) => index as u16,
                     // A symbol in a dropped section (an address-significance
                     // table has none): relocations must not name it.
                     None => continue,
@@ -231,6 +232,12 @@ pub fn merge(objects: &[Vec<u8>]) -> Result<Vec<u8>, String> {
     }
     let first_global = locals.len() + 1;
     let symtab_index = (out.sections.len() + relocations.len() + 1) as u32;
+    // Section indices from `SHN_LORESERVE` up mean something else, and the
+    // header counts sections in 16 bits (symbol table, its strings and the
+    // section names follow the relocations).
+    if symtab_index as usize + 3 > SHN_LORESERVE as usize {
+        return Err(format!("{} sections are too many without extended numbering", symtab_index + 3));
+    }
     for r in relocations {
         let mut data = Vec::with_capacity(r.entries.len() * RELA_SIZE);
         for (offset, sym, kind, addend) in r.entries {
@@ -372,7 +379,10 @@ impl<'a> Input<'a> {
         if shentsize != SHDR_SIZE || shnum == 0 || shstrndx == SHN_XINDEX as usize || shstrndx >= shnum {
             return Err("unsupported section header table".into());
         }
-        let table = bytes.get(shoff..shoff + shnum * SHDR_SIZE).ok_or("section headers out of bounds")?;
+        let table = shoff
+            .checked_add(shnum * SHDR_SIZE)
+            .and_then(|end| bytes.get(shoff..end))
+            .ok_or("section headers out of bounds")?;
         let mut sections: Vec<Section> = table
             .chunks_exact(SHDR_SIZE)
             .map(|h| Section {
@@ -431,7 +441,10 @@ impl<'a> Input<'a> {
             return Ok(&[]);
         }
         let start = s.offset as usize;
-        self.bytes.get(start..start + s.size as usize).ok_or_else(|| format!("section `{}` out of bounds", s.name))
+        start
+            .checked_add(s.size as usize)
+            .and_then(|end| self.bytes.get(start..end))
+            .ok_or_else(|| format!("section `{}` out of bounds", s.name))
     }
 }
 
@@ -681,6 +694,8 @@ mod tests {
         let mut parts = parts();
         assert_eq!(merge(&[b"not an object".to_vec()]).unwrap_err(), "part 0: not an ELF object");
         assert!(merge(&[]).is_err());
+        let truncated = parts[0][..100].to_vec();
+        assert_eq!(merge(&[truncated]).unwrap_err(), "part 0: section headers out of bounds");
         // The same definition in two parts.
         parts[1] = parts[0].clone();
         assert_eq!(merge(&parts).unwrap_err(), "`twice` is defined in two parts");
