@@ -284,16 +284,7 @@ pub fn merge(objects: &[Vec<u8>]) -> Result<Vec<u8>, String> {
         entsize: SYM_SIZE as u64,
         data: Data::Bytes(symtab),
     });
-    out.sections.push(OutSection {
-        name: ".strtab".into(),
-        kind: SHT_STRTAB,
-        flags: 0,
-        link: 0,
-        info: 0,
-        align: 1,
-        entsize: 0,
-        data: Data::Bytes(strings.bytes),
-    });
+    out.sections.push(OutSection::strings(".strtab", strings.bytes));
     Ok(out.write(first))
 }
 
@@ -465,6 +456,22 @@ struct OutSection {
     data: Data,
 }
 
+impl OutSection {
+    /// A string table named `name`.
+    fn strings(name: &str, bytes: Vec<u8>) -> OutSection {
+        OutSection {
+            name: name.into(),
+            kind: SHT_STRTAB,
+            flags: 0,
+            link: 0,
+            info: 0,
+            align: 1,
+            entsize: 0,
+            data: Data::Bytes(bytes),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Output {
     /// Sections after the null section (index 1 on).
@@ -479,16 +486,7 @@ impl Output {
         let shstrtab_name = names.add(".shstrtab");
         let shstrtab_index = self.sections.len() as u32 + 1;
         let shstrtab_data = std::mem::take(&mut names.bytes);
-        self.sections.push(OutSection {
-            name: ".shstrtab".into(),
-            kind: SHT_STRTAB,
-            flags: 0,
-            link: 0,
-            info: 0,
-            align: 1,
-            entsize: 0,
-            data: Data::Bytes(shstrtab_data),
-        });
+        self.sections.push(OutSection::strings(".shstrtab", shstrtab_data));
         let mut file = vec![0u8; EHDR_SIZE];
         let mut placed = Vec::with_capacity(self.sections.len());
         for s in &self.sections {
