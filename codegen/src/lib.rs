@@ -356,30 +356,30 @@ impl Parts {
 /// a part would be lighter than [`MIN_PART_COST`].
 fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
-    let sizes: Vec<usize> = module.functions.iter().map(llvm_cost).collect();
-    let is_cold = |k: usize| module.functions[k].cold && sizes[k] > 0;
-    let hot = (0..sizes.len()).filter(|k| sizes[*k] > 0 && !is_cold(*k)).count();
+    let costs: Vec<usize> = module.functions.iter().map(llvm_cost).collect();
+    let is_cold = |k: usize| module.functions[k].cold && costs[k] > 0;
+    let hot = (0..costs.len()).filter(|k| costs[*k] > 0 && !is_cold(*k)).count();
     let count = asked.unwrap_or(cores).min(hot);
     if count < 2 {
         return None;
     }
-    let cold = (0..sizes.len()).any(is_cold).then_some(count);
+    let cold = (0..costs.len()).any(is_cold).then_some(count);
     // Largest first, each to the lightest part.
-    let mut order: Vec<usize> = (0..sizes.len()).filter(|k| !is_cold(*k)).collect();
-    order.sort_by_key(|k| std::cmp::Reverse(sizes[*k]));
+    let mut order: Vec<usize> = (0..costs.len()).filter(|k| !is_cold(*k)).collect();
+    order.sort_by_key(|k| std::cmp::Reverse(costs[*k]));
     let mut load = vec![0usize; count];
-    let mut part_of = vec![cold.unwrap_or(0); sizes.len()];
+    let mut part_of = vec![cold.unwrap_or(0); costs.len()];
     for k in order {
         let lightest = (0..count).min_by_key(|p| load[*p]).unwrap_or(0);
         part_of[k] = lightest;
-        load[lightest] += sizes[k].max(1);
+        load[lightest] += costs[k].max(1);
     }
     if asked.is_none() && load.iter().min().is_some_and(|l| *l < MIN_PART_COST) {
         return None;
     }
     let count = count + cold.is_some() as usize;
     // Functions called from another part are shared (global, hidden).
-    let mut shared = vec![false; sizes.len()];
+    let mut shared = vec![false; costs.len()];
     for (k, f) in module.functions.iter().enumerate() {
         for g in compiler_core::opt::util::callees(f) {
             let g = g.0 as usize;
@@ -391,8 +391,8 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     // The suffix: a hash of what the parts define, so that the objects of two
     // programs linked together do not clash.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (f, size) in module.functions.iter().zip(&sizes) {
-        for b in f.name.bytes().chain(size.to_le_bytes()) {
+    for (f, cost) in module.functions.iter().zip(&costs) {
+        for b in f.name.bytes().chain(cost.to_le_bytes()) {
             h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
         }
     }
