@@ -73,12 +73,11 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
     for id in &user_ids {
         state.queue.push(*id);
     }
-    if !options.entries.is_empty() {
-        state.deferred = Some(Vec::new());
-    }
+    state.defer_library = !options.entries.is_empty();
     state.run_queue(&typedefs);
-    if let Some(calls) = state.deferred.take() {
-        state.enqueue_library_reached(&options.entries, &calls);
+    if state.defer_library {
+        state.defer_library = false;
+        state.enqueue_library_reached(&options.entries);
         state.run_queue(&typedefs);
     }
     let mut program = state.finish();
@@ -125,9 +124,9 @@ struct State<'a> {
     user_names: HashMap<Name, Vec<FunId>>,
     /// Functions whose bodies still need resolving.
     queue: Vec<FunId>,
-    /// While user functions are resolved for given entries: the calls of
-    /// user functions (caller, candidate), library candidates not queued yet.
-    deferred: Option<Vec<(FunId, FunId)>>,
+    /// While user functions are resolved for given entries: the library
+    /// functions they call wait for [`State::enqueue_library_reached`].
+    defer_library: bool,
     n_sites: u32,
     n_withs: u32,
     /// Modules that define a name, for "add `use Array: all;`" hints.
@@ -145,7 +144,7 @@ impl<'a> State<'a> {
             library_by_module: Arc::default(),
             user_names: HashMap::default(),
             queue: Vec::new(),
-            deferred: None,
+            defer_library: false,
             n_sites: 0,
             n_withs: 0,
             providers: Arc::default(),
@@ -405,27 +404,17 @@ impl<'a> State<'a> {
 
     /// A call site of `caller` may call `callee`: its body is to be resolved
     /// (later, if `caller` is a user function and library code waits for
-    /// the entries' reach).
+    /// the entries' reach; user functions are all queued from the start).
     fn enqueue(&mut self, caller: FunId, callee: FunId) {
-        match &mut self.deferred {
-            Some(calls) if !self.functions[caller.0 as usize].is_library() => {
-                calls.push((caller, callee));
-                if !self.functions[callee.0 as usize].is_library() {
-                    self.queue.push(callee);
-                }
-            }
-            _ => self.queue.push(callee),
+        let is_library = |f: FunId| self.functions[f.0 as usize].is_library();
+        if !(self.defer_library && !is_library(caller) && is_library(callee)) {
+            self.queue.push(callee);
         }
     }
 
-    /// Queues the library functions the user functions named `entries`
-    /// call, directly or through other user functions (`calls`, recorded
-    /// while the user functions were resolved).
-    fn enqueue_library_reached(&mut self, entries: &[String], calls: &[(FunId, FunId)]) {
-        let mut callees: HashMap<FunId, Vec<FunId>> = HashMap::default();
-        for (caller, callee) in calls {
-            callees.entry(*caller).or_default().push(*callee);
-        }
+    /// Queues the library functions the user functions named `entries` call,
+    /// directly or through other user functions (whose bodies are resolved).
+    fn enqueue_library_reached(&mut self, entries: &[String]) {
         let mut reached: HashSet<FunId> = HashSet::default();
         let mut stack: Vec<FunId> = entries
             .iter()
@@ -438,13 +427,15 @@ impl<'a> State<'a> {
             if !reached.insert(f) {
                 continue;
             }
-            for &g in callees.get(&f).into_iter().flatten() {
-                if self.functions[g.0 as usize].is_library() {
-                    self.queue.push(g);
+            let functions = &self.functions;
+            let queue = &mut self.queue;
+            analysis::called_functions(&functions[f.0 as usize], &mut |g| {
+                if functions[g.0 as usize].is_library() {
+                    queue.push(g);
                 } else {
                     stack.push(g);
                 }
-            }
+            });
         }
     }
 
