@@ -99,12 +99,12 @@ pub fn merge(objects: &[Vec<u8>]) -> Result<Vec<u8>, String> {
                 info: s.info,
                 align: s.align,
                 entsize: s.entsize,
-                data: Data::Bytes(input.section_bytes(s)?.to_vec()),
+                data: if s.kind == SHT_NOBITS {
+                    Data::Zeroes(s.size)
+                } else {
+                    Data::Bytes(input.section_bytes(s)?.to_vec())
+                },
             });
-            if s.kind == SHT_NOBITS {
-                // A size, no bytes.
-                out.sections.last_mut().expect("just pushed").data = Data::Zeroes(s.size);
-            }
             if s.name == ".note.GNU-stack" {
                 stack_note = Some(index);
             }

@@ -249,22 +249,14 @@ pub fn compile_timed(
     let spec = target_spec(options);
     if output == Output::Object {
         if let Some(parts) = partitions(module, options.partitions) {
-            // `None`: no C compiler to merge the parts with; one part, as below.
+            // `None`: the parts' objects could not be merged; one part, as below.
             if let Some(done) = compile_in_parts(module, sources, options, executable, &spec, &parts)? {
                 return Ok(done);
             }
         }
     }
     let ctx = Context::create();
-    let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
-    e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
-    e.exact_folds = options.exact_folds;
-    e.functions()?;
-    e.exports()?;
-    if executable {
-        e.executable_main()?;
-    }
-    let (llmod, tm) = e.finish(&spec, options)?;
+    let (llmod, tm) = emit_module(&ctx, module, sources, options, &spec, None, executable)?;
     lap(&mut times, "llvm-emit");
     emit::optimise(&llmod, &tm, options)?;
     lap(&mut times, "llvm-opt");
@@ -280,6 +272,30 @@ pub fn compile_timed(
         }
     };
     Ok((bytes, times))
+}
+
+/// `module` (the part `partition` names, if any) as an LLVM module for
+/// `spec`, with the target machine that compiles it; `main`: with the
+/// executable's `main`.
+fn emit_module<'ctx>(
+    ctx: &'ctx Context,
+    module: &IrModule,
+    sources: &SourceMap,
+    options: &Options,
+    spec: &TargetSpec,
+    partition: Option<emit::Partition>,
+    main: bool,
+) -> Result<(inkwell::module::Module<'ctx>, TargetMachine), CodegenError> {
+    let mut e = emit::Emitter::new(ctx, module, sources, options.parallel);
+    e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
+    e.exact_folds = options.exact_folds;
+    e.partition = partition;
+    e.functions()?;
+    e.exports()?;
+    if main {
+        e.executable_main()?;
+    }
+    e.finish(spec, options)
 }
 
 /// A part lighter than this ([`llvm_cost`]: about one instance with a
@@ -420,17 +436,9 @@ fn compile_in_parts(
     let compile_part = |part: usize| -> PartResult {
         let t0 = std::time::Instant::now();
         let ctx = Context::create();
-        let mut e = emit::Emitter::new(&ctx, module, sources, options.parallel);
-        e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
-        e.exact_folds = options.exact_folds;
-        e.partition = Some(parts.partition(part));
-        e.functions()?;
-        e.exports()?;
-        if executable && main_fn.is_some_and(|m| parts.part_of[m] == part) {
-            e.executable_main()?;
-        }
         let options = if parts.cold == Some(part) { &unoptimised } else { options };
-        let (llmod, tm) = e.finish(spec, options)?;
+        let main = executable && main_fn.is_some_and(|m| parts.part_of[m] == part);
+        let (llmod, tm) = emit_module(&ctx, module, sources, options, spec, Some(parts.partition(part)), main)?;
         let t1 = std::time::Instant::now();
         emit::optimise(&llmod, &tm, options)?;
         let t2 = std::time::Instant::now();

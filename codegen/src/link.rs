@@ -107,13 +107,13 @@ pub fn link(object: &[u8], kind: LinkKind, out: &Path) -> Result<(), CodegenErro
 
 /// One relocatable object holding all of `objects`: the parts of a module
 /// compiled on several threads. Merged in process ([`crate::elf::merge`]),
-/// else by the system linker (`ld -r`, for objects the merger does not
-/// read); `None` when neither can (the caller then compiles in one part).
+/// else by the C compiler (`cc -r`, for objects the merger does not read);
+/// `None` when neither can (the caller then compiles in one part).
 pub fn relocatable(objects: &[Vec<u8>]) -> Option<Vec<u8>> {
     crate::elf::merge(objects).ok().or_else(|| system_relocatable(objects))
 }
 
-/// [`relocatable`] by `ld -r` (`cc -r` where there is no `ld`).
+/// [`relocatable`] by `cc -r`.
 fn system_relocatable(objects: &[Vec<u8>]) -> Option<Vec<u8>> {
     let dir = tempdir().ok()?;
     let merged = (|| {
@@ -124,25 +124,15 @@ fn system_relocatable(objects: &[Vec<u8>]) -> Option<Vec<u8>> {
             inputs.push(p);
         }
         let out = dir.join("merged.o");
-        let ok = |mut cmd: Command| cmd.arg("-o").arg(&out).args(&inputs).output().is_ok_and(|o| o.status.success());
-        let mut ld = Command::new(linker());
-        ld.arg("-r");
-        if !ok(ld) {
-            let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_string()));
-            cc.args(["-r", "-nostdlib"]);
-            if !ok(cc) {
-                return None;
-            }
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+        let status = Command::new(&cc).args(["-r", "-nostdlib", "-o"]).arg(&out).args(&inputs).output().ok()?;
+        if !status.status.success() {
+            return None;
         }
         std::fs::read(&out).ok()
     })();
     let _ = std::fs::remove_dir_all(&dir);
     merged
-}
-
-/// The linker: `$LD`, else `ld`.
-fn linker() -> PathBuf {
-    std::env::var_os("LD").map_or_else(|| PathBuf::from("ld"), PathBuf::from)
 }
 
 /// [`link`] into a temporary file, returning its bytes (for callers that keep
