@@ -162,9 +162,6 @@ macro_rules! paste_addr {
     (parallel_chunks) => {
         withloop_rt::wl_parallel_chunks as *const () as usize
     };
-    (parallel_chunks_coarse) => {
-        withloop_rt::wl_parallel_chunks_coarse as *const () as usize
-    };
     (parallel_for) => {
         withloop_rt::wl_parallel_for as *const () as usize
     };
@@ -250,7 +247,6 @@ runtime! {
     boxed = "wl_box"(P, I32, I64) -> P;
     pattern = "wl_pattern"(P, P, P, P, P, P, P, I64, P, P) -> I32;
     parallel_chunks = "wl_parallel_chunks"(P, I64, I64) -> I64;
-    parallel_chunks_coarse = "wl_parallel_chunks_coarse"(P, I64, I64) -> I64;
     parallel_for = "wl_parallel_for"(P, I64, I64, P, P);
     ctx_new = "wl_ctx_new"() -> P;
     ctx_free = "wl_ctx_free"(P);

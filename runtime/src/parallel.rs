@@ -43,33 +43,17 @@ fn threads_of(c: &WlCtx) -> i64 {
 /// `ctx` is valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_parallel_chunks(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
-    chunks(unsafe { &*ctx }, outer, total, CHUNKS_PER_THREAD)
+    chunks(unsafe { &*ctx }, outer, total)
 }
 
-/// Chunks per thread for parts whose every chunk first pays a cost
-/// proportional to the part's input rather than to its own share (a register
-/// tile's packed panels: every chunk of a matrix product copies all of `b`).
-const COARSE_CHUNKS_PER_THREAD: i64 = 2;
-
-/// [`wl_parallel_chunks`] for parts with a per-chunk setup cost (see
-/// [`COARSE_CHUNKS_PER_THREAD`]): fewer, larger chunks. A 1024x1024 matrix
-/// product on two threads: 40.7 ms in 8 chunks, 35.5 ms in 4 (one thread: 61 ms).
-///
-/// # Safety
-/// `ctx` is valid.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wl_parallel_chunks_coarse(ctx: *mut WlCtx, outer: i64, total: i64) -> i64 {
-    chunks(unsafe { &*ctx }, outer, total, COARSE_CHUNKS_PER_THREAD)
-}
-
-/// `per_thread` chunks per thread the context asks for, at most one per
-/// outer iteration; 1 below the context's threshold.
-fn chunks(c: &WlCtx, outer: i64, total: i64, per_thread: i64) -> i64 {
+/// [`CHUNKS_PER_THREAD`] chunks per thread the context asks for, at most one
+/// per outer iteration; 1 below the context's threshold.
+fn chunks(c: &WlCtx, outer: i64, total: i64) -> i64 {
     let threads = threads_of(c);
     if threads <= 1 || total < c.parallel_min || outer < 2 {
         return 1;
     }
-    (threads * per_thread).min(outer)
+    (threads * CHUNKS_PER_THREAD).min(outer)
 }
 
 /// Runs `f` on `chunks` contiguous parts of `0..outer`, in parallel.
@@ -418,17 +402,17 @@ mod tests {
     }
 
     #[test]
-    fn parts_with_a_setup_per_chunk_get_fewer_chunks() {
+    fn chunks_per_thread_above_the_threshold_at_most_one_per_outer_iteration() {
         let mut ctx = WlCtx { threads: 2, parallel_min: 100, ..WlCtx::default() };
-        let (plain, coarse) =
-            unsafe { (wl_parallel_chunks(&mut ctx, 256, 1 << 20), wl_parallel_chunks_coarse(&mut ctx, 256, 1 << 20)) };
-        assert_eq!((plain, coarse), (2 * CHUNKS_PER_THREAD, 2 * COARSE_CHUNKS_PER_THREAD));
-        assert!(coarse < plain);
-        // Below the threshold, or with one outer iteration, one chunk either way.
-        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 256, 99) }, 1);
-        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 1, 1 << 20) }, 1);
+        assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 256, 1 << 20) }, 2 * CHUNKS_PER_THREAD);
+        // Below the threshold, or with one outer iteration, one chunk.
+        assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 256, 99) }, 1);
+        assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 1, 1 << 20) }, 1);
         // Never more chunks than outer iterations.
-        assert_eq!(unsafe { wl_parallel_chunks_coarse(&mut ctx, 3, 1 << 20) }, 3);
+        assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 3, 1 << 20) }, 3);
+        // One thread: one chunk.
+        ctx.threads = 1;
+        assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 256, 1 << 20) }, 1);
     }
 
     #[test]

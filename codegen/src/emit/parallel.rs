@@ -184,8 +184,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<()> {
         let lty = fx.irf.ty(part.lower).clone();
         let n = part.scalars.as_ref().map(Vec::len).or_else(|| static_extent(&lty, 0));
+        let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None };
+        let panels = n.is_some_and(|n| self.packs_panels(fx, &pcx, states, n));
         let (outer, total) = match n {
-            Some(n) => self.outer_and_total(fx, s, part, n)?,
+            Some(n) => self.outer_and_total(fx, s, part, n, chunked_axis(n, panels))?,
             // A flat part (rank-generic): its offsets are the outer loop.
             None if compiler_core::opt::util::flat_part(&*fx.defs, w, part) => {
                 let t = self.flat_count(fx, part)?;
@@ -197,9 +199,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // interchanged fold is a loop of its own).
         let work = compiler_core::opt::util::part_work(&*fx.defs, part);
         let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
-        let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None };
-        let coarse = n.is_some_and(|n| self.packs_panels(fx, &pcx, states, n));
-        let chunks = self.chunks_for(fx, outer, weighted, coarse)?;
+        let chunks = self.chunks_for(fx, outer, weighted)?;
         let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
         // The part is emitted once, in its chunk function: the inline path
         // calls it over the whole range (one copy of the loop nest instead of
@@ -349,17 +349,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// How many chunks to split `outer` iterations weighing `weighted` into:
-    /// `wl_parallel_chunks` (`_coarse` for parts whose chunks each pay a setup,
-    /// see `tile.rs`), called only when the work reaches the context's
+    /// `wl_parallel_chunks`, called only when the work reaches the context's
     /// threshold (generic code runs many small with-loops, a determinant's
     /// minors one per call, and each paid a call to learn it runs alone).
-    fn chunks_for(
-        &mut self,
-        fx: &Fx<'ctx, 'a>,
-        outer: IntValue<'ctx>,
-        weighted: IntValue<'ctx>,
-        coarse: bool,
-    ) -> R<IntValue<'ctx>> {
+    fn chunks_for(&mut self, fx: &Fx<'ctx, 'a>, outer: IntValue<'ctx>, weighted: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         let min_p = self.ctx_field(fx, rt::CTX_PARALLEL_MIN)?;
         let min = self.b.build_load(self.i64(), min_p, "par.min")?.into_int_value();
         let small = self.b.build_int_compare(IntPredicate::SLT, weighted, min, "par.small")?;
@@ -369,10 +362,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_conditional_branch(small, decided, ask)?;
         self.b.position_at_end(ask);
         let asked = self
-            .call(
-                if coarse { self.rt.parallel_chunks_coarse } else { self.rt.parallel_chunks },
-                &[fx.ctxp.into(), outer.into(), weighted.into()],
-            )?
+            .call(self.rt.parallel_chunks, &[fx.ctxp.into(), outer.into(), weighted.into()])?
             .ok_or_else(|| CodegenError::Bug("parallel_chunks".into()))?
             .into_int_value();
         let ask_end = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
@@ -449,6 +439,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         s: &'a Stmt,
         part: &'a Part,
         n: usize,
+        axis: usize,
     ) -> R<(IntValue<'ctx>, IntValue<'ctx>)> {
         let ploc = self.sub_loc(s, part.span, fx.loc);
         let g = self.load_generator(fx, part, n, ploc)?;
@@ -457,17 +448,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let neg = this.b.build_int_compare(IntPredicate::SLT, x, zero, "neg")?;
             Ok(this.b.build_select(neg, zero, x, "clamp")?.into_int_value())
         };
-        let span0 = self.b.build_int_sub(g.hi[0], g.lo[0], "span")?;
-        let span0 = nonneg(self, span0)?;
-        let outer = if g.dense[0] {
-            span0
+        let span = self.b.build_int_sub(g.hi[axis], g.lo[axis], "span")?;
+        let span = nonneg(self, span)?;
+        let outer = if g.dense[axis] {
+            span
         } else {
-            let sm1 = self.b.build_int_sub(g.step[0], self.const_i64(1), "sm1")?;
-            let padded = self.b.build_int_add(span0, sm1, "padded")?;
-            self.b.build_int_signed_div(padded, g.step[0], "blocks")?
+            let sm1 = self.b.build_int_sub(g.step[axis], self.const_i64(1), "sm1")?;
+            let padded = self.b.build_int_add(span, sm1, "padded")?;
+            self.b.build_int_signed_div(padded, g.step[axis], "blocks")?
         };
         let mut total = outer;
-        for d in 1..n {
+        for d in (0..n).filter(|&d| d != axis) {
             let e = self.b.build_int_sub(g.hi[d], g.lo[d], "span")?;
             let e = nonneg(self, e)?;
             total = self.b.build_int_mul(total, e, "total")?;
@@ -589,7 +580,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let caps = caps.to_vec();
             return self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
         }
-        let chunks = self.chunks_for(fx, n, n, false)?;
+        let chunks = self.chunks_for(fx, n, n)?;
         // The environment: every captured value that is not a constant.
         let mut captures = Captures::default();
         for v in caps {
@@ -625,4 +616,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.position_at_end(join);
         Ok(())
     }
+}
+
+/// The axis a part of static index length `n` is split over threads on: the
+/// outermost loop of its nest. That is axis 0, except in a two-dimensional
+/// register-tiled part that packs panels (`tile.rs`), whose nest runs its
+/// column tiles outside its row tiles: split on rows, every chunk would copy
+/// every column tile's panel again (a 1024x1024 product on two threads
+/// copied all of `b` four times); split on columns, each panel is copied
+/// once, by the chunk that reads it.
+pub(crate) fn chunked_axis(n: usize, packs_panels: bool) -> usize {
+    if packs_panels && n == 2 { 1 } else { 0 }
 }

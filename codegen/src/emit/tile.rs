@@ -385,8 +385,9 @@ pub(crate) struct Panel<'ctx> {
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// Whether the part of static index length `n` runs in register tiles
-    /// that pack panels (see [`Self::open_panel`]): every chunk of it copies
-    /// them all, so it is split into fewer chunks (`wl_parallel_chunks_coarse`).
+    /// that pack panels (see [`Self::open_panel`]): its nest then runs its
+    /// column tiles outermost, and threads split it on columns
+    /// (`parallel::chunked_axis`).
     pub(crate) fn packs_panels(
         &self,
         fx: &Fx<'ctx, 'a>,

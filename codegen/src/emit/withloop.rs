@@ -1132,8 +1132,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if panel.is_some() {
             order.swap(n - 2, n - 1);
         }
+        // A thread's chunk is a range of the nest's outermost loop.
+        let chunked = super::parallel::chunked_axis(n, panel.is_some());
         for d in order {
-            let chunk = if d == 0 { outer } else { None };
+            let chunk = if d == chunked { outer } else { None };
             if tile.is_some() && d >= n - 2 {
                 // A thread's chunk counts indices (the axis is dense): its
                 // tiles are those starting inside it.
