@@ -3,6 +3,7 @@
 
     python3 bench/run.py [--quick] [--reps N] [--out bench/results] [--no-peers]
     python3 bench/run.py --only implies,det [--no-peers]   # a few kernels, no table written
+    python3 bench/run.py --prebuilt DIR --only neg,floyd --no-peers   # libraries built elsewhere
 
 JAX (jit on CPU, float64) and Numba are installed with pip when missing
 (bench/peers.py); `--no-peers` leaves them out.
@@ -15,6 +16,14 @@ bench/c/kernels.c with `gcc -O3 -march=native`, and times every kernel in this
 one process through ctypes: the same inputs, outputs cross-checked before
 timing, min/median/max over repetitions. Writes a markdown table and JSON to
 bench/results/ with the machine, the commands and the figures.
+
+`--prebuilt DIR` times libwlbench.so and libwll0.so from DIR instead of
+building them (compiled elsewhere with the commands `build` uses, for this
+machine's CPU: `--cpu`/`--features`), on a machine without Rust or LLVM —
+one lent for a measurement; the C kernels are built here with gcc unless DIR
+holds libcbench.so and libcbench_omp.so too.
+With `--only` or `--prebuilt`, no results are written: a summary of one and
+two threads goes to standard output.
 
 Ratios are time / time of the C version (lower is better; < 1 means faster
 than C). "2 threads" is the compiled SaC code with two threads; its speed-up is
@@ -202,14 +211,32 @@ def build(work, sz, ablations=True):
     for pass_name in ABLATIONS if ablations else []:
         off = cmd[:5] + ["-o", work / f"libwlbench-no-{pass_name}.so", "--disable", pass_name] + cmd[7:]
         run(off)
+    cc, omp, compile_times["gcc"] = build_c(work)
+    return [" ".join(map(str, x)) for x in (cmd, cc, omp, l0_cmd)], compile_times
+
+
+def build_c(work):
+    """The C kernels, for one thread and with their OpenMP pragmas on (the
+    two-thread reference): the two commands and the first's build time."""
     cc = ["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", work / "libcbench.so", BENCH / "c" / "kernels.c",
           "-lm"]
-    compile_times["gcc"] = timed_build(cc)
-    # The same C with its OpenMP pragmas on: the two-thread reference.
     omp = ["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", work / "libcbench_omp.so",
            BENCH / "c" / "kernels.c", "-lm"]
+    seconds = timed_build(cc)
     run(omp)
-    return [" ".join(map(str, x)) for x in (cmd, cc, omp, l0_cmd)], compile_times
+    return cc, omp, seconds
+
+
+def threads_summary(rows):
+    """A markdown table of one against two threads, SaC AKS and C, from `rows`."""
+    lines = ["| benchmark | SaC AKS 1 thread (ms) | 2 threads (ms) | speed-up | C -O3 (ms) | C OpenMP 2 threads (ms) "
+             "| speed-up |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = {k: v["median"] * 1e3 for k, v in r["figures"].items()}
+        one, two, c1, c2 = f["SaC AKS"], f["SaC AKS, 2 threads"], f["C -O3"], f["C -O3, 2 threads"]
+        lines.append(f"| {r['benchmark']} | {one:.1f} | {two:.1f} | {one / two:.2f}x | {c1:.1f} | {c2:.1f} "
+                     f"| {c1 / c2:.2f}x |")
+    return "\n".join(lines)
 
 
 class CLib:
@@ -780,6 +807,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=BENCH / "results")
     ap.add_argument("--no-peers", action="store_true", help="leave out JAX and Numba")
+    ap.add_argument("--prebuilt", type=Path, help="time libwlbench.so and libwll0.so from this directory "
+                    "(built elsewhere for this CPU) instead of building them; implies no results written")
     ap.add_argument("--only", help="comma-separated benchmarks (det, implies, mg3, …): time just these, "
                     "no ablation, no results written (for working on one kernel)")
     args = ap.parse_args()
@@ -797,13 +826,24 @@ def main():
     sz = sizes(args.quick)
     work = ROOT / "target" / "bench"
     work.mkdir(parents=True, exist_ok=True)
-    commands, compile_times = build(work, sz, ablations=only is None)
-    wl = Wl(work / "libwlbench.so")
+    c_libs = work  # the C kernels: built here, or with --prebuilt taken from there when it has them
+    if args.prebuilt:
+        libs = args.prebuilt
+        if (libs / "libcbench.so").exists() and (libs / "libcbench_omp.so").exists():
+            commands, compile_times = [], {}
+            c_libs = libs
+        else:
+            cc, omp, _ = build_c(work)
+            commands, compile_times = [" ".join(map(str, x)) for x in (cc, omp)], {}
+    else:
+        commands, compile_times = build(work, sz, ablations=only is None)
+        libs = work
+    wl = Wl(libs / "libwlbench.so")
     global L0
-    L0 = Wl(work / "libwll0.so")
+    L0 = Wl(libs / "libwll0.so")
     L0.threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
-    c = CLib(ctypes.CDLL(str(work / "libcbench.so")), ctypes.CDLL(str(work / "libcbench_omp.so")))
+    c = CLib(ctypes.CDLL(str(c_libs / "libcbench.so")), ctypes.CDLL(str(c_libs / "libcbench_omp.so")))
     rng = np.random.default_rng(2026)
     rows = []
     for name, size, impls in benchmarks(wl, c, sz, rng, only):
@@ -822,9 +862,10 @@ def main():
         c.use(parallel=False)
         print(f"{name:8} C 2 thr.   {figures['C -O3, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         rows.append(dict(benchmark=name, size=size, figures=figures))
-    strategies = det_strategies(work, c, sz, rng, args.reps) if only is None or "det" in only else {}
-    if only is not None:
+    if only is not None or args.prebuilt:
+        print(threads_summary(rows))
         return
+    strategies = det_strategies(work, c, sz, rng, args.reps) if only is None or "det" in only else {}
     # Each optimisation switched off in turn: every benchmark's outputs are
     # checked again against that library, then its SaC AKS version timed.
     ablation = {}
