@@ -309,8 +309,16 @@ mod pool {
                         && s.generation != seen
                     {
                         seen = s.generation;
-                        p.pending.fetch_add(1, Ordering::Relaxed);
-                        break job;
+                        // SAFETY: `run` clears `job` under the lock before
+                        // the job goes, so it is alive while we hold the lock.
+                        // A job asks for `threads` threads: the caller and
+                        // the workers of homes below that (the pool may have
+                        // grown for a larger one).
+                        if home < unsafe { &*job }.threads {
+                            p.pending.fetch_add(1, Ordering::Relaxed);
+                            break job;
+                        }
+                        continue;
                     }
                     s.sleeping_workers += 1;
                     s = p.work.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -413,6 +421,38 @@ mod tests {
         // One thread: one chunk.
         ctx.threads = 1;
         assert_eq!(unsafe { wl_parallel_chunks(&mut ctx, 256, 1 << 20) }, 1);
+    }
+
+    /// Records the running thread in the `Mutex<HashSet<ThreadId>>` behind
+    /// `env`, taking a while so that every thread free could take a chunk.
+    unsafe extern "C" fn who(_: *mut WlCtx, env: *mut c_void, _: i64, _: i64, _: i64) {
+        let seen = unsafe { &*(env as *const std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>) };
+        seen.lock().unwrap().insert(std::thread::current().id());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_job_runs_on_no_more_threads_than_its_context_asks_for() {
+        for (grow, ask) in [(6, 2), (6, 1), (4, 3)] {
+            // A job of `grow` threads grows the pool to `grow - 1` workers ...
+            let mut wide = WlCtx { threads: grow, ..WlCtx::default() };
+            let mut out = vec![0i64; 64];
+            unsafe { wl_parallel_for(&mut wide, 64, 16, mark_quietly, out.as_mut_ptr() as *mut c_void) };
+            // ... which a job asking for fewer must not all join.
+            let seen = std::sync::Mutex::new(std::collections::HashSet::<std::thread::ThreadId>::new());
+            let mut narrow = WlCtx { threads: ask, ..WlCtx::default() };
+            unsafe { wl_parallel_for(&mut narrow, 64, 16, who, &seen as *const _ as *mut c_void) };
+            let threads = seen.lock().unwrap().len();
+            assert!(threads <= ask as usize, "{threads} threads ran a job that asked for {ask}");
+        }
+    }
+
+    /// [`mark`] without the error.
+    unsafe extern "C" fn mark_quietly(_: *mut WlCtx, env: *mut c_void, k: i64, lo: i64, hi: i64) {
+        let out = env as *mut i64;
+        for i in lo..hi {
+            unsafe { *out.add(i as usize) = k + 1 };
+        }
     }
 
     #[test]
