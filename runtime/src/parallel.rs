@@ -171,8 +171,9 @@ impl Job {
 /// One job runs at a time; a with-loop that finds the pool busy (another host
 /// thread's with-loop) runs its chunks on scoped threads of its own instead.
 mod pool {
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
     use std::sync::{Condvar, Mutex, OnceLock};
+    use std::thread::Thread;
     use std::time::{Duration, Instant};
 
     use super::Job;
@@ -183,13 +184,17 @@ mod pool {
         job: Option<*const Job>,
         /// Bumped per job, so a worker takes each job at most once.
         generation: u64,
-        workers: usize,
-        /// Workers waiting on `Pool::work`, and whether `run` waits on
-        /// `Pool::finished`: a notification is a system call, made only when
-        /// someone sleeps (in a loop of small with-loops the threads spin
-        /// from one to the next and nobody does). Changed and read under the
-        /// lock, so a thread about to sleep is always seen.
-        sleeping_workers: usize,
+        /// Worker `home` (1, 2, …) is `workers[home - 1]`: its thread, to
+        /// wake it, and whether it sleeps (parked). A job wakes only the
+        /// sleeping workers it runs on: with a pool grown for a wide job, a
+        /// loop of two-thread with-loops woke every worker at every step, and
+        /// they all queued for this lock just to find the job was not theirs.
+        /// A wake-up is a system call, made only for a sleeper (in a loop of
+        /// small with-loops the threads spin from one to the next and nobody
+        /// sleeps). Changed and read under the lock, so a thread about to
+        /// sleep is always seen.
+        workers: Vec<(Thread, bool)>,
+        /// Whether `run` waits on `Pool::finished` (same rules).
         caller_sleeps: bool,
     }
 
@@ -199,13 +204,15 @@ mod pool {
 
     struct Pool {
         state: Mutex<State>,
-        /// Workers wait here for a job.
-        work: Condvar,
         /// `run` waits here for the last chunk and the last worker.
         finished: Condvar,
         busy: AtomicBool,
         /// `State::generation`, read without the lock while spinning.
         generation: AtomicU64,
+        /// The current job's thread count, stored before `generation`: a
+        /// spinning worker whose home is not below it goes on waiting without
+        /// taking the lock.
+        threads: AtomicUsize,
         /// Chunks not finished plus workers holding the job: zero when the job
         /// is over. Workers change it only under the lock, so `run`'s final
         /// check under the lock is exact; spinning reads it without.
@@ -244,10 +251,10 @@ mod pool {
         static POOL: OnceLock<Pool> = OnceLock::new();
         POOL.get_or_init(|| Pool {
             state: Mutex::new(State::default()),
-            work: Condvar::new(),
             finished: Condvar::new(),
             busy: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            threads: AtomicUsize::new(0),
             pending: AtomicI64::new(0),
         })
     }
@@ -266,20 +273,23 @@ mod pool {
         let helpers = job.threads - 1;
         {
             let mut s = lock(p);
-            while s.workers < helpers {
-                let home = s.workers + 1;
+            while s.workers.len() < helpers {
+                let home = s.workers.len() + 1;
                 let spawned = std::thread::Builder::new().name("withloop-worker".into()).spawn(move || worker(home));
-                if spawned.is_err() {
-                    break; // fewer helpers: the caller runs the rest itself
+                match spawned {
+                    Ok(handle) => s.workers.push((handle.thread().clone(), false)),
+                    Err(_) => break, // fewer helpers: the caller runs the rest itself
                 }
-                s.workers += 1;
             }
             s.job = Some(job as *const Job);
             s.generation += 1;
             p.pending.store(job.chunks(), Ordering::Relaxed);
+            p.threads.store(job.threads, Ordering::Relaxed);
             p.generation.store(s.generation, Ordering::Release);
-            if s.sleeping_workers > 0 {
-                p.work.notify_all();
+            for (thread, asleep) in s.workers.iter().take(helpers) {
+                if *asleep {
+                    thread.unpark();
+                }
             }
         }
         let ran = job.work(0);
@@ -296,12 +306,17 @@ mod pool {
         p.busy.store(false, Ordering::Release);
     }
 
-    /// A worker; `home`: the chunk it takes first in each job.
+    /// A worker; `home`: its number (the region of each job it runs first),
+    /// and it runs only jobs of more than `home` threads.
     fn worker(home: usize) {
         let p = pool();
         let mut seen = 0u64;
         loop {
-            spin(|| p.generation.load(Ordering::Acquire) != seen);
+            // A job that is not ours is passed over here, without the lock.
+            spin(|| {
+                let generation = p.generation.load(Ordering::Acquire);
+                generation != seen && home < p.threads.load(Ordering::Relaxed)
+            });
             let job = {
                 let mut s = lock(p);
                 loop {
@@ -320,9 +335,12 @@ mod pool {
                         }
                         continue;
                     }
-                    s.sleeping_workers += 1;
-                    s = p.work.wait(s).unwrap_or_else(|e| e.into_inner());
-                    s.sleeping_workers -= 1;
+                    s.workers[home - 1].1 = true;
+                    drop(s);
+                    // Woken by a job of ours (or spuriously: then we look again).
+                    std::thread::park();
+                    s = lock(p);
+                    s.workers[home - 1].1 = false;
                 }
             };
             // SAFETY: registered in `pending`, so `run` keeps the job alive.
@@ -445,6 +463,26 @@ mod tests {
             let threads = seen.lock().unwrap().len();
             assert!(threads <= ask as usize, "{threads} threads ran a job that asked for {ask}");
         }
+    }
+
+    #[test]
+    fn workers_asleep_wake_for_a_job_they_run() {
+        for ask in [2, 3, 2] {
+            // Long enough for every worker to stop spinning and sleep.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let seen = std::sync::Mutex::new(std::collections::HashSet::<std::thread::ThreadId>::new());
+            let mut ctx = WlCtx { threads: ask, ..WlCtx::default() };
+            // Chunks long enough that a woken worker always gets some.
+            unsafe { wl_parallel_for(&mut ctx, 64, 4 * ask as i64, who_slowly, &seen as *const _ as *mut c_void) };
+            let threads = seen.lock().unwrap().len();
+            assert_eq!(threads, ask as usize, "a job of {ask} threads ran on {threads}");
+        }
+    }
+
+    /// [`who`], taking longer.
+    unsafe extern "C" fn who_slowly(ctx: *mut WlCtx, env: *mut c_void, k: i64, lo: i64, hi: i64) {
+        unsafe { who(ctx, env, k, lo, hi) };
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 
     /// [`mark`] without the error.
