@@ -23,9 +23,11 @@
 //!   even where `a`'s rank is unknown); `reshape` to an array's own shape is the
 //!   array;
 //! * decides `int` comparisons, `max`, `min`, `abs` and `mod` from the ranges of
-//!   their operands ([`index::Known`]): extents are never negative, and the
+//!   their operands ([`index::Known`]): extents are never negative, the
 //!   conditions of the branches and `while` loops around a statement and the
-//!   asserts before it bound values (`max(m, 1)` is `m` where `m >= 3`).
+//!   asserts before it bound values (`max(m, 1)` is `m` where `m >= 3`), and so
+//!   do a with-loop part's constant bounds its index scalars (`j < 0` is false
+//!   in a part from 0).
 //!
 //! ```text
 //! %1: int[.] = prim shape(%0)                 %4: int[*] = with { … } genarray(%1)
@@ -222,6 +224,27 @@ impl Simplify {
         self.facts = facts;
     }
 
+    /// Records the constant bounds of part `p`'s index scalars for its body:
+    /// `lo <= s` and `s <= hi - 1` (`j < 0` is false in a part from 0, as in
+    /// a determinant's minors: `where(iv < pos, iv, iv + 1)` with `pos`'s
+    /// column 0). Bounds that are not constant would be relations between
+    /// two values, of which [`index::Facts`] keeps few, and the branch
+    /// conditions inside the body need the room more.
+    fn assume_part_bounds(&mut self, p: &Part) {
+        let Some(scalars) = &p.scalars else { return };
+        let constant = |v: ValueId| self.konst(v).and_then(util::int_vec).filter(|x| x.len() == scalars.len());
+        let (lo, hi) = (constant(p.lower), constant(p.upper));
+        for (d, &s) in scalars.iter().enumerate() {
+            let x = index::Affine::atom(index::Atom { value: s, component: None });
+            if let Some(lo) = &lo {
+                self.facts.add(&x.plus(-lo[d]));
+            }
+            if let Some(hi) = &hi {
+                self.facts.add(&x.scale(-1).plus(hi[d] - 1));
+            }
+        }
+    }
+
     /// Records what `cond == holds` establishes for what follows.
     fn assume(&mut self, f: &Function, cond: ValueId, holds: bool) {
         let mut facts = self.facts.clone();
@@ -295,18 +318,24 @@ impl Simplify {
                     }
                 }
             }
-            other => {
-                if let Op::With(w) = other {
-                    // A part's index vector has its bounds' length.
-                    for p in &w.parts {
-                        if let Some(iv) = p.index {
-                            let src = self.shape_src.get(&p.lower).cloned().unwrap_or(ShapeSrc::SameAs(p.lower));
-                            self.shape_src.insert(iv, src);
-                        }
+            Op::With(w) => {
+                // A part's index vector has its bounds' length.
+                for p in &w.parts {
+                    if let Some(iv) = p.index {
+                        let src = self.shape_src.get(&p.lower).cloned().unwrap_or(ShapeSrc::SameAs(p.lower));
+                        self.shape_src.insert(iv, src);
                     }
                 }
-                other.walk_blocks_mut(&mut |b| self.block_in(f, b))
+                // A part's body runs where its index scalars lie within its
+                // bounds.
+                for p in &mut w.parts {
+                    let facts = self.facts.clone();
+                    self.assume_part_bounds(p);
+                    self.block_in(f, &mut p.body);
+                    self.facts = facts;
+                }
             }
+            other => other.walk_blocks_mut(&mut |b| self.block_in(f, b)),
         }
         match self.rewrite(f, s) {
             Action::Keep(s) => {
