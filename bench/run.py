@@ -3,6 +3,7 @@
 
     python3 bench/run.py [--quick] [--reps N] [--out bench/results] [--no-peers]
     python3 bench/run.py --only implies,det [--no-peers]   # a few kernels, no table written
+    python3 bench/run.py --build-for DIR --cpu x86-64-v4 --features +avx2,+fma,+avx512f   # for another machine
     python3 bench/run.py --prebuilt DIR --only neg,floyd --no-peers   # libraries built elsewhere
 
 JAX (jit on CPU, float64) and Numba are installed with pip when missing
@@ -18,8 +19,9 @@ timing, min/median/max over repetitions. Writes a markdown table and JSON to
 bench/results/ with the machine, the commands and the figures.
 
 `--prebuilt DIR` times libwlbench.so and libwll0.so from DIR instead of
-building them (compiled elsewhere with the commands `build` uses, for this
-machine's CPU: `--cpu`/`--features`), on a machine without Rust or LLVM —
+building them (compiled elsewhere by `--build-for DIR`, which builds them with
+the commands `build` uses for the CPU `--cpu`/`--features` name, and stops),
+on a machine without Rust or LLVM —
 one lent for a measurement; the C kernels are built here with gcc unless DIR
 holds libcbench.so and libcbench_omp.so too.
 With `--only` or `--prebuilt`, no results are written: a summary of one and
@@ -213,6 +215,18 @@ def build(work, sz, ablations=True):
         run(off)
     cc, omp, compile_times["gcc"] = build_c(work)
     return [" ".join(map(str, x)) for x in (cmd, cc, omp, l0_cmd)], compile_times
+
+
+def build_for(out, sz, cpu, features):
+    """The benchmark's two libraries, built for another machine's CPU into `out`."""
+    wl = withloop_binary()
+    out.mkdir(parents=True, exist_ok=True)
+    target = (["--cpu", cpu] if cpu else []) + (["--features", features] if features else [])
+    cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", out / "libwlbench.so", *target]
+    for h in hint_list(sz):
+        cmd += ["--shape", h]
+    run(cmd)
+    run([wl, "compile", BENCH / "kernels.l0", "--emit", "so", "-o", out / "libwll0.so", *target])
 
 
 def build_c(work):
@@ -807,6 +821,10 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=BENCH / "results")
     ap.add_argument("--no-peers", action="store_true", help="leave out JAX and Numba")
+    ap.add_argument("--build-for", type=Path, help="only build libwlbench.so and libwll0.so into this directory "
+                    "for the CPU given by --cpu/--features (to time them on another machine with --prebuilt)")
+    ap.add_argument("--cpu", help="with --build-for: the target CPU (withloop compile --cpu)")
+    ap.add_argument("--features", help="with --build-for: the target features (withloop compile --features)")
     ap.add_argument("--prebuilt", type=Path, help="time libwlbench.so and libwll0.so from this directory "
                     "(built elsewhere for this CPU) instead of building them; implies no results written")
     ap.add_argument("--only", help="comma-separated benchmarks (det, implies, mg3, …): time just these, "
@@ -817,6 +835,9 @@ def main():
         unknown = only - {f.__name__.removeprefix("bench_") for f in BENCHMARKS}
         if unknown:
             ap.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
+    if args.build_for:
+        build_for(args.build_for, sizes(args.quick), args.cpu, args.features)
+        return
     global PEERS
     if not args.no_peers:
         sys.path.insert(0, str(BENCH))
