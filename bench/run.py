@@ -183,12 +183,20 @@ def hint_list(sz):
     ]
 
 
+def library_commands(wl, out, sz, target=()):
+    """The commands that build the suite's SaC library (libwlbench.so: the
+    shape hints, then `target`'s options) and its L0 library (libwll0.so) into `out`."""
+    cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", out / "libwlbench.so"]
+    for h in hint_list(sz):
+        cmd += ["--shape", h]
+    l0_cmd = [wl, "compile", BENCH / "kernels.l0", "--emit", "so", "-o", out / "libwll0.so"]
+    return cmd + list(target), l0_cmd + list(target)
+
+
 def build(work, sz, ablations=True):
     wl = withloop_binary()
     hints = hint_list(sz)
-    cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", work / "libwlbench.so"]
-    for h in hints:
-        cmd += ["--shape", h]
+    cmd, l0_cmd = library_commands(wl, work, sz)
     compile_times = dict(so=timed_build(cmd))
     obj_cmd = cmd[:3] + ["--emit", "obj", "-o", work / "wlbench.o"] + cmd[7:]
     compile_times["obj"] = timed_median(obj_cmd)
@@ -206,7 +214,6 @@ def build(work, sz, ablations=True):
     header_cmd = cmd[:3] + ["--emit", "header", "-o", work / "wlbench.h"] + cmd[7:]
     run(header_cmd)
     # The L0 versions of seed 004's programs (generic shapes: L0 has no shape hints).
-    l0_cmd = [wl, "compile", BENCH / "kernels.l0", "--emit", "so", "-o", work / "libwll0.so"]
     compile_times["l0_so"] = timed_build(l0_cmd)
     compile_times["l0_phases"] = phase_times(l0_cmd[:3] + ["--emit", "obj", "-o", work / "wll0.o"])
     # One library per optimisation switched off (the ablation table).
@@ -219,14 +226,10 @@ def build(work, sz, ablations=True):
 
 def build_for(out, sz, cpu, features):
     """The benchmark's two libraries, built for another machine's CPU into `out`."""
-    wl = withloop_binary()
     out.mkdir(parents=True, exist_ok=True)
     target = (["--cpu", cpu] if cpu else []) + (["--features", features] if features else [])
-    cmd = [wl, "compile", BENCH / "kernels.sac", "--emit", "so", "-o", out / "libwlbench.so", *target]
-    for h in hint_list(sz):
-        cmd += ["--shape", h]
-    run(cmd)
-    run([wl, "compile", BENCH / "kernels.l0", "--emit", "so", "-o", out / "libwll0.so", *target])
+    for cmd in library_commands(withloop_binary(), out, sz, target):
+        run(cmd)
 
 
 def build_c(work):
@@ -847,18 +850,15 @@ def main():
     sz = sizes(args.quick)
     work = ROOT / "target" / "bench"
     work.mkdir(parents=True, exist_ok=True)
-    c_libs = work  # the C kernels: built here, or with --prebuilt taken from there when it has them
     if args.prebuilt:
-        libs = args.prebuilt
-        if (libs / "libcbench.so").exists() and (libs / "libcbench_omp.so").exists():
-            commands, compile_times = [], {}
-            c_libs = libs
-        else:
-            cc, omp, _ = build_c(work)
-            commands, compile_times = [" ".join(map(str, x)) for x in (cc, omp)], {}
+        # The C kernels too, where DIR has them; else built here.
+        libs = c_libs = args.prebuilt
+        if not ((libs / "libcbench.so").exists() and (libs / "libcbench_omp.so").exists()):
+            build_c(work)
+            c_libs = work
     else:
         commands, compile_times = build(work, sz, ablations=only is None)
-        libs = work
+        libs = c_libs = work
     wl = Wl(libs / "libwlbench.so")
     global L0
     L0 = Wl(libs / "libwll0.so")
@@ -883,10 +883,12 @@ def main():
         c.use(parallel=False)
         print(f"{name:8} C 2 thr.   {figures['C -O3, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
         rows.append(dict(benchmark=name, size=size, figures=figures))
+    # (They compile with withloop: not from prebuilt libraries.)
+    run_strategies = (only is None or "det" in only) and not args.prebuilt
+    strategies = det_strategies(work, c, sz, rng, args.reps) if run_strategies else {}
     if only is not None or args.prebuilt:
         print(threads_summary(rows))
         return
-    strategies = det_strategies(work, c, sz, rng, args.reps) if only is None or "det" in only else {}
     # Each optimisation switched off in turn: every benchmark's outputs are
     # checked again against that library, then its SaC AKS version timed.
     ablation = {}
