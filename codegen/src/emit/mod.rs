@@ -198,6 +198,10 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// Small `int` vectors built in the frame instead of the heap (see
     /// [`stack_vectors`]).
     pub stack: std::rc::Rc<HashSet<ValueId>>,
+    /// Statements of the part body being emitted that already ran at an outer
+    /// loop level (a part's row reads, `withloop.rs`), by their first value:
+    /// [`Emitter::block`] skips them.
+    pub hoisted: HashSet<ValueId>,
 }
 
 /// The longest vector [`stack_vectors`] builds in the frame.
@@ -695,6 +699,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             data: HashMap::default(),
             borrowed: std::rc::Rc::new(borrowed),
             stack: std::rc::Rc::new(stack),
+            hoisted: HashSet::default(),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -806,6 +811,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         for (i, s) in b.stmts.iter().enumerate() {
+            if s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
+                continue;
+            }
             let moved = &plan.moved[i];
             self.stmt(fx, s, moved)?;
             if matches!(s.op, Op::Fail { .. }) {
@@ -1186,6 +1194,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             data: HashMap::default(),
             borrowed: std::rc::Rc::new(HashSet::default()),
             stack: std::rc::Rc::new(HashSet::default()),
+            hoisted: HashSet::default(),
         })
     }
 

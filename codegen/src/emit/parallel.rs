@@ -29,7 +29,7 @@
 //! Errors: each chunk runs with a private context, and the error of the lowest
 //! chunk is the one reported (the one a sequential run meets first).
 
-use compiler_core::HashMap;
+use compiler_core::{HashMap, HashSet};
 
 use compiler_core::ir::{Op, Part, Stmt, With};
 use compiler_core::opt::util::free_uses;
@@ -344,6 +344,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             data: HashMap::default(),
             borrowed: fx.borrowed.clone(),
             stack: fx.stack.clone(),
+            hoisted: HashSet::default(),
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }

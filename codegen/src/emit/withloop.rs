@@ -40,7 +40,7 @@
 use compiler_core::HashSet;
 
 use compiler_core::interp::ops::BinOp;
-use compiler_core::ir::{FoldFn, Part, Stmt, ValueId, With, WithOp};
+use compiler_core::ir::{FoldFn, Op, Part, Stmt, ValueId, With, WithOp};
 use compiler_core::sema::hir::Prim;
 use compiler_core::sema::ty::Ty;
 use compiler_core::span::Span;
@@ -1114,7 +1114,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<()> {
         let g = self.load_generator(fx, pcx.part, n, ploc)?;
         self.check_frames_static(fx, &g, states, ploc)?;
-        let tile = self.jam_tile(fx, pcx, states, n);
+        let rows = row_reads(fx, pcx.w, pcx.part)?;
+        let tile = if rows.is_empty() { self.jam_tile(fx, pcx, states, n) } else { None };
         let plan = tile.and_then(|t| self.lane_plan(fx, pcx, states, t));
         // A lane-planned tile whose columns read a panel of another array
         // (matrix multiplication's `b[k, j]`) runs its column tiles outside
@@ -1134,6 +1135,26 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         // A thread's chunk is a range of the nest's outermost loop.
         let chunked = super::parallel::chunked_axis(n, panel.is_some());
+        // Row reads run when a row starts, and only when the row has cells:
+        // the selection was proved in bounds for the body, which an empty
+        // inner range never runs (a 5x0 array's column k does not exist).
+        let after_rows = if rows.is_empty() {
+            None
+        } else {
+            if !g.dense[0] || n < 2 || chunked != 0 {
+                return Err(CodegenError::Bug("row reads in a part that does not run row by row".into()));
+            }
+            let mut cells = self.ctx.bool_type().const_int(1, false);
+            for d in 1..n {
+                let some = self.b.build_int_compare(IntPredicate::SLT, g.lo[d], g.hi[d], "row.cells")?;
+                cells = self.b.build_and(cells, some, "row.cells")?;
+            }
+            let nest = self.ctx.append_basic_block(fx.func, "rows");
+            let after = self.ctx.append_basic_block(fx.func, "rows.end");
+            self.b.build_conditional_branch(cells, nest, after)?;
+            self.b.position_at_end(nest);
+            Some(after)
+        };
         for d in order {
             let chunk = if d == chunked { outer } else { None };
             if tile.is_some() && d >= n - 2 {
@@ -1168,6 +1189,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let (l, i) = self.open_loop(fx, lo, hi)?;
                 open.push(l);
                 idx.push(i);
+                if d == 0 && !rows.is_empty() {
+                    self.row_start(fx, pcx.part, i, &rows)?;
+                }
             } else {
                 let (lb, start, stop) = self.open_blocks(fx, &g, d, chunk)?;
                 let (li, i) = self.open_loop(fx, start, stop)?;
@@ -1186,8 +1210,36 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         while let Some(l) = open.pop() {
             self.close_loop(l)?;
         }
+        if let Some(after) = after_rows {
+            self.b.build_unconditional_branch(after)?;
+            self.b.position_at_end(after);
+            for st in &rows {
+                fx.hoisted.remove(&st.defs[0]);
+            }
+        }
         if let Some(panel) = panel {
             self.call(self.rt.dec, &[panel.array.into()])?;
+        }
+        Ok(())
+    }
+
+    /// Runs a part's row reads ([`row_reads`]) where row `i` starts, before
+    /// any of its cells is written; the body then skips them.
+    fn row_start(&mut self, fx: &mut Fx<'ctx, 'a>, part: &'a Part, i: IntValue<'ctx>, rows: &[&'a Stmt]) -> R<()> {
+        let x = self.as_int(i)?;
+        if let Some(&row) = part.scalars.as_ref().and_then(|s| s.first()) {
+            fx.vals.insert(row, x.into());
+            fx.wide.insert(row, i);
+        }
+        let none = HashSet::default();
+        for st in rows {
+            if row_index(fx, part, st) {
+                fx.vals.insert(st.defs[0], x.into());
+                fx.wide.insert(st.defs[0], i);
+            } else {
+                self.stmt(fx, st, &none)?;
+            }
+            fx.hoisted.insert(st.defs[0]);
         }
         Ok(())
     }
@@ -1235,6 +1287,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         ploc: PointerValue<'ctx>,
     ) -> R<()> {
         let part = pcx.part;
+        if !row_reads(fx, pcx.w, part)?.is_empty() {
+            return Err(CodegenError::Bug("row reads in a part of unknown rank".into()));
+        }
         let lty = fx.irf.ty(part.lower).clone();
         let lower = self.value(fx, part.lower)?.into_pointer_value();
         let n = self.vec_len(lower, &lty)?;
@@ -1860,6 +1915,102 @@ fn int_min(t: BaseType) -> i64 {
         BaseType::UByte | BaseType::UShort | BaseType::UInt | BaseType::ULong | BaseType::ULongLong => 0,
         _ => i64::MIN,
     }
+}
+
+/// A part's *row reads*, in body order, with the statements they need: the
+/// selections of an array whose buffer the with-loop takes over (`reuse`)
+/// anywhere but at the written index. `compiler_core::opt::snapshot` leaves
+/// only reads at `[i, outer…]` (`i` the index on axis 0 of the with-loop's
+/// only part), which must run when row `i` starts, before its cells
+/// overwrite what they read (`static_part` runs them there). Anything else
+/// reading the buffer across the index space is a compiler bug: the
+/// with-loop would read elements it already overwrote.
+fn row_reads<'a>(fx: &Fx<'_, 'a>, w: &'a With, part: &'a Part) -> R<Vec<&'a Stmt>> {
+    use compiler_core::opt::index::Reader;
+    let reused: Vec<ValueId> = w.reuse.iter().flatten().copied().collect();
+    if reused.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reader = Reader::new(fx.irf, &*fx.defs);
+    let at: compiler_core::HashMap<ValueId, usize> =
+        part.body.stmts.iter().enumerate().flat_map(|(k, st)| st.defs.iter().map(move |d| (*d, k))).collect();
+    let bug = |what: &str| Err(CodegenError::Bug(format!("a with-loop reads the buffer it takes over {what}")));
+    let top: compiler_core::HashMap<*const Stmt, usize> =
+        part.body.stmts.iter().enumerate().map(|(k, st)| (st as *const Stmt, k)).collect();
+    let mut needed: Vec<bool> = vec![false; part.body.stmts.len()];
+    let mut work: Vec<usize> = Vec::new();
+    let mut stray = false;
+    // Every statement reading a reused buffer, nested ones included (as
+    // `reuse` checks them).
+    part.body.walk(&mut |st| {
+        if !st.op.operands().iter().any(|v| reused.contains(v)) {
+            return;
+        }
+        match &st.op {
+            Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => {}
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. }
+                if compiler_core::opt::reuse::at_written_index(part, &st.op, &reader) => {}
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, args, checked: false, .. } if reused.contains(&args[1]) => {
+                match top.get(&(st as *const Stmt)) {
+                    Some(&k) => {
+                        needed[k] = true;
+                        work.push(k);
+                    }
+                    None => stray = true,
+                }
+            }
+            _ => stray = true,
+        }
+    });
+    if stray {
+        return bug("other than by selections at the top of the part");
+    }
+    // What the reads need from the body: the row's index scalar, values from
+    // outside and pure scalar arithmetic on them.
+    let elsewhere: Vec<ValueId> =
+        part.scalars.iter().flatten().skip(1).copied().chain(part.index).chain(part.offset).collect();
+    while let Some(k) = work.pop() {
+        let st = &part.body.stmts[k];
+        if row_index(fx, part, st) {
+            continue;
+        }
+        let pure = match &st.op {
+            Op::Const(_) => true,
+            // An index never allocated (read in place, or built in the frame).
+            Op::Array(_) => fx.virt.contains(&st.defs[0]) || fx.stack.contains(&st.defs[0]),
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, checked: false, .. } => scalar_repr(fx.irf.ty(st.defs[0])),
+            Op::Prim { prim: Prim::Bin(BinOp::Add | BinOp::Sub | BinOp::Mul), args, .. } => {
+                args.iter().all(|a| scalar_repr(fx.irf.ty(*a)))
+            }
+            // An offset in the array (its shape and an index built in place).
+            Op::Prim { prim: Prim::Vect2Offset, .. } => true,
+            _ => false,
+        };
+        if !pure || st.defs.len() != 1 {
+            return bug("at an index it cannot read before the row starts");
+        }
+        for v in st.op.operands() {
+            if elsewhere.contains(&v) {
+                return bug("at an index that depends on more than the row");
+            }
+            if let Some(&j) = at.get(&v) {
+                if !needed[j] {
+                    needed[j] = true;
+                    work.push(j);
+                }
+            }
+        }
+    }
+    Ok(part.body.stmts.iter().zip(&needed).filter(|(_, n)| **n).map(|(st, _)| st).collect())
+}
+
+/// Whether `st` selects component 0 of `part`'s index vector (the row's index).
+fn row_index(fx: &Fx<'_, '_>, part: &Part, st: &Stmt) -> bool {
+    use compiler_core::opt::index::Def;
+    let Op::Prim { prim: Prim::Sel, args, .. } = &st.op else { return false };
+    part.index == Some(args[1])
+        && matches!(fx.defs.get(&args[0]), Some(Def::Const(c))
+            if compiler_core::opt::util::int_vec(c).as_deref() == Some(&[0]))
 }
 
 /// Whether a part writes every index between its bounds (no step or width

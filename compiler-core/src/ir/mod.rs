@@ -284,7 +284,9 @@ pub struct With {
     /// Cell types for genarray operators whose cells are never computed.
     pub cells: Vec<Option<Ty>>,
     /// Memory reuse: per operator, an argument whose buffer the result may take
-    /// over (it is dead afterwards and read only at the written index).
+    /// over: it is dead afterwards and read only at the written index, or (row
+    /// reads, `opt::snapshot`) by the only part at `[i, outer…]`, `i` its index
+    /// scalar on axis 0, which the back end reads when row `i` starts.
     pub reuse: Vec<Option<ValueId>>,
 }
 

@@ -132,7 +132,10 @@ fn the_fold(p: &Part) -> Option<&Stmt> {
 pub(super) fn qualifies(s: &Stmt, r: &Reader) -> Option<Vec<(ValueId, usize)>> {
     let Op::With(w) = &s.op else { return None };
     let ([p], [WithOp::Genarray { shape, .. }]) = (w.parts.as_slice(), w.ops.as_slice()) else { return None };
-    if p.step.is_some() || p.width.is_some() || p.offset.is_some() {
+    // A with-loop that already takes over a buffer (`snapshot` decided it)
+    // may read the rows it writes when each row starts: it must keep running
+    // row by row (and `tile` must not change its loops either).
+    if p.step.is_some() || p.width.is_some() || p.offset.is_some() || w.reuse.iter().any(Option::is_some) {
         return None;
     }
     let (Some(lo), Some(hi), Some(frame)) = (r.vector(p.lower), r.vector(p.upper), r.vector(*shape)) else {

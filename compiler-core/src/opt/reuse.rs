@@ -7,7 +7,9 @@
 //! * A `modarray(a)` with-loop, or a `genarray` with-loop over `a`'s shape and
 //!   element type, reuses `a` (`reuse %a`) when `a` is dead afterwards and the
 //!   with-loop reads `a` only at the index it writes (so no element is read after
-//!   it has been overwritten; `snapshot` copies what it reads elsewhere first).
+//!   it has been overwritten; `snapshot` copies what it reads elsewhere first,
+//!   and itself gives the buffer to a with-loop whose other reads stay in the
+//!   row being computed, which the back end reads when the row starts).
 //!   `a`'s shape is known from `util::shape_values`, loop-carried arrays that
 //!   keep their shape included.
 //! * An element update `modarray(a, iv, v)` / `idx_modarray(a, off, v)` writes
@@ -159,7 +161,7 @@ pub(super) fn consumable(
 /// Whether a selection reads a part's own index: `idx_sel(offset, _)`, or
 /// `sel(iv, _)` with the part's index vector or the vector of its index
 /// scalars (before index vector elimination).
-pub(super) fn at_written_index(p: &Part, op: &Op, reader: &Reader) -> bool {
+pub fn at_written_index(p: &Part, op: &Op, reader: &Reader) -> bool {
     match op {
         Op::Prim { prim: Prim::IdxSel, args, .. } => p.offset.is_some() && Some(args[0]) == p.offset,
         Op::Prim { prim: Prim::Sel, args, .. } => {

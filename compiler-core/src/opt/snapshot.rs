@@ -4,43 +4,53 @@
 //! the last time can write into `a`'s buffer (`reuse`) only when it reads `a`
 //! at nothing but the index it writes: any other element it reads may already
 //! have been overwritten. A Floyd–Warshall step reads row `k` and column `k`
-//! beside `d[i, j]`; copying those two slices (n elements each) first leaves
-//! `d` read only at `[i, j]`, so the step updates `d` in place instead of
-//! streaming a second n×n buffer (seed 004's in-place updates, for a with-loop
-//! whose reads cross its own writes).
+//! beside `d[i, j]`. Copying row `k` (n elements) first, and reading
+//! `d[i, k]` when row `i` starts, before any of its cells is written, leaves
+//! no read that a write can overtake, so the step updates `d` in place instead
+//! of streaming a second n×n buffer (seed 004's in-place updates, for a
+//! with-loop whose reads cross its own writes).
 //!
 //! ```text
-//!                                            %c = with { part %lo0 <= [%t] < %hi0 {
-//!                                                   %x = prim sel([%t, %k], %d) … } } genarray(%hi0)
 //!                                            %r = with { part %lo1 <= [%t] < %hi1 {
 //! %d2 = with {                                      %x = prim sel([%k, %t], %d) … } } genarray(%hi1)
 //!   part [0, 0] <= [%i, %j] < %s {           %d2 = with {
 //!     %x = prim sel([%i, %j], %d)      ⇒       part [0, 0] <= [%i, %j] < %s {
 //!     %y = prim sel([%i, %k], %d)                %x = prim sel([%i, %j], %d)
-//!     %z = prim sel([%k, %j], %d) …              %y = prim sel([%i], %c)
+//!     %z = prim sel([%k, %j], %d) …              %y = prim sel([%i, %k], %d)
 //!   } } genarray(%s)                             %z = prim sel([%j], %r) …
-//!                                              } } genarray(%s)
+//!                                              } } genarray(%s) reuse %d
 //! ```
 //!
-//! (`%lo0`/`%hi0`: the part's bounds on axis 0, and so on.) It applies to a
-//! with-loop with one array result — a `modarray`, or a `genarray` of scalar
-//! cells — whose buffer candidate (the array `reuse` would pick) is dead
-//! afterwards, when every other read of it is a selection of one element at
-//! the top of a part body that bounds-check elimination proved in bounds (the
-//! body checks nothing), whose index components are the part's index scalars
-//! or components of its index vector (each at most once, on fewer axes than
-//! the frame has: the slice is smaller than the array) or values defined
-//! outside the with-loop. The snapshot spans the part's range on those axes
-//! (lower indices stay zero) and is empty when the part is, so it reads
-//! exactly the elements the with-loop would read and cannot fail.
+//! (`%lo1`/`%hi1`: the part's bounds on axis 1.) A read at `[i, outer…]`,
+//! `i` the index scalar on axis 0 of the with-loop's only part, is such a
+//! *row read*: the pass sets `reuse` itself (the `reuse` pass takes reads at
+//! the written index only), and the back end reads it when row `i` starts
+//! (`codegen`'s `emit::withloop`, the row reads of a part). A row is always
+//! computed as a whole, by one thread, and only its own cells write
+//! `a[i, …]`. Copying the column instead had one thread read a cache line of
+//! every row just before the others wrote theirs, at every step (floyd 512 on
+//! two threads: 1.5x instead of 2x its one-thread speed). Any other read gets
+//! a snapshot: a with-loop copying the slice before it.
+//!
+//! It applies to a with-loop with one array result — a `modarray`, or a
+//! `genarray` of scalar cells — whose buffer candidate (the array `reuse`
+//! would pick) is dead afterwards, when every other read of it is a selection
+//! of one element at the top of a part body that bounds-check elimination
+//! proved in bounds (the body checks nothing), whose index components are the
+//! part's index scalars or components of its index vector (each at most once,
+//! on fewer axes than the frame has: the slice is smaller than the array) or
+//! values defined outside the with-loop. The snapshot spans the part's range
+//! on those axes (lower indices stay zero) and is empty when the part is, so
+//! it reads exactly the elements the with-loop would read and cannot fail.
 //!
 //! Limits: parts with a step or width, reads under a conditional, reads at
 //! other expressions of the index (`a[i - 1, j]`: a stencil, which keeps
 //! writing a fresh buffer) and frames of fewer than [`MIN_FRAME`] elements
-//! leave the with-loop as it is. The copies pay off only when `reuse` then
-//! takes the buffer (it runs later in the same stage, and with it switched off
-//! this pass does nothing; a caller still holding the array makes the back
-//! end copy anyway).
+//! leave the with-loop as it is; row reads need the with-loop to have one part
+//! (a second part could have written the row already). The copies pay off
+//! only when `reuse` then takes the buffer (it runs later in the same stage,
+//! and with it switched off this pass does nothing; a caller still holding the
+//! array makes the back end copy anyway).
 
 use crate::HashSet;
 
@@ -73,10 +83,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     cx.each_function(m, |f, cx| {
         let facts = Facts { defs: index::defs(f), shapes: util::shape_values(f), constants: reuse::constant_values(f) };
         let params: HashSet<ValueId> = f.params.iter().copied().collect();
-        let mut applied: Vec<(Span, String, usize)> = Vec::new();
+        let mut applied: Vec<(Span, String, usize, usize)> = Vec::new();
         util::with_body(f, |f, body| block(f, body, &params, &facts, &mut applied));
-        for (span, message, slices) in applied {
+        for (span, message, slices, rows) in applied {
             cx.count("slices_copied", slices as u64);
+            cx.count("row_reads_first", rows as u64);
+            // With row reads this pass gave the result its buffer (`reuse`
+            // counts the others under the same name).
+            cx.count("buffers_reused", u64::from(rows > 0));
             cx.remark(RemarkKind::Applied, &f.name, Some(span), message);
         }
     });
@@ -95,7 +109,7 @@ fn block(
     b: &mut Block,
     outer_local: &HashSet<ValueId>,
     facts: &Facts,
-    applied: &mut Vec<(Span, String, usize)>,
+    applied: &mut Vec<(Span, String, usize, usize)>,
 ) {
     let last_use = reuse::last_uses(b);
     let mut local = outer_local.clone();
@@ -105,14 +119,23 @@ fn block(
             let plan = plan(w, &Reader::new(f, &facts.defs), &facts.shapes, dead_after);
             if let Some(plan) = plan {
                 let name = f.values[plan.array.0 as usize].name.clone();
-                let slices = plan.reads.len();
-                apply(f, w, &plan, &mut b.stmts);
                 let what = name.map_or("the array".to_string(), |n| format!("`{n}`"));
-                let message = format!(
-                    "copied {slices} slice{} of {what} read across the index space first, so the result can take over its buffer",
-                    if slices == 1 { "" } else { "s" }
-                );
-                applied.push((s.span, message, slices));
+                let (slices, rows) = (plan.reads.len(), plan.row_reads);
+                apply(f, w, &plan, &mut b.stmts);
+                let mut done = Vec::new();
+                if slices > 0 {
+                    let s = if slices == 1 { "" } else { "s" };
+                    done.push(format!("copied {slices} slice{s} of {what} read across the index space first"));
+                }
+                if rows > 0 {
+                    // Nothing else would let the result take the buffer:
+                    // `reuse` accepts reads at the written index only.
+                    w.reuse[plan.op] = Some(plan.array);
+                    let s = if rows == 1 { "" } else { "s" };
+                    done.push(format!("reads {rows} element{s} of each row of {what} when the row starts"));
+                }
+                let message = format!("{}, so the result can take over its buffer", done.join(" and "));
+                applied.push((s.span, message, slices, rows));
             }
         }
         match &mut s.op {
@@ -150,12 +173,21 @@ struct SliceRead {
     /// Every bound of the part is a constant and the part is not empty: the
     /// snapshot needs no emptiness test, and these are its extents.
     static_extents: Option<Vec<usize>>,
+    /// The only index component from the part is its index on axis 0 (the
+    /// scalar, or component 0 of the index vector): the read stays in one row.
+    in_row: bool,
 }
 
 #[derive(Debug)]
 struct Plan {
     array: ValueId,
+    /// The operator whose result takes over `array`'s buffer.
+    op: usize,
+    /// The reads served by snapshots.
     reads: Vec<SliceRead>,
+    /// Reads left in place because they read the row being computed (see
+    /// [`row_read`]).
+    row_reads: usize,
 }
 
 fn plan(
@@ -180,6 +212,7 @@ fn plan(
         inside.extend(p.index.iter().chain(p.offset.iter()).chain(p.scalars.iter().flatten()).copied());
     }
     let mut reads = Vec::new();
+    let mut row_reads = 0;
     for (pi, p) in w.parts.iter().enumerate() {
         // A selection is unchecked when bounds-check elimination proved it in
         // bounds, or when a check before it (in the body) guards it: then a
@@ -197,13 +230,30 @@ fn plan(
                 Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => {}
                 Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. } if reuse::at_written_index(p, &s.op, reader) => {}
                 Op::Prim { prim: Prim::Sel, args, checked: false, .. } if args[1] == a => {
-                    reads.push(slice_read(p, pi, si, args[0], rank, &inside, reader)?);
+                    let read = slice_read(p, pi, si, args[0], rank, &inside, reader)?;
+                    if row_read(w, &read) {
+                        row_reads += 1;
+                    } else {
+                        reads.push(read);
+                    }
                 }
                 _ => return None,
             }
         }
     }
-    (!reads.is_empty()).then_some(Plan { array: a, reads })
+    (!reads.is_empty() || row_reads > 0).then_some(Plan { array: a, op: k, reads, row_reads })
+}
+
+/// Whether a read is left in place, for the back end to make when the row it
+/// reads starts: it reads the with-loop's only part at `[i, outer…]`, `i` the
+/// part's index on axis 0 (its scalar or its index vector's component). A row (all indices with one `i`) is computed
+/// as a whole (the outermost loop runs over `i`, and threads split that loop),
+/// and only its own cells write `a[i, …]`, so before the first of them `a[i, …]`
+/// still holds the old elements. Copying a column instead made one thread read
+/// every row just before the others wrote theirs (a Floyd–Warshall step's
+/// column `k`), moving a cache line of each row between cores at every step.
+fn row_read(w: &With, read: &SliceRead) -> bool {
+    w.parts.len() == 1 && read.frame_rank >= 2 && read.in_row
 }
 
 /// A read `sel(index, a)` in part `p` that a snapshot can serve, if it is one.
@@ -235,6 +285,7 @@ fn slice_read(
     };
     let mut axes: Vec<(usize, ValueId)> = Vec::new();
     let mut comps = Vec::new();
+    let mut row_index = false;
     for v in components {
         if let Some(q) = axis_of(v) {
             if axes.iter().any(|&(x, _)| x == q) {
@@ -242,6 +293,7 @@ fn slice_read(
             }
             axes.push((q, v));
             comps.push(Component::Index(q));
+            row_index = q == 0;
         } else if inside.contains(&v) {
             return None;
         } else {
@@ -259,7 +311,8 @@ fn slice_read(
         }
         _ => None,
     };
-    Some(SliceRead { part, stmt, index: comps, axes, frame_rank: rank, static_extents })
+    let in_row = row_index && axes.len() == 1;
+    Some(SliceRead { part, stmt, index: comps, axes, frame_rank: rank, static_extents, in_row })
 }
 
 /// Builds the snapshots before the with-loop (into `out`) and points the reads
