@@ -1028,15 +1028,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if frames.is_empty() {
             return Ok(());
         }
-        let mut nonempty = self.ctx.bool_type().const_int(1, false);
-        for d in 0..n {
-            let ne = self.b.build_int_compare(IntPredicate::SLT, g.lo[d], g.hi[d], "ne")?;
-            nonempty = self.b.build_and(nonempty, ne, "nonempty")?;
-        }
-        let check_bb = self.ctx.append_basic_block(fx.func, "gen.check");
-        let after = self.ctx.append_basic_block(fx.func, "gen.ok");
-        self.b.build_conditional_branch(nonempty, check_bb, after)?;
-        self.b.position_at_end(check_bb);
+        let after = self.when_nonempty(fx, g, 0..n, "gen.check", "gen.ok")?;
         let corner = self.i64_buffer(fx, n.max(1) as u32, "corner")?;
         let mut lasts = Vec::with_capacity(n);
         for d in 0..n {
@@ -1144,16 +1136,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             if !g.dense[0] || n < 2 || chunked != 0 {
                 return Err(CodegenError::Bug("row reads in a part that does not run row by row".into()));
             }
-            let mut cells = self.ctx.bool_type().const_int(1, false);
-            for d in 1..n {
-                let some = self.b.build_int_compare(IntPredicate::SLT, g.lo[d], g.hi[d], "row.cells")?;
-                cells = self.b.build_and(cells, some, "row.cells")?;
-            }
-            let nest = self.ctx.append_basic_block(fx.func, "rows");
-            let after = self.ctx.append_basic_block(fx.func, "rows.end");
-            self.b.build_conditional_branch(cells, nest, after)?;
-            self.b.position_at_end(nest);
-            Some(after)
+            Some(self.when_nonempty(fx, &g, 1..n, "rows", "rows.end")?)
         };
         for d in order {
             let chunk = if d == chunked { outer } else { None };
@@ -1221,6 +1204,29 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.call(self.rt.dec, &[panel.array.into()])?;
         }
         Ok(())
+    }
+
+    /// Continues in a new block `then` that runs only when the generator's
+    /// ranges on `axes` are all non-empty; returns the block `after` both
+    /// ways meet in (the caller branches there when done).
+    fn when_nonempty(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        g: &Generator<'ctx>,
+        axes: std::ops::Range<usize>,
+        then: &str,
+        after: &str,
+    ) -> R<BasicBlock<'ctx>> {
+        let mut nonempty = self.ctx.bool_type().const_int(1, false);
+        for d in axes {
+            let ne = self.b.build_int_compare(IntPredicate::SLT, g.lo[d], g.hi[d], "ne")?;
+            nonempty = self.b.build_and(nonempty, ne, "nonempty")?;
+        }
+        let then_bb = self.ctx.append_basic_block(fx.func, then);
+        let after_bb = self.ctx.append_basic_block(fx.func, after);
+        self.b.build_conditional_branch(nonempty, then_bb, after_bb)?;
+        self.b.position_at_end(then_bb);
+        Ok(after_bb)
     }
 
     /// Runs a part's row reads ([`row_reads`]) where row `i` starts, before
