@@ -5,7 +5,8 @@
 //! its buffer to the result.
 //!
 //! * A `modarray(a)` with-loop, or a `genarray` with-loop over `a`'s shape and
-//!   element type, reuses `a` (`reuse %a`) when `a` is dead afterwards and the
+//!   element type that one part covers (the back end clears the cells no part
+//!   writes before the parts run), reuses `a` (`reuse %a`) when `a` is dead afterwards and the
 //!   with-loop reads `a` only at the index it writes (so no element is read after
 //!   it has been overwritten; `snapshot` copies what it reads elsewhere first,
 //!   and itself gives the buffer to a with-loop whose other reads stay in the
@@ -212,6 +213,21 @@ fn genarray_candidate(
     shapes: &crate::HashMap<ValueId, ValueId>,
 ) -> Option<ValueId> {
     let frame = reader.vector(shape)?;
+    // The parts must write every cell: the back end zeroes (or fills with the
+    // default) the cells no part writes before the parts run, which in a
+    // taken-over buffer would also clear the elements the body still reads.
+    let whole = |p: &Part| {
+        p.step.is_none()
+            && p.width.is_none()
+            && reader.vector(p.lower).is_some_and(|l| l.iter().all(|x| x.as_const() == Some(0)))
+            && (p.upper == shape
+                || reader.vector(p.upper).is_some_and(|u| {
+                    u.len() == frame.len() && u.iter().zip(&frame).all(|(a, b)| a.minus(b) == Some(0))
+                }))
+    };
+    if !w.parts.iter().any(whole) {
+        return None;
+    }
     let elem = w.parts.first().map(|p| reader.ty(w.element_yield(p, k)).elem)?;
     if !w.parts.iter().all(|p| reader.ty(w.element_yield(p, k)).shape.is_scalar()) {
         return None;
