@@ -1941,33 +1941,40 @@ fn row_reads<'a>(fx: &Fx<'_, 'a>, w: &'a With, part: &'a Part) -> R<Vec<&'a Stmt
     let at: compiler_core::HashMap<ValueId, usize> =
         part.body.stmts.iter().enumerate().flat_map(|(k, st)| st.defs.iter().map(move |d| (*d, k))).collect();
     let bug = |what: &str| Err(CodegenError::Bug(format!("a with-loop reads the buffer it takes over {what}")));
-    let top: compiler_core::HashMap<*const Stmt, usize> =
-        part.body.stmts.iter().enumerate().map(|(k, st)| (st as *const Stmt, k)).collect();
+    // How a statement uses a reused buffer: `Some(true)` reads it across the
+    // index space, `Some(false)` in a way that is always safe.
+    let across = |st: &Stmt| -> Option<bool> {
+        if !st.op.operands().iter().any(|v| reused.contains(v)) {
+            return Some(false);
+        }
+        match &st.op {
+            Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => Some(false),
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. }
+                if compiler_core::opt::reuse::at_written_index(part, &st.op, &reader) =>
+            {
+                Some(false)
+            }
+            Op::Prim { prim: Prim::Sel | Prim::IdxSel, args, checked: false, .. } if reused.contains(&args[1]) => {
+                Some(true)
+            }
+            _ => None,
+        }
+    };
     let mut needed: Vec<bool> = vec![false; part.body.stmts.len()];
     let mut work: Vec<usize> = Vec::new();
     let mut stray = false;
-    // Every statement reading a reused buffer, nested ones included (as
-    // `reuse` checks them).
-    part.body.walk(&mut |st| {
-        if !st.op.operands().iter().any(|v| reused.contains(v)) {
-            return;
-        }
-        match &st.op {
-            Op::Prim { prim: Prim::Shape | Prim::Dim | Prim::Size, .. } => {}
-            Op::Prim { prim: Prim::Sel | Prim::IdxSel, .. }
-                if compiler_core::opt::reuse::at_written_index(part, &st.op, &reader) => {}
-            Op::Prim { prim: Prim::Sel | Prim::IdxSel, args, checked: false, .. } if reused.contains(&args[1]) => {
-                match top.get(&(st as *const Stmt)) {
-                    Some(&k) => {
-                        needed[k] = true;
-                        work.push(k);
-                    }
-                    None => stray = true,
-                }
+    for (k, st) in part.body.stmts.iter().enumerate() {
+        match across(st) {
+            Some(true) => {
+                needed[k] = true;
+                work.push(k);
             }
-            _ => stray = true,
+            Some(false) => {}
+            None => stray = true,
         }
-    });
+        // Nested statements (as `reuse` checks them) may only read safely.
+        st.op.walk_blocks(&mut |b| b.walk(&mut |inner| stray |= across(inner) != Some(false)));
+    }
     if stray {
         return bug("other than by selections at the top of the part");
     }

@@ -216,14 +216,14 @@ fn genarray_candidate(
     // The parts must write every cell: the back end zeroes (or fills with the
     // default) the cells no part writes before the parts run, which in a
     // taken-over buffer would also clear the elements the body still reads.
+    // One part from zero to the frame's shape (the same value, or equal
+    // constants): the test code generation makes (`covers_frame`).
+    let consts = |v: ValueId| reader.vector(v)?.iter().map(|x| x.as_const()).collect::<Option<Vec<i64>>>();
     let whole = |p: &Part| {
         p.step.is_none()
             && p.width.is_none()
-            && reader.vector(p.lower).is_some_and(|l| l.iter().all(|x| x.as_const() == Some(0)))
-            && (p.upper == shape
-                || reader.vector(p.upper).is_some_and(|u| {
-                    u.len() == frame.len() && u.iter().zip(&frame).all(|(a, b)| a.minus(b) == Some(0))
-                }))
+            && consts(p.lower).is_some_and(|l| l.iter().all(|&x| x == 0))
+            && (p.upper == shape || consts(p.upper).is_some_and(|u| Some(u) == consts(shape)))
     };
     if !w.parts.iter().any(whole) {
         return None;

@@ -22,7 +22,7 @@
 //! ```
 //!
 //! (`%lo1`/`%hi1`: the part's bounds on axis 1.) A read at `[i, outer…]`,
-//! `i` the index scalar on axis 0 of the with-loop's only part, is such a
+//! `i` the index on axis 0 of the with-loop's only part, is such a
 //! *row read*: the pass sets `reuse` itself (the `reuse` pass takes reads at
 //! the written index only), and the back end reads it when row `i` starts
 //! (`codegen`'s `emit::withloop`, the row reads of a part). A row is always
@@ -173,9 +173,6 @@ struct SliceRead {
     /// Every bound of the part is a constant and the part is not empty: the
     /// snapshot needs no emptiness test, and these are its extents.
     static_extents: Option<Vec<usize>>,
-    /// The only index component from the part is its index on axis 0 (the
-    /// scalar, or component 0 of the index vector): the read stays in one row.
-    in_row: bool,
 }
 
 #[derive(Debug)]
@@ -246,14 +243,15 @@ fn plan(
 
 /// Whether a read is left in place, for the back end to make when the row it
 /// reads starts: it reads the with-loop's only part at `[i, outer…]`, `i` the
-/// part's index on axis 0 (its scalar or its index vector's component). A row (all indices with one `i`) is computed
-/// as a whole (the outermost loop runs over `i`, and threads split that loop),
-/// and only its own cells write `a[i, …]`, so before the first of them `a[i, …]`
-/// still holds the old elements. Copying a column instead made one thread read
-/// every row just before the others wrote theirs (a Floyd–Warshall step's
-/// column `k`), moving a cache line of each row between cores at every step.
+/// part's index on axis 0 (its scalar or its index vector's component). A row
+/// (all indices with one `i`) is computed as a whole (the outermost loop runs
+/// over `i`, and threads split that loop), and only its own cells write
+/// `a[i, …]`, so before the first of them `a[i, …]` still holds the old
+/// elements. Copying a column instead made one thread read every row just
+/// before the others wrote theirs (a Floyd–Warshall step's column `k`), moving
+/// a cache line of each row between cores at every step.
 fn row_read(w: &With, read: &SliceRead) -> bool {
-    w.parts.len() == 1 && read.frame_rank >= 2 && read.in_row
+    w.parts.len() == 1 && read.frame_rank >= 2 && matches!(read.axes[..], [(0, _)])
 }
 
 /// A read `sel(index, a)` in part `p` that a snapshot can serve, if it is one.
@@ -285,7 +283,6 @@ fn slice_read(
     };
     let mut axes: Vec<(usize, ValueId)> = Vec::new();
     let mut comps = Vec::new();
-    let mut row_index = false;
     for v in components {
         if let Some(q) = axis_of(v) {
             if axes.iter().any(|&(x, _)| x == q) {
@@ -293,7 +290,6 @@ fn slice_read(
             }
             axes.push((q, v));
             comps.push(Component::Index(q));
-            row_index = q == 0;
         } else if inside.contains(&v) {
             return None;
         } else {
@@ -311,8 +307,7 @@ fn slice_read(
         }
         _ => None,
     };
-    let in_row = row_index && axes.len() == 1;
-    Some(SliceRead { part, stmt, index: comps, axes, frame_rank: rank, static_extents, in_row })
+    Some(SliceRead { part, stmt, index: comps, axes, frame_rank: rank, static_extents })
 }
 
 /// Builds the snapshots before the with-loop (into `out`) and points the reads
