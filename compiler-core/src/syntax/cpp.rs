@@ -73,11 +73,21 @@ const MAX_OUTPUT_TOKENS: usize = 4_000_000;
 
 #[derive(Clone, Debug)]
 struct Macro {
+    /// The macro's name, interned ([`Preprocessor::macro_id`]) for hide sets.
+    id: MacroId,
     params: Option<Vec<SmolStr>>,
     variadic: bool,
     body: Vec<Token>,
+    /// Per token of `body`: the parameter it names (`__VA_ARGS__`: the one
+    /// after the named ones), found once at `#define` rather than at every
+    /// expansion.
+    body_params: Vec<Option<usize>>,
     span: Span,
 }
+
+/// A macro name, interned: hide sets hold these, not strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct MacroId(u32);
 
 #[derive(Clone, Debug)]
 struct PTok {
@@ -104,8 +114,8 @@ impl HideSet {
 /// The hide sets of one preprocessor run, each a sorted list of macro names,
 /// with the unions expansion asks for again and again remembered.
 struct HideSets {
-    sets: Vec<Vec<SmolStr>>,
-    ids: HashMap<Vec<SmolStr>, HideSet>,
+    sets: Vec<Vec<MacroId>>,
+    ids: HashMap<Vec<MacroId>, HideSet>,
     unions: HashMap<(HideSet, HideSet), HideSet>,
 }
 
@@ -116,12 +126,12 @@ impl HideSets {
         HideSets { sets: vec![Vec::new()], ids, unions: HashMap::default() }
     }
 
-    fn contains(&self, h: HideSet, name: &str) -> bool {
-        self.sets[h.0 as usize].iter().any(|n| n == name)
+    fn contains(&self, h: HideSet, name: MacroId) -> bool {
+        self.sets[h.0 as usize].binary_search(&name).is_ok()
     }
 
-    fn intern(&mut self, mut names: Vec<SmolStr>) -> HideSet {
-        names.sort();
+    fn intern(&mut self, mut names: Vec<MacroId>) -> HideSet {
+        names.sort_unstable();
         names.dedup();
         if let Some(h) = self.ids.get(&names) {
             return *h;
@@ -133,12 +143,12 @@ impl HideSets {
     }
 
     /// `h` with `name` added.
-    fn with(&mut self, h: HideSet, name: &SmolStr) -> HideSet {
+    fn with(&mut self, h: HideSet, name: MacroId) -> HideSet {
         if self.contains(h, name) {
             return h;
         }
         let mut names = self.sets[h.0 as usize].clone();
-        names.push(name.clone());
+        names.push(name);
         self.intern(names)
     }
 
@@ -152,7 +162,7 @@ impl HideSets {
         if let Some(u) = self.unions.get(&(a, b)) {
             return *u;
         }
-        let names = self.sets[a.0 as usize].iter().chain(&self.sets[b.0 as usize]).cloned().collect();
+        let names = self.sets[a.0 as usize].iter().chain(&self.sets[b.0 as usize]).copied().collect();
         let u = self.intern(names);
         self.unions.insert((a, b), u);
         u
@@ -162,7 +172,7 @@ impl HideSets {
         if a == b {
             return a;
         }
-        let names = self.sets[a.0 as usize].iter().filter(|n| self.contains(b, n)).cloned().collect();
+        let names = self.sets[a.0 as usize].iter().filter(|n| self.contains(b, **n)).copied().collect();
         self.intern(names)
     }
 }
@@ -191,6 +201,7 @@ pub fn preprocess(
         loader,
         diags: diagnostics,
         macros: HashMap::default(),
+        macro_ids: HashMap::default(),
         include_dirs: options.include_dirs.clone(),
         output: Vec::new(),
         pragma_once: HashSet::default(),
@@ -220,6 +231,8 @@ struct Preprocessor<'a> {
     diags: &'a mut Diagnostics,
     /// Shared so that expanding one does not copy its body.
     macros: HashMap<SmolStr, std::rc::Rc<Macro>>,
+    /// Every macro name defined so far, interned.
+    macro_ids: HashMap<SmolStr, MacroId>,
     include_dirs: Vec<String>,
     output: Vec<Token>,
     pragma_once: HashSet<SmolStr>,
@@ -228,6 +241,11 @@ struct Preprocessor<'a> {
 }
 
 impl Preprocessor<'_> {
+    fn macro_id(&mut self, name: &SmolStr) -> MacroId {
+        let next = MacroId(self.macro_ids.len() as u32);
+        *self.macro_ids.entry(name.clone()).or_insert(next)
+    }
+
     fn define_command_line(&mut self, defines: &[String]) {
         for def in defines {
             let (name, value) = match def.split_once('=') {
@@ -248,14 +266,19 @@ impl Preprocessor<'_> {
                 continue;
             }
             let span = tokens[0].span;
-            let body = tokens[1..].iter().cloned().map(|mut t| {
-                t.line_start = false;
-                t
-            });
-            self.macros.insert(
-                SmolStr::new(&name),
-                std::rc::Rc::new(Macro { params: None, variadic: false, body: body.collect(), span }),
-            );
+            let body: Vec<Token> = tokens[1..]
+                .iter()
+                .cloned()
+                .map(|mut t| {
+                    t.line_start = false;
+                    t
+                })
+                .collect();
+            let name = SmolStr::new(&name);
+            let id = self.macro_id(&name);
+            let body_params = vec![None; body.len()];
+            let mac = Macro { id, params: None, variadic: false, body, body_params, span };
+            self.macros.insert(name, std::rc::Rc::new(mac));
         }
     }
 
@@ -489,7 +512,21 @@ impl Preprocessor<'_> {
                 t
             })
             .collect();
-        let new = Macro { params, variadic, body, span: name.span };
+        let body_params = body
+            .iter()
+            .map(|t| {
+                let params = params.as_deref()?;
+                if !t.is_ident() {
+                    None
+                } else if variadic && t.text == "__VA_ARGS__" {
+                    Some(params.len())
+                } else {
+                    params.iter().position(|p| *p == t.text)
+                }
+            })
+            .collect();
+        let id = self.macro_id(&name.text);
+        let new = Macro { id, params, variadic, body, body_params, span: name.span };
         if let Some(old) = self.macros.get(&name.text) {
             let same = old.params == new.params
                 && old.body.len() == new.body.len()
@@ -580,14 +617,13 @@ impl Preprocessor<'_> {
                 }
                 return out;
             }
-            if !t.tok.is_ident() || self.hides.contains(t.hide, &t.tok.text) {
+            if !t.tok.is_ident() {
                 out.push(t);
                 continue;
             }
-            let name = t.tok.text.clone();
-            if name == "__LINE__" || name == "__FILE__" {
+            if t.tok.text.starts_with("__") && is_builtin_macro(&t.tok.text) {
                 let file = self.sources.get(t.tok.span.file);
-                let (kind, text) = if name == "__LINE__" {
+                let (kind, text) = if t.tok.text == "__LINE__" {
                     (TokenKind::Int, SmolStr::new(file.line_col(t.tok.span.start).0.to_string()))
                 } else {
                     (TokenKind::Str, SmolStr::new(format!("\"{}\"", file.name)))
@@ -595,14 +631,20 @@ impl Preprocessor<'_> {
                 out.push(PTok { tok: Token { kind, text, ..t.tok }, hide: t.hide });
                 continue;
             }
-            let Some(mac) = self.macros.get(&name).cloned() else {
+            // Most identifiers are not macros: one lookup decides.
+            let Some(mac) = self.macros.get(&t.tok.text).cloned() else {
                 out.push(t);
                 continue;
             };
+            if self.hides.contains(t.hide, mac.id) {
+                out.push(t);
+                continue;
+            }
+            let name = t.tok.text.clone();
             let span = t.tok.span;
             match &mac.params {
                 None => {
-                    let hide = self.hides.with(t.hide, &name);
+                    let hide = self.hides.with(t.hide, mac.id);
                     let body = self.substitute(&mac, &[], span, hide, t.tok.space_before);
                     for b in body.into_iter().rev() {
                         queue.push_front(b);
@@ -642,7 +684,7 @@ impl Preprocessor<'_> {
                         continue;
                     }
                     let common = self.hides.intersection(t.hide, rparen.hide);
-                    let hide = self.hides.with(common, &name);
+                    let hide = self.hides.with(common, mac.id);
                     let body = self.substitute(&mac, &args, span.to(rparen.tok.span), hide, t.tok.space_before);
                     for b in body.into_iter().rev() {
                         queue.push_front(b);
@@ -691,15 +733,7 @@ impl Preprocessor<'_> {
         space_before: bool,
     ) -> Vec<PTok> {
         let params = mac.params.as_deref().unwrap_or(&[]);
-        let param_index = |t: &Token| -> Option<usize> {
-            if !t.is_ident() {
-                return None;
-            }
-            if mac.variadic && t.text == "__VA_ARGS__" {
-                return Some(params.len());
-            }
-            params.iter().position(|p| *p == t.text)
-        };
+        let param_index = |k: usize| -> Option<usize> { mac.body_params.get(k).copied().flatten() };
         let arg_tokens = |idx: usize| -> Vec<PTok> {
             if idx < params.len() {
                 args.get(idx).cloned().unwrap_or_default()
@@ -725,14 +759,14 @@ impl Preprocessor<'_> {
         let body = &mac.body;
         let mut result: Vec<PTok> = Vec::new();
         // Each argument is macro-expanded once, however often it is used.
-        let mut expanded: HashMap<usize, Vec<PTok>> = HashMap::default();
+        let mut expanded: Vec<Option<Vec<PTok>>> = vec![None; params.len() + 1];
         let mut k = 0;
         while k < body.len() {
             let t = &body[k];
             let next_is_paste = body.get(k + 1).is_some_and(|n| n.is_punct("##"));
             let prev_is_paste = k > 0 && body[k - 1].is_punct("##");
             if t.is_punct("#") && mac.params.is_some() {
-                if let Some(idx) = body.get(k + 1).and_then(&param_index) {
+                if let Some(idx) = param_index(k + 1) {
                     let text = stringize(&arg_tokens(idx));
                     result.push(PTok::plain(Token {
                         kind: TokenKind::Str,
@@ -749,7 +783,7 @@ impl Preprocessor<'_> {
                 // Paste the previous result token with the next operand.
                 k += 1;
                 let Some(rhs_tok) = body.get(k) else { break };
-                let rhs: Vec<PTok> = match param_index(rhs_tok) {
+                let rhs: Vec<PTok> = match param_index(k) {
                     Some(idx) => arg_tokens(idx),
                     None => vec![PTok::plain(rhs_tok.clone())],
                 };
@@ -767,16 +801,16 @@ impl Preprocessor<'_> {
                 k += 1;
                 continue;
             }
-            match param_index(t) {
+            match param_index(k) {
                 Some(idx) => {
                     let mut tokens = if next_is_paste || prev_is_paste {
                         arg_tokens(idx)
                     } else {
-                        match expanded.get(&idx) {
+                        match &expanded[idx] {
                             Some(e) => e.clone(),
                             None => {
                                 let e = self.expand(arg_tokens(idx).into());
-                                expanded.insert(idx, e.clone());
+                                expanded[idx] = Some(e.clone());
                                 e
                             }
                         }

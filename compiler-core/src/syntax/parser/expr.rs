@@ -504,7 +504,7 @@ impl Parser<'_> {
             let span = fun.span.to(self.prev_span());
             return Expr { kind: ExprKind::Call { fun, args }, span };
         }
-        Expr { kind: ExprKind::Var(t.text), span: t.span }
+        Expr { kind: ExprKind::Var(t.text.clone()), span: t.span }
     }
 
     fn array_literal(&mut self) -> Expr {

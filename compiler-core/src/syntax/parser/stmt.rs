@@ -209,7 +209,7 @@ impl Parser<'_> {
             if (next.is_punct("++") || next.is_punct("--")) && !self.can_start_expr_at(2) {
                 let target = self.ident("a variable").expect("checked");
                 let op = self.bump();
-                return StmtKind::Step { target, op: op.text, op_span: op.span };
+                return StmtKind::Step { target, op: op.text.clone(), op_span: op.span };
             }
             if next.is_punct("[") {
                 if let Some(close) = self.matching_bracket(1) {
@@ -223,7 +223,7 @@ impl Parser<'_> {
                         let index = self.index_list();
                         let op = self.bump();
                         if op.is_punct("++") || op.is_punct("--") {
-                            return StmtKind::IndexStep { target, index, op: op.text, op_span: op.span };
+                            return StmtKind::IndexStep { target, index, op: op.text.clone(), op_span: op.span };
                         }
                         let value = self.expr();
                         let op = if op.is_punct("=") { None } else { Some(op.text.trim_end_matches('=').into()) };
