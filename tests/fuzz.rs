@@ -138,7 +138,11 @@ fn soup(rng: &mut Rng) -> String {
     (0..rng.below(60)).map(|_| FRAGMENTS[rng.below(FRAGMENTS.len())]).collect::<Vec<_>>().join(" ")
 }
 
-/// Compiles and (if it compiles) runs `text` under tight limits.
+/// Compiles and (if it compiles) runs `text` under tight limits; a program
+/// the front end accepts must also lower to well-formed IR and get through
+/// the optimiser with the IR still well-formed (anything else is a compiler
+/// bug: a mutated fold function, a variable retyped in a loop and a loop that
+/// never runs each once passed the front end and broke lowering).
 fn exercise(text: &str) {
     let fe = frontend("fuzz.sac", text, &MemoryLoader::default(), &FrontendOptions::default());
     if fe.has_errors() {
@@ -146,6 +150,13 @@ fn exercise(text: &str) {
     }
     let options = RunOptions { max_call_depth: 200, max_steps: Some(200_000), max_elements: 1 << 20 };
     let _ = interp::run(&fe.program, Some(&fe.typed), &fe.sources, "main", Vec::new(), options, &mut |_| {});
+    let mut module = compiler_core::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    if let Err(problems) = compiler_core::ir::verify::verify(&module) {
+        panic!("the lowered IR is malformed: {}", problems.join("; "));
+    }
+    if let Err(broken) = compiler_core::opt::optimise(&mut module, &fe.sources, &Default::default()) {
+        panic!("the optimiser left the IR malformed: {broken:?}");
+    }
 }
 
 #[test]

@@ -511,6 +511,19 @@ impl FnLower<'_, '_> {
         self.ml.typed.instance(self.inst)
     }
 
+    /// `l`'s type as inference found it: `None` where no assignment was
+    /// reached, or where assignments of different element types meet.
+    fn inferred_ty(&self, l: LocalId) -> Option<Ty> {
+        self.instance().locals.get(l.0 as usize).cloned().flatten()
+    }
+
+    /// Whether inference entered the loop `s`: one it never entered never
+    /// runs (its condition is false on entry, known by inference, which is
+    /// why evaluating it cannot fail either), and its body is not typed.
+    fn loop_entered(&self, s: &hir::Stmt) -> bool {
+        self.instance().loops_entered.contains(&stmt_span(s))
+    }
+
     fn local_ty(&self, l: LocalId) -> Ty {
         self.instance()
             .locals
@@ -607,7 +620,9 @@ impl FnLower<'_, '_> {
                     };
                     return self.b.emit(out, op, ty, *span);
                 }
-                hir::Stmt::While { .. } | hir::Stmt::DoWhile { .. } if contains_return_stmt(s) => {
+                hir::Stmt::While { .. } | hir::Stmt::DoWhile { .. }
+                    if contains_return_stmt(s) && self.loop_entered(s) =>
+                {
                     // The loop carries a `done` flag and the results.
                     let span = stmt_span(s);
                     let results = self.yield_types(Mode::Function, None);
@@ -744,12 +759,22 @@ impl FnLower<'_, '_> {
                     self.stmt(t, &mut else_stmts);
                 }
                 let after_else = std::mem::replace(&mut self.env, before.clone());
-                // Locals both branches leave defined, and that changed, are yielded.
+                // Locals both branches leave defined, and that changed, are
+                // yielded; except where the two branches (neither failing) give
+                // them different element types: inference has made sure such a
+                // local is not read before it is assigned again.
+                let fails = |b: &[Stmt]| b.iter().any(|s| matches!(s.op, Op::Fail { .. }));
+                let some_branch_fails = fails(&then_stmts) || fails(&else_stmts);
                 let mut merged: Vec<(usize, ValueId, ValueId)> = Vec::new();
+                let mut clashing: Vec<usize> = Vec::new();
                 for (l, (t, e)) in after_then.iter().zip(&after_else).enumerate() {
                     if let (Some(t), Some(e)) = (t, e) {
                         if Some(*t) != before[l] || Some(*e) != before[l] {
-                            merged.push((l, *t, *e));
+                            if !some_branch_fails && self.b.ty(*t).elem != self.b.ty(*e).elem {
+                                clashing.push(l);
+                            } else {
+                                merged.push((l, *t, *e));
+                            }
                         }
                     }
                 }
@@ -775,9 +800,14 @@ impl FnLower<'_, '_> {
                 for ((l, _, _), d) in merged.iter().zip(defs) {
                     self.env[*l] = Some(d);
                 }
+                for l in clashing {
+                    self.env[l] = None;
+                }
             }
             hir::Stmt::While { .. } | hir::Stmt::DoWhile { .. } => {
-                self.lower_loop(s, out, None);
+                if self.loop_entered(s) {
+                    self.lower_loop(s, out, None);
+                }
             }
             hir::Stmt::Return { .. } => {
                 // Handled by `tail`; a stray return here would be a lowering bug.
@@ -822,7 +852,14 @@ impl FnLower<'_, '_> {
         // Carried: locals the body (or condition) assigns that are defined before.
         let mut assigned = HashSet::default();
         collect_assigned(body, &mut assigned);
-        let mut carried: Vec<LocalId> = assigned.into_iter().filter(|l| self.env[l.0 as usize].is_some()).collect();
+        // A local inference left untyped is not carried: either the body
+        // never runs, or the local's types differ between the loop's entry and
+        // its body, and then inference has made sure no one reads it after an
+        // iteration (so its value before the loop stays).
+        let mut carried: Vec<LocalId> = assigned
+            .into_iter()
+            .filter(|l| self.env[l.0 as usize].is_some() && self.inferred_ty(*l).is_some())
+            .collect();
         carried.sort();
         let mut init: Vec<ValueId> = carried.iter().map(|l| self.env[l.0 as usize].expect("filtered")).collect();
         let mut param_tys: Vec<Ty> = carried

@@ -111,6 +111,10 @@ struct Engine<'a> {
 /// The abstract state of one function body being interpreted.
 struct Walk {
     env: Vec<Option<Info>>,
+    /// Locals whose paths into the current point gave them different element
+    /// types (an `if`'s branches, a loop's entry and its body): the merge's
+    /// span and the two types. Reading one is an error; assigning it clears it.
+    conflicts: HashMap<u32, (Span, Elem, Elem)>,
     returns: Vec<Vec<Option<Info>>>,
     /// The instance whose tables this walk fills (`None` for value re-interpretation).
     record: Option<InstanceId>,
@@ -150,6 +154,26 @@ fn join_opt(a: &Option<Info>, b: &Option<Info>) -> Option<Info> {
         (Some(x), None) | (None, Some(x)) => Some(x.clone()),
         (None, None) => None,
     }
+}
+
+/// Joins `other` (the state at the end of another path) into `walk`'s
+/// state where two paths meet at `span`; a local typed differently on the
+/// two becomes unknown and is remembered as a conflict (an error if read).
+/// Returns the locals that became conflicts.
+fn merge_env(walk: &mut Walk, other: &[Option<Info>], span: Span) -> Vec<(u32, (Span, Elem, Elem))> {
+    let mut conflicts = Vec::new();
+    for (l, (e, o)) in walk.env.iter_mut().zip(other).enumerate() {
+        if let (Some(x), Some(y)) = (&*e, o) {
+            if x.ty.elem != y.ty.elem {
+                conflicts.push((l as u32, (span, y.ty.elem, x.ty.elem)));
+            }
+        }
+        *e = join_opt(e, o);
+    }
+    for (l, c) in &conflicts {
+        walk.conflicts.entry(*l).or_insert(*c);
+    }
+    conflicts
 }
 
 /// Shorthand for building an instance symbol: `Det__i_3_3`.
@@ -357,21 +381,11 @@ impl<'a> Engine<'a> {
         // Wrappers dispatch to every instance of their candidates, most specific first.
         for w in 0..self.typed.wrappers.len() {
             let candidates = self.typed.wrappers[w].candidates.clone();
-            let mut members: Vec<InstanceId> = (0..self.typed.instances.len() as u32)
+            let members: Vec<InstanceId> = (0..self.typed.instances.len() as u32)
                 .map(InstanceId)
                 .filter(|i| candidates.contains(&self.typed.instances[i.0 as usize].fun))
                 .collect();
-            members.sort_by(|a, b| {
-                let (x, y) = (&self.typed.instances[a.0 as usize], &self.typed.instances[b.0 as usize]);
-                let xs = x.params.iter().zip(&y.params).all(|(p, q)| p.subset_of(q));
-                let ys = y.params.iter().zip(&x.params).all(|(p, q)| p.subset_of(q));
-                match (xs, ys) {
-                    (true, false) => std::cmp::Ordering::Less,
-                    (false, true) => std::cmp::Ordering::Greater,
-                    _ => a.cmp(b),
-                }
-            });
-            self.typed.wrappers[w].instances = members;
+            self.typed.wrappers[w].instances = most_specific_first(&self.typed.instances, members);
         }
         // Instances reachable from the entries.
         let mut seen = HashSet::default();
@@ -447,6 +461,7 @@ impl<'a> Engine<'a> {
             reason,
             symbol,
             specialised,
+            loops_entered: HashSet::default(),
         });
         self.index.insert(key, id);
         if f.intrinsic.is_none() {
@@ -459,7 +474,12 @@ impl<'a> Engine<'a> {
         let inst = &self.typed.instances[id.0 as usize];
         let f = self.p.function(inst.fun);
         let params = inst.params.clone();
-        let mut walk = Walk { env: vec![None; f.locals.len()], returns: Vec::new(), record: Some(id) };
+        let mut walk = Walk {
+            env: vec![None; f.locals.len()],
+            conflicts: HashMap::default(),
+            returns: Vec::new(),
+            record: Some(id),
+        };
         for (p, ty) in f.params.iter().zip(&params) {
             walk.env[p.local.0 as usize] = Some(Info::of_type(ty.clone()));
         }
@@ -566,6 +586,23 @@ impl<'a> Engine<'a> {
         self.diags.last_mut()
     }
 
+    /// A read of `local`, which the paths reaching it left with two element
+    /// types (SaC gives a variable one type where paths meet).
+    fn conflicting_local(&mut self, walk: &Walk, local: hir::LocalId, read: Span, merge: Span, a: Elem, b: Elem) {
+        let Some(id) = walk.record else { return };
+        let name = self.p.function(self.typed.instances[id.0 as usize].fun).locals[local.0 as usize].name.clone();
+        let message = format!("`{name}` is {a} on one path to here and {b} on another");
+        if !self.reported.insert((read, message.clone())) {
+            return;
+        }
+        self.diags.push(
+            Diagnostic::error(codes::TYPE_MISMATCH, message)
+                .at(read, "read here")
+                .with_label(merge, "the paths meet here")
+                .with_hint(format!("give `{name}` one element type on every path (convert with `tod`, `toi`, …)")),
+        );
+    }
+
     fn report(&mut self, code: crate::diagnostics::Code, message: String, span: Span) {
         // Errors inside library code are the user's call's fault.
         let span = if self.sources.is_library(span) { self.blame.last().copied().unwrap_or(span) } else { span };
@@ -631,6 +668,7 @@ impl<'a> Engine<'a> {
                 let infos =
                     if targets.len() == 1 { vec![self.expr(walk, value)] } else { self.expr_multi(walk, value) };
                 for (k, t) in targets.iter().enumerate() {
+                    walk.conflicts.remove(&t.0);
                     let info = infos.get(k).cloned().flatten();
                     match self.no_decls(walk) {
                         Some(f) => self.assign(walk, f, *t, info, *span),
@@ -638,7 +676,7 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
-            Stmt::If { cond, then_body, else_body, .. } => {
+            Stmt::If { cond, then_body, else_body, span } => {
                 let c = self.expr(walk, cond);
                 self.check_bool(&c, cond.span, "an `if` condition");
                 match c.as_ref().and_then(|c| c.value.clone()) {
@@ -649,13 +687,11 @@ impl<'a> Engine<'a> {
                         self.stmts(walk, then_body);
                         let after_then = std::mem::replace(&mut walk.env, before);
                         self.stmts(walk, else_body);
-                        for (e, t) in walk.env.iter_mut().zip(after_then) {
-                            *e = join_opt(e, &t);
-                        }
+                        merge_env(walk, &after_then, *span);
                     }
                 }
             }
-            Stmt::While { cond, body, .. } => {
+            Stmt::While { cond, body, span } => {
                 let c = self.expr(walk, cond);
                 self.check_bool(&c, cond.span, "a loop condition");
                 if matches!(
@@ -664,14 +700,20 @@ impl<'a> Engine<'a> {
                 ) {
                     return;
                 }
-                self.fixpoint(walk, |engine, walk| {
+                if let Some(id) = walk.record {
+                    self.typed.instances[id.0 as usize].loops_entered.insert(*span);
+                }
+                self.fixpoint(walk, *span, |engine, walk| {
                     engine.stmts(walk, body);
                     let c = engine.expr(walk, cond);
                     engine.check_bool(&c, cond.span, "a loop condition");
                 });
             }
-            Stmt::DoWhile { body, cond, .. } => {
-                self.fixpoint(walk, |engine, walk| {
+            Stmt::DoWhile { body, cond, span } => {
+                if let Some(id) = walk.record {
+                    self.typed.instances[id.0 as usize].loops_entered.insert(*span);
+                }
+                self.fixpoint(walk, *span, |engine, walk| {
                     engine.stmts(walk, body);
                     let c = engine.expr(walk, cond);
                     engine.check_bool(&c, cond.span, "a loop condition");
@@ -693,18 +735,20 @@ impl<'a> Engine<'a> {
 
     /// Runs `body` until the environment stops changing (joining each round's end
     /// state into the loop-head state; the lattice has finite height).
-    fn fixpoint(&mut self, walk: &mut Walk, mut body: impl FnMut(&mut Self, &mut Walk)) {
+    fn fixpoint(&mut self, walk: &mut Walk, span: Span, mut body: impl FnMut(&mut Self, &mut Walk)) {
+        // Locals typed differently at the loop's head stay so (an unknown
+        // type would otherwise join with the next round's as if unreached).
+        let mut sticky: HashMap<u32, (Span, Elem, Elem)> = HashMap::default();
         for _ in 0..64 {
             let head = walk.env.clone();
+            let head_conflicts = walk.conflicts.len();
             body(self, walk);
-            let mut changed = false;
-            for (e, h) in walk.env.iter_mut().zip(&head) {
-                let j = join_opt(h, e);
-                if j != *h {
-                    changed = true;
-                }
-                *e = j;
+            sticky.extend(merge_env(walk, &head, span));
+            for (l, c) in &sticky {
+                walk.env[*l as usize] = None;
+                walk.conflicts.entry(*l).or_insert(*c);
             }
+            let changed = walk.env != head || walk.conflicts.len() != head_conflicts;
             if !changed {
                 return;
             }
@@ -729,7 +773,12 @@ impl<'a> Engine<'a> {
                 if v.len() == 1 { v.pop().flatten() } else { None }
             }
             ExprKind::Const(v) => Some(Info::of_value(v.clone())),
-            ExprKind::Local(l) => walk.env.get(l.0 as usize).cloned().flatten(),
+            ExprKind::Local(l) => {
+                if let Some((at, a, b)) = walk.conflicts.get(&l.0).copied() {
+                    self.conflicting_local(walk, *l, e.span, at, a, b);
+                }
+                walk.env.get(l.0 as usize).cloned().flatten()
+            }
             ExprKind::Prim { prim, args } => {
                 let infos: Vec<Option<Info>> = args.iter().map(|a| self.expr(walk, a)).collect();
                 self.prim(prim, &infos, e.span)
@@ -862,6 +911,21 @@ impl<'a> Engine<'a> {
     fn call(&mut self, walk: &mut Walk, callee: &Callee, args: &[Option<Info>], span: Span) -> Vec<Option<Info>> {
         let first = self.p.function(callee.candidates[0]);
         if first.intrinsic.is_some() {
+            // The one intrinsic, C's printf: its format comes first. (Without
+            // one, later passes would find a call they cannot type.)
+            let format = args.first().map(|a| a.as_ref().map(|i| i.ty.elem));
+            if !matches!(format, Some(None | Some(Elem::String))) {
+                let found = match format {
+                    Some(Some(elem)) => format!("its first argument is of type {elem}"),
+                    _ => "it has no arguments".to_string(),
+                };
+                self.diags.push(
+                    Diagnostic::error(codes::TYPE_MISMATCH, format!("`{}` needs a format string first", callee.name))
+                        .at(span, found)
+                        .with_hint("write e.g. `printf(\"%d\\n\", x)`"),
+                );
+                return Vec::new();
+            }
             let id = self.instance(callee.candidates[0], Vec::new(), Reason::Declared);
             self.record_call(walk, callee, Target::Instance(id));
             return Vec::new();
@@ -1036,7 +1100,8 @@ impl<'a> Engine<'a> {
             return None;
         }
         self.inline_stack.push(fun);
-        let mut walk = Walk { env: vec![None; f.locals.len()], returns: Vec::new(), record: None };
+        let mut walk =
+            Walk { env: vec![None; f.locals.len()], conflicts: HashMap::default(), returns: Vec::new(), record: None };
         for (p, a) in f.params.iter().zip(args) {
             walk.env[p.local.0 as usize] = a.clone();
         }
@@ -1282,6 +1347,25 @@ impl<'a> Engine<'a> {
                                 }
                                 FoldTarget::Prim(p) => self.prim(p, &args, fun.span),
                             };
+                            // The fold function's result is the next accumulator:
+                            // of another element type, the fold cannot be typed.
+                            if let (Some(a), Some(r)) = (&acc, &r) {
+                                if a.ty.elem != r.ty.elem {
+                                    self.diags.push(
+                                        Diagnostic::error(
+                                            codes::TYPE_MISMATCH,
+                                            format!(
+                                                "the fold function returns {} but the accumulator is {}",
+                                                r.ty.elem, a.ty.elem
+                                            ),
+                                        )
+                                        .at(fun.span, "")
+                                        .with_note("the fold function's result becomes the next accumulator, which starts as the neutral element")
+                                        .with_hint("fold with a function of the neutral element's type, e.g. `+`, `*`, `max`"),
+                                    );
+                                    break;
+                                }
+                            }
                             let next = join_opt(&acc, &r.map(|i| i.without_value()));
                             if next == acc {
                                 break;
@@ -1297,5 +1381,63 @@ impl<'a> Engine<'a> {
             self.typed.instances[id.0 as usize].withs.insert(w.id, recorded);
         }
         out
+    }
+}
+
+/// `members` ordered so that every instance comes before those it is more
+/// specific than (its parameter types subsets of theirs), the lowest id first
+/// among those that may come next. "More specific" is a partial order: a
+/// comparison sort given it (with ids for the incomparable pairs) is not
+/// given a total order, which Rust's sort may detect and panic on.
+fn most_specific_first(instances: &[Instance], mut members: Vec<InstanceId>) -> Vec<InstanceId> {
+    let more_specific = |a: InstanceId, b: InstanceId| {
+        let (x, y) = (&instances[a.0 as usize], &instances[b.0 as usize]);
+        let xs = x.params.iter().zip(&y.params).all(|(p, q)| p.subset_of(q));
+        let ys = y.params.iter().zip(&x.params).all(|(p, q)| p.subset_of(q));
+        xs && !ys
+    };
+    members.sort_unstable();
+    let mut ordered = Vec::with_capacity(members.len());
+    while !members.is_empty() {
+        // Some member has none left more specific than it (the relation has
+        // no cycles); if not, take the lowest id rather than loop.
+        let next = members.iter().position(|&m| !members.iter().any(|&o| o != m && more_specific(o, m))).unwrap_or(0);
+        ordered.push(members.remove(next));
+    }
+    ordered
+}
+
+#[cfg(test)]
+mod ordering_tests {
+    use super::*;
+
+    fn instance(shape: Vec<Option<usize>>) -> Instance {
+        Instance {
+            fun: FunId(0),
+            params: vec![Ty::new(Elem::Base(crate::syntax::ast::BaseType::Int), Shape::Fixed(shape))],
+            results: Vec::new(),
+            locals: Vec::new(),
+            calls: HashMap::default(),
+            withs: HashMap::default(),
+            reason: Reason::Wrapper,
+            symbol: String::new(),
+            specialised: false,
+            loops_entered: HashSet::default(),
+        }
+    }
+
+    /// int[2,.], int[3,.] and int[2,3]: the last is more specific than the
+    /// first and the second is comparable with neither, so "more specific,
+    /// else lower id" is a cycle (0 < 1 < 2 < 0), which a comparison sort
+    /// may panic on (a mutated test program did).
+    #[test]
+    fn wrapper_instances_are_ordered_when_specificity_is_partial() {
+        let instances =
+            vec![instance(vec![Some(2), None]), instance(vec![Some(3), None]), instance(vec![Some(2), Some(3)])];
+        let ids = vec![InstanceId(0), InstanceId(1), InstanceId(2)];
+        let order = most_specific_first(&instances, ids);
+        assert_eq!(order, vec![InstanceId(1), InstanceId(2), InstanceId(0)]);
+        let pos = |i: u32| order.iter().position(|x| x.0 == i).unwrap();
+        assert!(pos(2) < pos(0), "int[2,3] must be tried before int[2,.]");
     }
 }

@@ -7,7 +7,7 @@
 //! calls whose target cannot be fixed statically go through one. Each entry function
 //! has a wrapper, so an entry accepts every argument its SaC type admits.
 
-use crate::HashMap;
+use crate::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::hir::{FunId, SiteId, WithId};
@@ -59,6 +59,10 @@ pub struct Instance {
     pub symbol: String,
     /// Parameter types are narrower than the declared ones.
     pub specialised: bool,
+    /// The `while`/`for` loops whose bodies inference reached (by the loop's
+    /// span); a loop not among them never runs (its condition is known to be
+    /// false on entry, or the loop is dead code), and lowering leaves it out.
+    pub loops_entered: HashSet<Span>,
 }
 
 #[derive(Clone, Debug)]
