@@ -586,6 +586,23 @@ impl<'a> Engine<'a> {
         self.diags.last_mut()
     }
 
+    /// A generator's bounds, step and width are integer vectors: one of
+    /// another rank or element type fails whenever the with-loop runs (the
+    /// code generator cannot even form it).
+    fn check_generator_vector(&mut self, i: &Info, span: Span, what: &str) {
+        let is_int = i.ty.elem == Elem::Base(BaseType::Int);
+        let rank = i.ty.shape.rank_if_known();
+        if !is_int {
+            self.report(codes::TYPE_MISMATCH, format!("a generator's {what} is an int vector, not {}", i.ty), span);
+        } else if rank.is_some_and(|r| r != 1) {
+            self.report(
+                codes::STATIC_SHAPE_ERROR,
+                format!("a generator's {what} is an int vector, not {}", i.ty),
+                span,
+            );
+        }
+    }
+
     /// A read of `local`, which the paths reaching it left with two element
     /// types (SaC gives a variable one type where paths meet).
     fn conflicting_local(&mut self, walk: &Walk, local: hir::LocalId, read: Span, merge: Span, a: Elem, b: Elem) {
@@ -1230,6 +1247,7 @@ impl<'a> Engine<'a> {
                 if let Some(Bound::Expr(e)) = b {
                     let i = self.expr(walk, e);
                     if let Some(i) = &i {
+                        self.check_generator_vector(i, e.span, if is_lower { "lower bound" } else { "upper bound" });
                         bound_lens.push(vector_len(i));
                         if let Some(v) = i.value.as_ref().and_then(|v| v.as_int_vec()) {
                             if is_lower { lo = Some(v) } else { hi = Some(v) }
@@ -1239,6 +1257,7 @@ impl<'a> Engine<'a> {
             }
             for e in part.step.iter().chain(&part.width) {
                 if let Some(i) = self.expr(walk, e) {
+                    self.check_generator_vector(&i, e.span, "step or width");
                     bound_lens.push(vector_len(&i));
                 }
             }
