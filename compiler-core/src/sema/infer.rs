@@ -386,6 +386,7 @@ impl<'a> Engine<'a> {
                 .filter(|i| candidates.contains(&self.typed.instances[i.0 as usize].fun))
                 .collect();
             self.typed.wrappers[w].instances = most_specific_first(&self.typed.instances, members);
+            self.check_wrapper_results(w);
         }
         // Instances reachable from the entries.
         let mut seen = HashSet::default();
@@ -584,6 +585,50 @@ impl<'a> Engine<'a> {
 
     fn diags_last_mut(&mut self) -> Option<&mut Diagnostic> {
         self.diags.last_mut()
+    }
+
+    /// A wrapper dispatches, per signature of argument element types, among
+    /// instances that must agree on their results' element types (sac2c's
+    /// rule for overloads that differ only in shape). A call's own check
+    /// (E0305) sees only the overloads its argument shapes may reach; the
+    /// wrapper also holds the instances other calls made, and lowering could
+    /// not type a dispatch between results of different element types.
+    fn check_wrapper_results(&mut self, w: usize) {
+        // One such error is enough: a call's own says it better.
+        if self.diags.iter().any(|d| d.code == codes::MIXED_RESULT_TYPES) {
+            return;
+        }
+        let members = self.typed.wrappers[w].instances.clone();
+        for (k, &a) in members.iter().enumerate() {
+            for &b in &members[k + 1..] {
+                let (x, y) = (&self.typed.instances[a.0 as usize], &self.typed.instances[b.0 as usize]);
+                let same_args = x.params.iter().map(|t| t.elem).eq(y.params.iter().map(|t| t.elem));
+                let same_results = x.results.iter().map(|t| t.elem).eq(y.results.iter().map(|t| t.elem));
+                if !same_args || same_results || x.fun == y.fun {
+                    continue;
+                }
+                let (fa, fb) = (self.p.function(x.fun), self.p.function(y.fun));
+                let types = |r: &[Ty]| r.iter().map(|t| t.elem.to_string()).collect::<Vec<_>>().join(", ");
+                let message = format!(
+                    "`{}` returns {} but `{}` returns {}: a call of `{}` may choose between them at run time",
+                    fa.signature(),
+                    types(&x.results),
+                    fb.signature(),
+                    types(&y.results),
+                    self.typed.wrappers[w].name
+                );
+                let span = fb.name_span;
+                if self.reported.insert((span, message.clone())) {
+                    self.diags.push(
+                        Diagnostic::error(codes::MIXED_RESULT_TYPES, message)
+                            .at(span, "")
+                            .with_label(fa.name_span, "the other overload")
+                            .with_hint("overloads that differ only in shape must return the same element types"),
+                    );
+                }
+                return;
+            }
+        }
     }
 
     /// A generator's bounds, step and width are integer vectors: one of
