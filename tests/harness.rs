@@ -5,7 +5,7 @@
 //! ```text
 //! // Kreye's determinant on a 3x3 matrix.
 //! // ==
-//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags)
+//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags; `--disable PASS` for the optimised and native runs)
 //! // entry: det                           (optional: function to run, default main)
 //! // args: [[1,2],[3,4]] ; 5              (optional: --arg values, `;`-separated)
 //! // shapes: f.a=int[3,3] ; f.b=int[.]     (optional: shape hints, `;`-separated)
@@ -298,6 +298,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     // `--register-tile` checks the structure with the tile.
     let mut native_tile = Some(TEST_TILE);
     let mut tile_structure = false;
+    // `--disable PASS`: the optimised and native runs go without it.
+    let mut disabled = std::collections::BTreeSet::new();
     let mut flags = expect.flags.iter();
     while let Some(f) = flags.next() {
         if f == "--noprelude" || f == "-noprelude" {
@@ -306,6 +308,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
             tile_structure = true;
         } else if f == "--no-register-tile" {
             native_tile = None;
+        } else if f == "--disable" {
+            disabled.insert(flags.next().cloned().unwrap_or_default());
         } else if let Some(d) = f.strip_prefix("-D") {
             inv.frontend.defines.push(if d.is_empty() {
                 flags.next().cloned().unwrap_or_default()
@@ -355,14 +359,15 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     through_ir.engine = Engine::Ir;
     same_behaviour("the unoptimised IR", &report, &run(&through_ir))?;
     let mut optimised = inv.clone();
-    optimised.engine = Engine::Optimised(opt::PipelineOptions { verify: true, ..Default::default() });
+    optimised.engine =
+        Engine::Optimised(opt::PipelineOptions { verify: true, disabled: disabled.clone(), ..Default::default() });
     same_behaviour("the optimised IR", &report, &run(&optimised))?;
     // And natively, compiled by LLVM.
     let mut native = inv.clone();
     // Two threads and no size threshold: every with-loop that may run in
     // parallel does, so the parallel paths are checked on every test.
     let parallel = withloop_codegen::Options { threads: Some(2), parallel_min: Some(1), ..Default::default() };
-    let tiled = opt::PipelineOptions { register_tile: native_tile, ..Default::default() };
+    let tiled = opt::PipelineOptions { register_tile: native_tile, disabled: disabled.clone(), ..Default::default() };
     native.engine = Engine::Native(tiled.clone(), parallel);
     let native_report = run(&native);
     if same_behaviour("native code", &report, &native_report).is_err() {

@@ -243,7 +243,9 @@ fn genarray_candidate(
                 Op::Prim { prim: Prim::IdxSel | Prim::Sel, args, .. } if at_written_index(p, &s.op, reader) => args[1],
                 _ => return,
             };
-            if reader.ty(a).elem != elem {
+            // A rank-0 frame's "array of its shape" may be a scalar, which has
+            // no buffer (the back end keeps scalars as plain values).
+            if reader.ty(a).elem != elem || reader.ty(a).shape.is_scalar() {
                 return;
             }
             let shape_of = match reader.ty(a).shape.extents() {
