@@ -184,7 +184,8 @@ impl ModuleLower<'_> {
         f.params = param_tys.iter().map(|t| f.new_value(t.clone(), None)).collect();
         let params = f.params.clone();
         let mut fl = FnBuilder { f, span };
-        let members = most_specific_first(self.typed, members);
+        // `members` keep the wrapper's order, most specific first (inference
+        // orders them; leaving some out keeps that).
         let mut body = fl.dispatch(self, &members, &params, &results, &wrapper.name);
         // A wrapper is invisible in error locations: its failures are its caller's.
         set_blame(&mut body, Blame::Caller);
@@ -213,19 +214,10 @@ impl ModuleLower<'_> {
     }
 }
 
-/// Orders instances so that none comes after one it is strictly more specific than:
-/// the first that admits the arguments is then a most specific one.
-fn most_specific_first(typed: &Typed, mut rest: Vec<InstanceId>) -> Vec<InstanceId> {
-    let more_specific = |a: InstanceId, b: InstanceId| {
-        let (pa, pb) = (&typed.instance(a).params, &typed.instance(b).params);
-        pa.iter().zip(pb).all(|(x, y)| x.subset_of(y)) && !pb.iter().zip(pa).all(|(x, y)| x.subset_of(y))
-    };
-    let mut ordered = Vec::with_capacity(rest.len());
-    while !rest.is_empty() {
-        let k = rest.iter().position(|&i| !rest.iter().any(|&j| more_specific(j, i))).unwrap_or(0);
-        ordered.push(rest.remove(k));
-    }
-    ordered
+/// Whether a branch's statements hold a failure (code inference found always
+/// fails, or never reached).
+fn always_fails(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| matches!(s.op, Op::Fail { .. }))
 }
 
 fn set_blame(b: &mut Block, blame: Blame) {
@@ -328,8 +320,7 @@ impl FnBuilder {
     /// A branch that always fails (code inference never reached) yields
     /// placeholders typed like the other branch's values, so both agree.
     fn align_dead_branch(&mut self, then_block: &mut Block, else_block: &mut Block, span: Span) {
-        let fails = |b: &Block| b.stmts.iter().any(|s| matches!(s.op, Op::Fail { .. }));
-        let (dead, live) = match (fails(then_block), fails(else_block)) {
+        let (dead, live) = match (always_fails(&then_block.stmts), always_fails(&else_block.stmts)) {
             (true, false) => (then_block, else_block),
             // Both dead: any agreeing types will do.
             (false, true) | (true, true) => (else_block, then_block),
@@ -525,12 +516,7 @@ impl FnLower<'_, '_> {
     }
 
     fn local_ty(&self, l: LocalId) -> Ty {
-        self.instance()
-            .locals
-            .get(l.0 as usize)
-            .cloned()
-            .flatten()
-            .unwrap_or(Ty::new(Elem::Base(BaseType::Int), Shape::AtLeast(0)))
+        self.inferred_ty(l).unwrap_or(Ty::new(Elem::Base(BaseType::Int), Shape::AtLeast(0)))
     }
 
     /// Pattern variables and conditions at entry (failures are the caller's).
@@ -763,8 +749,7 @@ impl FnLower<'_, '_> {
                 // yielded; except where the two branches (neither failing) give
                 // them different element types: inference has made sure such a
                 // local is not read before it is assigned again.
-                let fails = |b: &[Stmt]| b.iter().any(|s| matches!(s.op, Op::Fail { .. }));
-                let some_branch_fails = fails(&then_stmts) || fails(&else_stmts);
+                let some_branch_fails = always_fails(&then_stmts) || always_fails(&else_stmts);
                 let mut merged: Vec<(usize, ValueId, ValueId)> = Vec::new();
                 let mut clashing: Vec<usize> = Vec::new();
                 for (l, (t, e)) in after_then.iter().zip(&after_else).enumerate() {

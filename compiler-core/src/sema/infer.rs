@@ -114,7 +114,7 @@ struct Walk {
     /// Locals whose paths into the current point gave them different element
     /// types (an `if`'s branches, a loop's entry and its body): the merge's
     /// span and the two types. Reading one is an error; assigning it clears it.
-    conflicts: HashMap<u32, (Span, Elem, Elem)>,
+    conflicts: HashMap<hir::LocalId, Conflict>,
     returns: Vec<Vec<Option<Info>>>,
     /// The instance whose tables this walk fills (`None` for value re-interpretation).
     record: Option<InstanceId>,
@@ -156,16 +156,20 @@ fn join_opt(a: &Option<Info>, b: &Option<Info>) -> Option<Info> {
     }
 }
 
+/// Where two paths meet that gave a local different element types: the
+/// merge's span and the two types.
+type Conflict = (Span, Elem, Elem);
+
 /// Joins `other` (the state at the end of another path) into `walk`'s
 /// state where two paths meet at `span`; a local typed differently on the
 /// two becomes unknown and is remembered as a conflict (an error if read).
 /// Returns the locals that became conflicts.
-fn merge_env(walk: &mut Walk, other: &[Option<Info>], span: Span) -> Vec<(u32, (Span, Elem, Elem))> {
+fn merge_env(walk: &mut Walk, other: &[Option<Info>], span: Span) -> Vec<(hir::LocalId, Conflict)> {
     let mut conflicts = Vec::new();
     for (l, (e, o)) in walk.env.iter_mut().zip(other).enumerate() {
         if let (Some(x), Some(y)) = (&*e, o) {
             if x.ty.elem != y.ty.elem {
-                conflicts.push((l as u32, (span, y.ty.elem, x.ty.elem)));
+                conflicts.push((hir::LocalId(l as u32), (span, y.ty.elem, x.ty.elem)));
             }
         }
         *e = join_opt(e, o);
@@ -635,17 +639,14 @@ impl<'a> Engine<'a> {
     /// another rank or element type fails whenever the with-loop runs (the
     /// code generator cannot even form it).
     fn check_generator_vector(&mut self, i: &Info, span: Span, what: &str) {
-        let is_int = i.ty.elem == Elem::Base(BaseType::Int);
-        let rank = i.ty.shape.rank_if_known();
-        if !is_int {
-            self.report(codes::TYPE_MISMATCH, format!("a generator's {what} is an int vector, not {}", i.ty), span);
-        } else if rank.is_some_and(|r| r != 1) {
-            self.report(
-                codes::STATIC_SHAPE_ERROR,
-                format!("a generator's {what} is an int vector, not {}", i.ty),
-                span,
-            );
-        }
+        let code = if i.ty.elem != Elem::Base(BaseType::Int) {
+            codes::TYPE_MISMATCH
+        } else if i.ty.shape.rank_if_known().is_some_and(|r| r != 1) {
+            codes::STATIC_SHAPE_ERROR
+        } else {
+            return;
+        };
+        self.report(code, format!("a generator's {what} is an int vector, not {}", i.ty), span);
     }
 
     /// A read of `local`, which the paths reaching it left with two element
@@ -730,7 +731,7 @@ impl<'a> Engine<'a> {
                 let infos =
                     if targets.len() == 1 { vec![self.expr(walk, value)] } else { self.expr_multi(walk, value) };
                 for (k, t) in targets.iter().enumerate() {
-                    walk.conflicts.remove(&t.0);
+                    walk.conflicts.remove(t);
                     let info = infos.get(k).cloned().flatten();
                     match self.no_decls(walk) {
                         Some(f) => self.assign(walk, f, *t, info, *span),
@@ -800,14 +801,14 @@ impl<'a> Engine<'a> {
     fn fixpoint(&mut self, walk: &mut Walk, span: Span, mut body: impl FnMut(&mut Self, &mut Walk)) {
         // Locals typed differently at the loop's head stay so (an unknown
         // type would otherwise join with the next round's as if unreached).
-        let mut sticky: HashMap<u32, (Span, Elem, Elem)> = HashMap::default();
+        let mut sticky: HashMap<hir::LocalId, Conflict> = HashMap::default();
         for _ in 0..64 {
             let head = walk.env.clone();
             let head_conflicts = walk.conflicts.len();
             body(self, walk);
             sticky.extend(merge_env(walk, &head, span));
             for (l, c) in &sticky {
-                walk.env[*l as usize] = None;
+                walk.env[l.0 as usize] = None;
                 walk.conflicts.entry(*l).or_insert(*c);
             }
             let changed = walk.env != head || walk.conflicts.len() != head_conflicts;
@@ -836,7 +837,7 @@ impl<'a> Engine<'a> {
             }
             ExprKind::Const(v) => Some(Info::of_value(v.clone())),
             ExprKind::Local(l) => {
-                if let Some((at, a, b)) = walk.conflicts.get(&l.0).copied() {
+                if let Some((at, a, b)) = walk.conflicts.get(l).copied() {
                     self.conflicting_local(walk, *l, e.span, at, a, b);
                 }
                 walk.env.get(l.0 as usize).cloned().flatten()
