@@ -42,3 +42,17 @@ fn two_consumers_report_text() {
 fn generic_report_text() {
     insta::assert_snapshot!(report("lang/opt/generic_map_map.sac").to_text());
 }
+
+/// `withloop passes` (which `--disable`'s help points at) lists every pass
+/// `--disable` accepts, in pipeline order, with its description.
+#[test]
+fn passes_listing() {
+    let listing = String::from_utf8(withloop_cli::passes().stdout).expect("utf-8");
+    for name in opt::pass_names() {
+        assert!(
+            listing.lines().any(|l| l.split_whitespace().next() == Some(name)),
+            "`{name}` is missing from:\n{listing}"
+        );
+    }
+    insta::assert_snapshot!(listing);
+}

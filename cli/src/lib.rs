@@ -155,6 +155,21 @@ pub fn check(inv: &Invocation) -> Report {
     report
 }
 
+/// `withloop passes`: the optimisation pipeline, one stage after another, each
+/// pass with its one-line description (a pass that runs twice in a stage is
+/// listed where it runs, both times: the list is the order things happen in).
+pub fn passes() -> Report {
+    let mut text = String::new();
+    for stage in opt::PIPELINE {
+        text.push_str(&format!("stage {} (rounds until nothing changes, at most {}):\n", stage.name, stage.max_rounds));
+        let width = stage.passes.iter().map(|p| p.name.len()).max().unwrap_or(0);
+        for pass in stage.passes {
+            text.push_str(&format!("  {:width$}  {}\n", pass.name, pass.description));
+        }
+    }
+    Report { stdout: text.into_bytes(), ..Default::default() }
+}
+
 /// `withloop run FILE`: runs the entry function in the reference interpreter and
 /// prints each returned value in SaC syntax after the program's own output.
 pub fn run(inv: &Invocation) -> Report {

@@ -95,6 +95,10 @@ enum Command {
         #[command(flatten)]
         passes: PassArgs,
     },
+    /// List the optimisation passes, stage by stage in pipeline order, with
+    /// what each does (the names `--disable`, `--passes` and
+    /// `--dump-ir-after` take).
+    Passes,
     /// Build a native executable whose exit status is `main`'s result (a
     /// run-time error prints its location and exits with 2).
     Build {
@@ -158,7 +162,7 @@ impl NativeArgs {
 /// Which optimisation passes run (`--no-PASS` is short for `--disable PASS`).
 #[derive(Args, Debug)]
 struct PassArgs {
-    /// Switch a pass off (repeatable). Passes: see `withloop passes`.
+    /// Switch a pass off (repeatable); `withloop passes` lists them.
     #[arg(long = "disable", value_name = "PASS")]
     disable: Vec<String>,
     /// Run only these passes (comma-separated; `none` for none).
@@ -289,6 +293,7 @@ fn main() -> ExitCode {
             };
             compile(&inv, &options, emit, &native.options(), output.as_deref())
         }
+        Command::Passes => withloop_cli::passes(),
         Command::Build { source, output, native, passes } => {
             let inv = source.invocation();
             match passes.native_options(&native) {
