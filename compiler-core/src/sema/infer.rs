@@ -635,10 +635,11 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// A generator's bounds, step and width are integer vectors: one of
-    /// another rank or element type fails whenever the with-loop runs (the
-    /// code generator cannot even form it).
-    fn check_generator_vector(&mut self, i: &Info, span: Span, what: &str) {
+    /// A generator's bounds, step and width, and a genarray's shape, are
+    /// integer vectors: one of another rank or element type fails whenever the
+    /// with-loop runs (the code generator cannot even form it). `what`: whose
+    /// vector, as in "a generator's lower bound".
+    fn check_int_vector(&mut self, i: &Info, span: Span, what: &str) {
         let code = if i.ty.elem != Elem::Base(BaseType::Int) {
             codes::TYPE_MISMATCH
         } else if i.ty.shape.rank_if_known().is_some_and(|r| r != 1) {
@@ -646,7 +647,7 @@ impl<'a> Engine<'a> {
         } else {
             return;
         };
-        self.report(code, format!("a generator's {what} is an int vector, not {}", i.ty), span);
+        self.report(code, format!("{what} is an int vector, not {}", i.ty), span);
     }
 
     /// A read of `local`, which the paths reaching it left with two element
@@ -1249,6 +1250,9 @@ impl<'a> Engine<'a> {
             ops.push(match op {
                 WithOp::Genarray { shape, default, .. } => {
                     let s = self.expr(walk, shape);
+                    if let Some(i) = &s {
+                        self.check_int_vector(i, shape.span, "a genarray's shape");
+                    }
                     let frame = match &s {
                         Some(Info { value: Some(v), .. }) => match v.as_int_vec() {
                             Some(e) if e.iter().all(|&d| d >= 0) && v.rank() == 1 => {
@@ -1293,7 +1297,11 @@ impl<'a> Engine<'a> {
                 if let Some(Bound::Expr(e)) = b {
                     let i = self.expr(walk, e);
                     if let Some(i) = &i {
-                        self.check_generator_vector(i, e.span, if is_lower { "lower bound" } else { "upper bound" });
+                        self.check_int_vector(
+                            i,
+                            e.span,
+                            if is_lower { "a generator's lower bound" } else { "a generator's upper bound" },
+                        );
                         bound_lens.push(vector_len(i));
                         if let Some(v) = i.value.as_ref().and_then(|v| v.as_int_vec()) {
                             if is_lower { lo = Some(v) } else { hi = Some(v) }
@@ -1303,7 +1311,7 @@ impl<'a> Engine<'a> {
             }
             for e in part.step.iter().chain(&part.width) {
                 if let Some(i) = self.expr(walk, e) {
-                    self.check_generator_vector(&i, e.span, "step or width");
+                    self.check_int_vector(&i, e.span, "a generator's step or width");
                     bound_lens.push(vector_len(&i));
                 }
             }
