@@ -330,12 +330,22 @@ fn with_loops_known_to_be_small_get_no_parallel_variant() {
         let report = compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, native, Some(&out));
         assert_eq!(report.exit_code, 0, "{}", report.stderr);
         let ll = std::fs::read_to_string(&out).expect("llvm ir");
-        (ll.contains("@wl.chunk.small"), ll.contains("@wl.chunk.big"))
+        let has = |f: &str| ll.contains(&format!("@wl.chunk.{f}"));
+        (has("small"), has("big"), has("fibs"), has("louds"))
     };
     let o0 = withloop_codegen::Options { opt_level: 0, ..Default::default() };
-    assert_eq!(chunks(&o0), (false, true), "81 iterations are below the compile-time cut");
+    assert_eq!(
+        chunks(&o0),
+        (false, true, true, false),
+        "81 iterations are below the compile-time cut; 12 calls of a recursive function are not; \
+         calls of a printing function never run in parallel"
+    );
     let eager = withloop_codegen::Options { opt_level: 0, parallel_min: Some(1), ..Default::default() };
-    assert_eq!(chunks(&eager), (true, true), "parallel_min 1 splits every with-loop");
+    assert_eq!(
+        chunks(&eager),
+        (true, true, true, false),
+        "parallel_min 1 splits every with-loop that may run in parallel"
+    );
     let _ = std::fs::remove_dir_all(&work);
 }
 

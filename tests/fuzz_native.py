@@ -163,7 +163,8 @@ def crashed(rc, err):
     """A panic, a signal, or a diagnostic of the compiler-bug class."""
     if rc == "timeout":
         return False
-    return (rc not in (0, 1, 2, 64)) or "panicked" in err or re.search(r"error\[B\d+\]", err) is not None
+    return ((rc not in (0, 1, 2, 64)) or "panicked" in err or "a compiler bug" in err
+            or re.search(r"error\[B\d+\]", err) is not None)
 
 
 def same_output(a, b):
@@ -185,7 +186,9 @@ def same_output(a, b):
 
 
 def limitation(err):
-    return re.search(r"error\[L\d+\]", err) is not None
+    """A compiler limitation: an `L` diagnostic, or the back end's "does not
+    support … yet"."""
+    return re.search(r"error\[L\d+\]", err) is not None or "does not support" in err
 
 
 STATS = {"mutants": 0, "accepted": 0, "compared": 0}

@@ -24,6 +24,12 @@ fn machine_threads() -> i64 {
     })
 }
 
+/// The stack of a pool thread: what a program's main thread usually has
+/// (8 MiB), so that a with-loop part calling a recursive function on a pool
+/// thread reaches the depth it reaches on the caller's (the memory is only
+/// reserved; pages are touched as the stack grows).
+const WORKER_STACK: usize = 8 << 20;
+
 /// Chunks per thread: each thread has a region of this many chunks, and a
 /// thread done with its region takes chunks from the others' (see
 /// [`Job::work`]). One chunk per thread left a thread that got less of a core
@@ -153,6 +159,9 @@ impl Job {
         if self.claimed[k].swap(true, Ordering::Relaxed) {
             return 0;
         }
+        // SAFETY: context `k` is this chunk's alone. Its calls check their
+        // depth against the stack of the thread that runs it.
+        unsafe { (*self.ctxs.add(k)).stack_floor = crate::error::stack_floor() };
         let k = k as i64;
         let lo = self.outer * k / self.chunks();
         let hi = self.outer * (k + 1) / self.chunks();
@@ -275,7 +284,10 @@ mod pool {
             let mut s = lock(p);
             while s.workers.len() < helpers {
                 let home = s.workers.len() + 1;
-                let spawned = std::thread::Builder::new().name("withloop-worker".into()).spawn(move || worker(home));
+                let spawned = std::thread::Builder::new()
+                    .name("withloop-worker".into())
+                    .stack_size(super::WORKER_STACK)
+                    .spawn(move || worker(home));
                 match spawned {
                     Ok(handle) => s.workers.push((handle.thread().clone(), false)),
                     Err(_) => break, // fewer helpers: the caller runs the rest itself
@@ -364,9 +376,11 @@ mod pool {
         std::thread::scope(|s| {
             for home in 1..job.threads {
                 let shared = &shared;
-                s.spawn(move || {
+                let spawned = std::thread::Builder::new().stack_size(super::WORKER_STACK).spawn_scoped(s, move || {
                     shared.0.work(home);
                 });
+                // A thread that could not start leaves its region to the others.
+                drop(spawned);
             }
             shared.0.work(0);
         });

@@ -166,7 +166,15 @@ pub unsafe extern "C" fn wl_pattern(
             unsafe { set_error(ctx, loc, "B0001", &format!("pattern variable `{name}` is not bound")) };
             return 1;
         };
-        let arg = unsafe { value_to_arg(ctx, &b.to_value()) };
+        // A pattern variable is typed `int[*]` when lowered (an array to the
+        // code reading it) and perhaps `int` once the optimiser knows its
+        // rank: a scalar comes as both, its bits and a rank-0 array (which
+        // code reading the bits releases).
+        let value = b.to_value();
+        let mut arg = unsafe { value_to_array_arg(ctx, &value) };
+        if let Value::Scalar(s) = value {
+            arg.bits = crate::values::scalar_bits(s).1;
+        }
         unsafe { out.add(k).write(arg) };
     }
     0

@@ -114,6 +114,13 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// element cannot change a header. Without this LLVM reloads an array's
     /// data pointer after every element store and no loop vectorises.
     tbaa: Tbaa<'ctx>,
+    /// Per IR function: whether calling it may print (directly or through
+    /// its callees). A with-loop part that calls such a function runs on
+    /// one thread; one that calls only pure functions may be split.
+    pub effectful: Vec<bool>,
+    /// Per IR function: what one call costs ([`compiler_core::opt::util::function_work`]),
+    /// so that a part of few indices that call a costly function is split.
+    pub call_work: Vec<i64>,
 }
 
 /// The access tags of [`Emitter::tbaa`]: array headers, and array elements by
@@ -437,6 +444,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             partition: None,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             tbaa: Tbaa::new(ctx),
+            effectful: compiler_core::opt::util::effectful_functions(ir),
+            call_work: compiler_core::opt::util::function_work(ir),
         }
     }
 

@@ -1754,10 +1754,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let cont = self.ctx.append_basic_block(fx.func, "ok");
         self.b.build_conditional_branch(failed, fx.fail_bb, cont)?;
         self.b.position_at_end(cont);
+        // `wl_pattern` gives a scalar variable as its bits and as a rank-0
+        // array: a scalar-typed variable reads the bits and releases the array.
         for (k, d) in s.defs.iter().enumerate() {
             let slot = self.gep(self.rt.arg, out, &[self.const_i64(k as i64)], "var")?;
             let ty = fx.irf.ty(*d).clone();
             let x = self.read_arg(slot, &ty)?;
+            if scalar_repr(&ty) {
+                let p = self.b.build_struct_gep(self.rt.arg, slot, 3, "ptr")?;
+                let boxed = self.b.build_load(self.ptr(), p, "boxed")?;
+                self.dec(boxed)?;
+            }
             fx.vals.insert(*d, x);
         }
         Ok(())

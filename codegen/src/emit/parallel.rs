@@ -126,11 +126,16 @@ fn frame_values<'ctx>(f: &Frame<'ctx>, c: &mut Captures<'ctx>) {
     }
 }
 
-/// Whether a block calls functions or has effects (it must not run in parallel).
-fn sequential_only(b: &compiler_core::ir::Block) -> bool {
+/// Whether a block has effects, or calls a function that may have
+/// (`effectful`): then it must not run in parallel (its output would
+/// interleave). A call of a pure function may run on a pool thread: its
+/// with-loops run sequentially there (a chunk's context asks for one
+/// thread), its errors reach the caller as the chunk's, and its recursion
+/// is checked against that thread's stack.
+fn sequential_only(b: &compiler_core::ir::Block, effectful: &[bool]) -> bool {
     let mut bad = false;
     b.walk(&mut |s| match &s.op {
-        Op::Call { .. } => bad = true,
+        Op::Call { func, .. } if effectful.get(func.0 as usize).copied().unwrap_or(true) => bad = true,
         Op::Prim { prim, .. } if prim.has_effect() => bad = true,
         _ => {}
     });
@@ -159,14 +164,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             && w.parts.iter().all(|p| {
                 let n = p.scalars.as_ref().map(Vec::len).or_else(|| static_extent(fx.irf.ty(p.lower), 0));
                 let flat = n.is_none() && compiler_core::opt::util::flat_part(&*fx.defs, w, p);
-                (n.is_some_and(|n| n >= 1) || flat) && !sequential_only(&p.body)
+                (n.is_some_and(|n| n >= 1) || flat) && !sequential_only(&p.body, &self.effectful)
             })
     }
 
     /// Whether a part is known here to be too small to split over threads
     /// ([`Emitter::static_parallel_min`]): it then runs inline, without a chunk function.
     pub(crate) fn statically_small(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
-        let work = compiler_core::opt::util::part_loop_work(&*fx.defs, p);
+        let work = compiler_core::opt::util::part_loop_work(&*fx.defs, p, &self.call_work);
         compiler_core::opt::util::static_iterations(&*fx.defs, p)
             .is_some_and(|n| n.saturating_mul(work) < self.static_parallel_min)
     }
@@ -197,7 +202,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         // The runtime weighs the indices by the work each does (a row of an
         // interchanged fold is a loop of its own).
-        let work = compiler_core::opt::util::part_work(&*fx.defs, part);
+        let work = compiler_core::opt::util::part_work(&*fx.defs, part, &self.call_work);
         let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
         let chunks = self.chunks_for(fx, outer, weighted)?;
         let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();

@@ -657,30 +657,53 @@ pub fn static_iterations(defs: &dyn super::index::Defs, part: &Part) -> Option<i
 /// An estimate of the work one index of a part does, in units of a simple
 /// element (1): nested loops and with-loops count their iterations (a static
 /// count where the bounds are constants, else [`UNKNOWN_TRIPS`]) times their
-/// bodies' work. What decides whether a part is worth splitting over threads:
-/// a part of few indices that each run a loop (an interchanged fold's rows)
-/// is as much work as a large flat one. Capped at 2²⁰.
-pub fn part_work(defs: &dyn super::index::Defs, part: &Part) -> i64 {
-    block_work(defs, &part.body, 0, true)
+/// bodies' work, a call its callee's work (`calls`, from [`function_work`];
+/// an empty slice counts calls as nothing), a conditional its costlier
+/// branch. What decides whether a part is worth splitting over threads: a
+/// part of few indices that each run a loop (an interchanged fold's rows) or
+/// call a costly function (a determinant's minors) is as much work as a
+/// large flat one. Capped at [`WORK_CAP`].
+pub fn part_work(defs: &dyn super::index::Defs, part: &Part, calls: &[i64]) -> i64 {
+    block_work(defs, &part.body, 0, true, calls)
 }
 
-/// [`part_work`] counting only nested loops (with-loops nested in a part are
-/// usually small and fixed: a determinant's minors), for the compile-time
-/// decision whether a part gets a parallel variant at all.
-pub fn part_loop_work(defs: &dyn super::index::Defs, part: &Part) -> i64 {
-    block_work(defs, &part.body, 0, false)
+/// [`part_work`] counting only nested loops and calls (with-loops nested in a
+/// part are usually small and fixed: a determinant's minors), for the
+/// compile-time decision whether a part gets a parallel variant at all.
+pub fn part_loop_work(defs: &dyn super::index::Defs, part: &Part, calls: &[i64]) -> i64 {
+    block_work(defs, &part.body, 0, false, calls)
 }
 
 /// Iterations assumed for a loop or with-loop whose count is not a constant.
 pub const UNKNOWN_TRIPS: i64 = 256;
 
-fn block_work(defs: &dyn super::index::Defs, b: &Block, depth: usize, withs: bool) -> i64 {
-    const CAP: i64 = 1 << 20;
+/// The most work [`part_work`] and [`function_work`] estimate: also what a
+/// recursive function costs (its depth is not known).
+pub const WORK_CAP: i64 = 1 << 20;
+
+/// Per function: an estimate of the work one call does, in [`part_work`]'s
+/// units (its body's work, calls included); [`WORK_CAP`] for a function that
+/// can reach itself.
+pub fn function_work(m: &Module) -> Vec<i64> {
+    let recursive = recursive_functions(m);
+    let mut work = vec![WORK_CAP; m.functions.len()];
+    // Callees first: a caller's estimate reads its callees' (a member of a
+    // cycle is recursive and keeps the cap).
+    for i in callees_first(m) {
+        if !recursive[i] {
+            let f = &m.functions[i];
+            work[i] = block_work(&super::index::defs(f), &f.body, 0, true, &work);
+        }
+    }
+    work
+}
+
+fn block_work(defs: &dyn super::index::Defs, b: &Block, depth: usize, withs: bool, calls: &[i64]) -> i64 {
     let mut work: i64 = 1;
     for s in &b.stmts {
         let inner = match &s.op {
             Op::Loop { body, .. } if depth < 4 => {
-                UNKNOWN_TRIPS.saturating_mul(block_work(defs, body, depth + 1, withs))
+                UNKNOWN_TRIPS.saturating_mul(block_work(defs, body, depth + 1, withs, calls))
             }
             Op::With(w) if depth < 4 && withs => w
                 .parts
@@ -691,14 +714,18 @@ fn block_work(defs: &dyn super::index::Defs, b: &Block, depth: usize, withs: boo
                         &p.body,
                         depth + 1,
                         withs,
+                        calls,
                     ))
                 })
                 .fold(0i64, i64::saturating_add),
-            Op::Loop { .. } => CAP,
-            Op::With(_) if withs => CAP,
+            Op::Loop { .. } => WORK_CAP,
+            Op::With(_) if withs => WORK_CAP,
+            Op::Call { func, .. } => calls.get(func.0 as usize).copied().unwrap_or(0),
+            Op::If { then_block, else_block, .. } if depth < 4 => block_work(defs, then_block, depth + 1, withs, calls)
+                .max(block_work(defs, else_block, depth + 1, withs, calls)),
             _ => 0,
         };
-        work = work.saturating_add(inner).min(CAP);
+        work = work.saturating_add(inner).min(WORK_CAP);
     }
     work
 }
