@@ -1048,7 +1048,7 @@ def main():
                          "Each kernel compiled alone (`--entry NAME`, object file, the `withloop` process included) "
                          "against JAX's jit of the same function (in-process):",
                          " det: ours compiles Kreye's Laplace expansion specialised for every size from 10×10 down "
-                         "(ten instances, unrolled), JAX compiles LU.")
+                         "(ten instances, unrolled), JAX the same expansion batched level by level.")
     lines += against_jax(ours.get("service", {}), "service",
                          "Each kernel compiled alone by the compile service (`withloop-server`, a warm process as "
                          "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
