@@ -116,6 +116,8 @@ def mutate(text, rng):
             tokens[rng.choice(operators)] = rng.choice(OPERATORS)
         elif kind < 0.75 and names:
             tokens[rng.choice(names)] = rng.choice(idents)
+        elif kind < 0.85:
+            hide(tokens, solid, rng)
         else:
             i, j = rng.choice(solid), rng.choice(solid)
             roughly = rng.random()
@@ -126,6 +128,26 @@ def mutate(text, rng):
             else:
                 tokens[i], tokens[j] = tokens[j], tokens[i]
     return head + "".join(tokens)
+
+
+HIDERS = ["_hideShape_SxA_", "_hideDim_SxA_", "_hideValue_SxA_"]
+
+
+def hide(tokens, solid, rng):
+    """Wraps an array literal (a `[` after `=`, `(` or `,`, to its matching
+    `]`) in `_hideShape_SxA_(0, …)` or a sibling: the compiler loses what it
+    knew of the value, so the generic (AKD, AUD) paths run."""
+    opens = [k for n, k in enumerate(solid) if tokens[k] == "[" and n > 0 and tokens[solid[n - 1]] in ("=", "(", ",")]
+    if not opens:
+        return
+    start = rng.choice(opens)
+    depth = 0
+    for k in range(start, len(tokens)):
+        depth += {"[": 1, "]": -1}.get(tokens[k], 0)
+        if depth == 0:
+            tokens[start] = f"{rng.choice(HIDERS)}(0, ["
+            tokens[k] = "])"
+            return
 
 
 def hints(text, entry, rng):

@@ -1066,32 +1066,48 @@ fn substitute_reference(
             }
             Source::Default => {
                 let WithOp::Genarray { default, .. } = &prod.with.ops[prod.op] else { return };
+                // The implicit default is a cell of zeros: `Some(cell)`, or
+                // `None` where the selection picks a scalar of it (all zero).
                 let v = match default {
-                    Some(d) => rename(*d),
+                    Some(d) => Some(rename(*d)),
                     None => {
                         let zero = match f.ty(s.defs[0]).elem {
                             Elem::Base(b) => Scalar::zero(b),
                             Elem::String => return,
                         };
                         let cell = prod.with.cells.get(prod.op).cloned().flatten();
-                        match cell.and_then(|c| c.shape.extents()) {
+                        let picks_scalar = f.ty(s.defs[0]).shape.rank_if_known() == Some(0);
+                        match cell.as_ref().and_then(|c| c.shape.extents()) {
                             Some(e) if !e.is_empty() => {
                                 let n: usize = e.iter().product();
                                 let Ok(elems) = crate::interp::value::Elems::filled(zero, n) else { return };
-                                util::emit_const(f, &mut out, Value::from_parts(e, elems), span)
+                                Some(util::emit_const(f, &mut out, Value::from_parts(e, elems), span))
                             }
-                            _ => util::emit_const(f, &mut out, Value::Scalar(zero), span),
+                            Some(_) => Some(util::emit_const(f, &mut out, Value::Scalar(zero), span)),
+                            // A cell of a shape known only at run time: a
+                            // scalar of it is zero; a whole cell or a row of
+                            // it would need that shape (the selection stays).
+                            None if picks_scalar => {
+                                forward = Some((s.defs[0], util::emit_const(f, &mut out, Value::Scalar(zero), span)));
+                                None
+                            }
+                            None if cell.is_none() && rest.is_none() => {
+                                Some(util::emit_const(f, &mut out, Value::Scalar(zero), span))
+                            }
+                            None => return,
                         }
                     }
                 };
-                let v = match rest {
-                    Some(rest) => {
-                        let ty = f.ty(s.defs[0]).clone();
-                        util::emit_prim(f, &mut out, Prim::Sel, vec![rest, v], ty, span)
-                    }
-                    None => v,
-                };
-                forward = Some((s.defs[0], v));
+                if let Some(v) = v {
+                    let v = match rest {
+                        Some(rest) => {
+                            let ty = f.ty(s.defs[0]).clone();
+                            util::emit_prim(f, &mut out, Prim::Sel, vec![rest, v], ty, span)
+                        }
+                        None => v,
+                    };
+                    forward = Some((s.defs[0], v));
+                }
             }
             Source::Unchanged(a) => {
                 let ty = f.ty(s.defs[0]).clone();
