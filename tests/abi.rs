@@ -349,6 +349,33 @@ fn with_loops_known_to_be_small_get_no_parallel_variant() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// A function far larger than any the optimiser usually leaves (a
+/// rank-generic loop full of inlined dispatch code) is compiled without LLVM's
+/// optimisation (`optnone`), which grows faster than linearly with its size;
+/// the program's other functions are optimised as usual.
+#[test]
+fn very_large_functions_are_left_unoptimised() {
+    let work = scratch("large");
+    let mut inv = invocation("../lang/opt/relax_apl_generic_hidden_rank.sac", &["relax_apl.a=double[4,4]"]);
+    inv.frontend.entries = vec!["relax_apl".to_string()];
+    emit(&inv, Emit::LlvmIr, &work.join("large.ll"));
+    let ll = std::fs::read_to_string(work.join("large.ll")).expect("llvm ir");
+    // The attribute group of each defined function, and the groups' text.
+    let group_of = |name: &str| {
+        let line = ll.lines().find(|l| l.starts_with("define") && l.contains(&format!("@{name}("))).unwrap_or("");
+        line.rsplit(' ').find(|w| w.starts_with('#')).unwrap_or("").to_string()
+    };
+    let optnone =
+        |group: &str| ll.lines().any(|l| l.starts_with(&format!("attributes {group} = ")) && l.contains("optnone"));
+    let generic = group_of("wl.relax_apl__d_X_X__i");
+    assert!(!generic.is_empty() && optnone(&generic), "the generic instance is not left unoptimised ({generic})");
+    // (The C function of a specialised variant; an entry's dispatch glue is
+    // always left unoptimised.)
+    let variant = group_of("wl_relax_apl__d_X_X__i");
+    assert!(!variant.is_empty() && !optnone(&variant), "the variant's C function is optimised as usual ({variant})");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
     let work = scratch("vecmath");

@@ -253,6 +253,8 @@ def one(wl, src, text, rng, work, timeout):
         return path, mutant, "native crashed\n" + report
     if nrc == 1 and limitation(nerr):
         return None
+    if irc == 0 and nrc == "timeout":
+        return path, mutant, "native timed out where the interpreter finished (compile time?)\n" + report
     if irc == 0 and (nrc != 0 or not same_output(iout, nout)):
         if nrc == 1 and "error[E" in nerr and extra:
             return None  # a hint the mutant's body contradicts: a user error

@@ -364,21 +364,32 @@ impl Parts {
     }
 }
 
+/// A function whose [`llvm_cost`] is above this joins the cold part, compiled
+/// at `-O0`: LLVM's optimisation and code generation grow faster than
+/// linearly with a function's size (see [`emit::LARGE_FUNCTION`], the same
+/// guard where a module is compiled whole). A rank-generic loop full of
+/// inlined dispatch code cost 20,000; the largest function of
+/// bench/kernels.sac costs about 2,200.
+const LARGE_COST: usize = 8_000;
+
 /// How the functions of `module` are split between parts compiled on threads
 /// of their own (LLVM's pipeline and code generation are most of a compile's
 /// time, and independent per function): one part per core, at most four,
 /// balanced by [`llvm_cost`], or as many as asked, plus one part for the
-/// cold functions (compiled at `-O0`); `None` when one part will do, or when
+/// cold functions and those above [`LARGE_COST`] (compiled at `-O0`); `None` when one part will do, or when
 /// a part would be lighter than [`MIN_PART_COST`].
 fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     let costs: Vec<usize> = module.functions.iter().map(llvm_cost).collect();
-    let is_cold = |k: usize| module.functions[k].cold && costs[k] > 0;
+    let is_cold = |k: usize| (module.functions[k].cold || costs[k] > LARGE_COST) && costs[k] > 0;
     let hot = (0..costs.len()).filter(|k| costs[*k] > 0 && !is_cold(*k)).count();
+    // A large function goes to the cold part even when the rest is one part.
+    let large = costs.iter().any(|c| *c > LARGE_COST);
     let count = asked.unwrap_or(cores).min(hot);
-    if count < 2 {
+    if count < 2 && !large {
         return None;
     }
+    let count = count.max(1);
     let cold = (0..costs.len()).any(is_cold).then_some(count);
     // Largest first, each to the lightest part.
     let mut order: Vec<usize> = (0..costs.len()).filter(|k| !is_cold(*k)).collect();
@@ -390,7 +401,7 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
         part_of[k] = lightest;
         load[lightest] += costs[k].max(1);
     }
-    if asked.is_none() && load.iter().min().is_some_and(|l| *l < MIN_PART_COST) {
+    if asked.is_none() && !large && load.iter().min().is_some_and(|l| *l < MIN_PART_COST) {
         return None;
     }
     let count = count + cold.is_some() as usize;

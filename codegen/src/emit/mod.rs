@@ -1259,6 +1259,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut f = self.module.get_first_function();
         while let Some(func) = f {
             if func.count_basic_blocks() > 0 {
+                if instruction_count(func) > LARGE_FUNCTION {
+                    self.unoptimised(func, false);
+                }
                 func.add_attribute(inkwell::attributes::AttributeLoc::Function, cpu);
                 if !spec.features.is_empty() {
                     func.add_attribute(inkwell::attributes::AttributeLoc::Function, features);
@@ -1272,6 +1275,27 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         Ok((self.module, tm))
     }
+}
+
+/// Functions with more LLVM instructions than this are left unoptimised
+/// (`optnone`, as cold code is). LLVM's optimisation and code generation
+/// grow faster than linearly with a function's size: a rank-generic loop
+/// whose library calls all inlined as dispatch code (60,000 instructions in
+/// one function) took 27 s to compile at -O3 and 0.9 s at -O0. The largest
+/// function of bench/kernels.sac has about 4,000.
+pub const LARGE_FUNCTION: usize = 25_000;
+
+/// The instructions of `func`'s body.
+fn instruction_count(func: inkwell::values::FunctionValue<'_>) -> usize {
+    let mut n = 0;
+    for bb in func.get_basic_blocks() {
+        let mut i = bb.get_first_instruction();
+        while let Some(inst) = i {
+            n += 1;
+            i = inst.get_next_instruction();
+        }
+    }
+    n
 }
 
 /// Runs LLVM's optimisation pipeline (`default<O0…O3>`) on a finished module.
