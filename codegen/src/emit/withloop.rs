@@ -497,7 +497,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 WithOp::Modarray { array } => {
                     let aty = fx.irf.ty(*array).clone();
                     if scalar_repr(&aty) {
-                        return Err(CodegenError::Unsupported("a modarray with-loop over a scalar".into()));
+                        // A scalar is a rank-0 array of one element, the empty
+                        // index's: the with-loop updates a box of its own, and
+                        // its result is the box's element (`finish` unboxes).
+                        let x = self.value(fx, *array)?;
+                        let boxed = self.box_scalar(fx, x, base(&aty))?.into_pointer_value();
+                        let frame = self.array_frame(boxed, &aty)?;
+                        let data = self.data_ptr(boxed)?;
+                        states.push(OpState::Mod { frame, elem: base(&aty), arr: boxed, data, array_ty: aty });
+                        continue;
                     }
                     let a = self.value(fx, *array)?.into_pointer_value();
                     let frame = self.array_frame(a, &aty)?;
@@ -625,6 +633,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 OpState::Gen { result: Result::Eager { arr, .. }, .. } => (*arr).into(),
                 OpState::Gen { result: Result::Lazy { slot }, frame, elem, cell_ty, .. } => {
                     self.lazy_finish(fx, *slot, frame, *elem, cell_ty.as_ref(), loc)?.into()
+                }
+                OpState::Mod { arr, array_ty, elem, .. } if scalar_repr(array_ty) => {
+                    let x = self.unbox(fx, (*arr).into(), *elem)?;
+                    self.dec((*arr).into())?;
+                    x
                 }
                 OpState::Mod { arr, .. } => (*arr).into(),
                 OpState::Fold { slot, ty, .. } => self.b.build_load(self.value_ty(ty), *slot, "acc")?,

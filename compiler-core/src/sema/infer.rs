@@ -491,7 +491,8 @@ impl<'a> Engine<'a> {
         self.bind_pattern_locals(f, &params, &mut walk);
         self.in_progress.insert(id);
         for c in &f.conditions {
-            self.expr(&mut walk, c);
+            let i = self.expr(&mut walk, c);
+            self.check_bool(&i, c.span, "a type-pattern condition");
         }
         self.stmts(&mut walk, &f.body);
         self.in_progress.remove(&id);
@@ -772,6 +773,12 @@ impl<'a> Engine<'a> {
                     let c = engine.expr(walk, cond);
                     engine.check_bool(&c, cond.span, "a loop condition");
                 });
+                // The condition also runs on the loop's entry values: its calls
+                // are dispatched for the head's types (entry joined with every
+                // round's), not only for what a round leaves (a variable whose
+                // rank grows each round reached an instance for the larger
+                // ranks with the entry's).
+                self.expr(walk, cond);
             }
             Stmt::DoWhile { body, cond, span } => {
                 if let Some(id) = walk.record {
