@@ -228,10 +228,15 @@ impl<'p> Interp<'p> {
             for (p, a) in inst.params.iter().zip(&args) {
                 if let Some(v) = a {
                     if !p.admits(v) {
+                        // `[+]` also stands for "rank at least 2, 3, …": say which.
+                        let rank = match p.shape {
+                            crate::sema::ty::Shape::AtLeast(r) if r > 1 => format!(" of rank at least {r}"),
+                            _ => String::new(),
+                        };
                         return Err(self.error(
                             codes::INTERNAL_ERROR,
                             format!(
-                                "a {} reached instance `{}`, which was compiled for {p}",
+                                "a {} reached instance `{}`, which was compiled for {p}{rank}",
                                 describe_value(v),
                                 inst.symbol
                             ),

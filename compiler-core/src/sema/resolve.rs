@@ -758,6 +758,25 @@ impl Ctx<'_, '_> {
             let width = g.width.as_ref().map(|e| self.expr(e));
             let (index_vector, index_scalars, body, results) =
                 self.in_part_scope(&g.index, &part.body, |cx| part.results.iter().map(|r| cx.expr(r)).collect());
+            // One value per operator (`(a, b)` for a with-loop of two).
+            if !w.ops.is_empty() && part.results.len() != w.ops.len() {
+                let span = match (part.results.first(), part.results.last()) {
+                    (Some(a), Some(b)) => a.span.to(b.span),
+                    _ => part.span,
+                };
+                self.diag(
+                    Diagnostic::error(
+                        codes::BAD_WITH_LOOP,
+                        format!(
+                            "this partition yields {} value(s) but the with-loop has {} operator(s)",
+                            part.results.len(),
+                            w.ops.len()
+                        ),
+                    )
+                    .at(span, "")
+                    .with_hint("a with-loop of several operators takes one value per operator: `(a, b)`"),
+                );
+            }
             parts.push(hir::WithPart {
                 lower,
                 upper,
