@@ -376,8 +376,9 @@ const LARGE_COST: usize = 8_000;
 /// of their own (LLVM's pipeline and code generation are most of a compile's
 /// time, and independent per function): one part per core, at most four,
 /// balanced by [`llvm_cost`], or as many as asked, plus one part for the
-/// cold functions and those above [`LARGE_COST`] (compiled at `-O0`); `None` when one part will do, or when
-/// a part would be lighter than [`MIN_PART_COST`].
+/// cold functions and those above [`LARGE_COST`] (compiled at `-O0`); `None`
+/// when one part will do, or when a part would be lighter than
+/// [`MIN_PART_COST`].
 fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     let costs: Vec<usize> = module.functions.iter().map(llvm_cost).collect();
@@ -386,7 +387,7 @@ fn partitions(module: &IrModule, asked: Option<usize>) -> Option<Parts> {
     // A large function goes to the cold part even when the rest is one part.
     let large = costs.iter().any(|c| *c > LARGE_COST);
     let count = asked.unwrap_or(cores).min(hot);
-    if count < 2 && !large {
+    if (count < 2 && !large) || hot == 0 {
         return None;
     }
     let count = count.max(1);
