@@ -244,8 +244,13 @@ def one(wl, src, text, rng, work, timeout):
         for p in rng.sample(PASSES, rng.choice([1, 1, 2, 3])):
             extra += ["--disable", p]
     if src.suffix == ".sac":
-        for h in hints(mutant, entry, rng):
+        # Hints for the entry or for any function the file defines, and now
+        # and then a specialisation cap of 1 (more generic instances).
+        names = re.findall(r"^\s*[\w\[\]\.,\s*+]+?\b(\w+)\s*\([^)]*\)\s*\{", mutant, re.M)
+        for h in hints(mutant, rng.choice([entry, entry, *names]) if names else entry, rng):
             extra += ["--shape", h]
+        if rng.random() < 0.15:
+            extra += ["--maxspec", "1"]
     nrc, nout, nerr = execute([*run, *extra], timeout * 3)
     command = " ".join(map(str, [*run, *extra]))
     report = f"{command}\n--- interpreter (exit {irc})\n{iout}{ierr}\n--- native (exit {nrc})\n{nout}{nerr}"

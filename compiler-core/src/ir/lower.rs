@@ -1161,6 +1161,10 @@ impl FnLower<'_, '_> {
         };
         let mut parts = Vec::new();
         for p in &w.parts {
+            // A partition inference found empty never runs; its body is not typed.
+            if self.instance().parts_skipped.contains(&p.span) {
+                continue;
+            }
             let lower = p.lower.as_ref().and_then(|(b, _)| self.bound(b, out));
             let upper = self.bound(&p.upper.1, out);
             let step = p.step.as_ref().map(|e| self.expr(e, out));

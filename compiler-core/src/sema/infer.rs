@@ -467,6 +467,7 @@ impl<'a> Engine<'a> {
             symbol,
             specialised,
             loops_entered: HashSet::default(),
+            parts_skipped: HashSet::default(),
         });
         self.index.insert(key, id);
         if f.intrinsic.is_none() {
@@ -1348,6 +1349,9 @@ impl<'a> Engine<'a> {
                 }
             }
             if empty {
+                if let Some(id) = walk.record {
+                    self.typed.instances[id.0 as usize].parts_skipped.insert(part.span);
+                }
                 continue;
             }
             self.stmts(walk, &part.body);
@@ -1503,6 +1507,7 @@ mod ordering_tests {
             symbol: String::new(),
             specialised: false,
             loops_entered: HashSet::default(),
+            parts_skipped: HashSet::default(),
         }
     }
 

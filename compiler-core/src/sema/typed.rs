@@ -63,6 +63,10 @@ pub struct Instance {
     /// span); a loop not among them never runs (its condition is known to be
     /// false on entry, or the loop is dead code), and lowering leaves it out.
     pub loops_entered: HashSet<Span>,
+    /// With-loop partitions whose generator inference found statically empty
+    /// (by the partition's span): their bodies never run and are not typed,
+    /// and lowering leaves them out.
+    pub parts_skipped: HashSet<Span>,
 }
 
 #[derive(Clone, Debug)]
