@@ -403,9 +403,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut caps = Captures::default();
         let mut free: Vec<_> = free_uses(s).into_iter().collect();
         free.sort();
+        let remat = self.rematerialised_offsets(fx, &free)?;
+        for e in remat.iter().flat_map(|r| &r.extents) {
+            caps.add((*e).into());
+        }
         for v in &free {
+            if remat.iter().any(|r| r.value == *v) {
+                continue;
+            }
             if let Some(x) = fx.vals.get(v) {
                 caps.add(*x);
+            }
+            // The exact offset too (see `Fx::wide`), so that LLVM sees
+            // addresses in the chunk as affine without a sign extension.
+            if let Some(w) = fx.wide.get(v) {
+                caps.add((*w).into());
             }
         }
         for st in states.iter() {
@@ -432,7 +444,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         caps.add(partials.into());
         let (env, env_ty) = self.fill_env(fx, &caps)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
-        let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds)?;
+        let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds, &remat)?;
         self.b.position_at_end(here);
         let partials_field = caps.index.get(&partials.into()).map(|i| *i as u32);
         Ok(Outlined { func, env, env_ty, partials_field })
@@ -485,12 +497,28 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         env_ty: inkwell::types::StructType<'ctx>,
         partials: PointerValue<'ctx>,
         folds: usize,
+        remat: &[RematOffset<'ctx>],
     ) -> R<inkwell::values::FunctionValue<'ctx>> {
         let p = self.ptr();
         let ChunkShell { func, mut cfx, remap, chunk, lo, hi, entry_bb, body_bb } =
             self.chunk_shell(fx, "wl.chunk", caps, env_ty)?;
         // Only what the with-loop reads from outside crosses over.
-        cfx.vals = free_uses(s).into_iter().filter_map(|k| fx.vals.get(&k).map(|v| (k, remap.v(*v)))).collect();
+        let free = free_uses(s);
+        cfx.vals = free.iter().filter_map(|k| fx.vals.get(k).map(|v| (*k, remap.v(*v)))).collect();
+        cfx.wide = free.iter().filter_map(|k| fx.wide.get(k).map(|v| (*k, remap.int(*v)))).collect();
+        for r in remat {
+            // Horner's rule over the extents, as `vect2offset` computes it.
+            let mut off = self.const_i64(0);
+            for (ext, c) in
+                std::iter::once(self.const_i64(0)).chain(r.extents.iter().map(|e| remap.int(*e))).zip(&r.index)
+            {
+                let scaled = self.b.build_int_mul(off, ext, "off")?;
+                off = self.b.build_int_add(scaled, self.const_i64(*c), "off")?;
+            }
+            cfx.wide.insert(r.value, off);
+            let x = self.as_int(off)?;
+            cfx.vals.insert(r.value, x.into());
+        }
         cfx.data = fx.data.iter().map(|(k, p)| (*k, remap.ptr(*p))).collect();
         // The chunk's own states: the same results, private accumulators.
         let mut mine: Vec<OpState<'ctx, 'a>> = Vec::with_capacity(states.len());
@@ -557,6 +585,61 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.position_at_end(entry_bb);
         self.b.build_unconditional_branch(body_bb)?;
         Ok(func)
+    }
+}
+
+/// An offset the with-loop reads, `_vect2offset_(shp, c)` of a constant
+/// index `c` (a stencil's neighbour, `iv + o - 1` after index vector
+/// elimination), that its chunk function computes from `shp`'s extents
+/// instead of reading it from the environment. Captured, a 27-point
+/// stencil's 27 offsets were 27 unrelated values: 27 pointers live in the
+/// loop, which spilled (a rank-generic `double[.,.,.]` relaxation ran 1.7x
+/// slower than its `[128,128,128]` instance, whose offsets are constants).
+/// Computed here, LLVM sees that they differ by constants and addresses
+/// them from a few pointers.
+pub(crate) struct RematOffset<'ctx> {
+    value: compiler_core::ir::ValueId,
+    /// The constant index.
+    index: Vec<i64>,
+    /// Extents 1.. of the shape, read in the parent (extent 0 does not
+    /// enter the offset).
+    extents: Vec<IntValue<'ctx>>,
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// The with-loop's free values (`free`) that are offsets of constant
+    /// indices into a shape the parent holds as a vector of static length
+    /// ([`RematOffset`]); their extents are read here, at the builder's position.
+    fn rematerialised_offsets(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        free: &[compiler_core::ir::ValueId],
+    ) -> R<Vec<RematOffset<'ctx>>> {
+        use compiler_core::opt::index::Def;
+        use compiler_core::sema::hir::Prim;
+        let mut out = Vec::new();
+        // Per shape vector: its extents 1.., read once.
+        let mut read: HashMap<compiler_core::ir::ValueId, Vec<IntValue<'ctx>>> = HashMap::default();
+        for v in free {
+            let Some(Def::Prim(Prim::Vect2Offset, args)) = fx.defs.get(v) else { continue };
+            let [shp, idx] = args.as_slice() else { continue };
+            let Some(index) = fx.consts.get(idx).and_then(|c| c.as_int_vec()) else { continue };
+            let sty = fx.irf.ty(*shp);
+            if !scalar_repr(fx.irf.ty(*v)) || static_extent(sty, 0) != Some(index.len()) || index.is_empty() {
+                continue;
+            }
+            let Some(BasicValueEnum::PointerValue(shape)) = fx.vals.get(shp).copied() else { continue };
+            if !read.contains_key(shp) {
+                let sty = sty.clone();
+                let mut extents = Vec::with_capacity(index.len() - 1);
+                for d in 1..index.len() {
+                    extents.push(self.int_elem(shape, &sty, self.const_i64(d as i64))?);
+                }
+                read.insert(*shp, extents);
+            }
+            out.push(RematOffset { value: *v, index, extents: read[shp].clone() });
+        }
+        Ok(out)
     }
 }
 
