@@ -40,3 +40,8 @@ async fn serve(config: Config) -> Result<(), String> {
     }
     served
 }
+
+/// The compiler's allocator (see cli/src/main.rs): mimalloc, LLVM's
+/// allocations included.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

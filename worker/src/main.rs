@@ -91,3 +91,8 @@ async fn run(args: Args) -> Result<(), String> {
     );
     pool::serve(queue, compiler, options, stopped).await.map_err(|e| format!("the job queue failed: {e}"))
 }
+
+/// The compiler's allocator (see cli/src/main.rs): mimalloc, LLVM's
+/// allocations included.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -184,6 +184,11 @@ pub async fn run_sandboxed(
     let payload = serde_json::to_vec(&spec).map_err(|e| Failure::transient(format!("encoding the run: {e}")))?;
     let mut child = tokio::process::Command::new(runner)
         .arg("--exec-run")
+        // The runner allocates through mimalloc (see cli/src/main.rs), which
+        // reserves address space a gigabyte at a time: under the child's
+        // `RLIMIT_AS` that reservation left no room for the JIT's code. With
+        // none, it maps what it uses, as malloc does.
+        .env("MIMALLOC_ARENA_RESERVE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
