@@ -135,8 +135,8 @@ pub fn run_counted(
     }
     let spec = crate::target_spec(options);
     let ctx = Context::create();
-    let mut e = Emitter::new(&ctx, module, sources, options.parallel);
-    e.static_parallel_min = options.parallel_min.unwrap_or(crate::STATIC_PARALLEL_MIN);
+    let mut e = Emitter::new(&ctx, module, sources, options.parallel, crate::emit::Facts::of(module));
+    e.static_parallel_min = crate::static_parallel_min(options);
     e.exact_folds = options.exact_folds;
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;

@@ -247,16 +247,17 @@ pub fn compile_timed(
         clock = now;
     };
     let spec = target_spec(options);
+    let facts = emit::Facts::of(module);
     if output == Output::Object {
         if let Some(parts) = partitions(module, options.partitions) {
             // `None`: the parts' objects could not be merged; one part, as below.
-            if let Some(done) = compile_in_parts(module, sources, options, executable, &spec, &parts)? {
+            if let Some(done) = compile_in_parts(module, sources, options, executable, &spec, &parts, &facts)? {
                 return Ok(done);
             }
         }
     }
     let ctx = Context::create();
-    let (llmod, tm) = emit_module(&ctx, module, sources, options, &spec, None, executable)?;
+    let (llmod, tm) = emit_module(&ctx, module, sources, options, &spec, None, executable, &facts)?;
     lap(&mut times, "llvm-emit");
     emit::optimise(&llmod, &tm, options)?;
     lap(&mut times, "llvm-opt");
@@ -277,6 +278,7 @@ pub fn compile_timed(
 /// `module` (the part `partition` names, if any) as an LLVM module for
 /// `spec`, with the target machine that compiles it; `main`: with the
 /// executable's `main`.
+#[allow(clippy::too_many_arguments)]
 fn emit_module<'ctx>(
     ctx: &'ctx Context,
     module: &IrModule,
@@ -285,9 +287,10 @@ fn emit_module<'ctx>(
     spec: &TargetSpec,
     partition: Option<emit::Partition>,
     main: bool,
+    facts: &emit::Facts,
 ) -> Result<(inkwell::module::Module<'ctx>, TargetMachine), CodegenError> {
-    let mut e = emit::Emitter::new(ctx, module, sources, options.parallel);
-    e.static_parallel_min = options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN);
+    let mut e = emit::Emitter::new(ctx, module, sources, options.parallel, facts.clone());
+    e.static_parallel_min = static_parallel_min(options);
     e.exact_folds = options.exact_folds;
     e.partition = partition;
     e.functions()?;
@@ -296,6 +299,12 @@ fn emit_module<'ctx>(
         e.executable_main()?;
     }
     e.finish(spec, options)
+}
+
+/// The compile-time cut below which a part of known size gets no parallel
+/// variant ([`STATIC_PARALLEL_MIN`], or the run-time threshold asked for).
+fn static_parallel_min(options: &Options) -> i64 {
+    options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN)
 }
 
 /// A part lighter than this ([`llvm_cost`]: about one instance with a
@@ -440,6 +449,7 @@ fn compile_in_parts(
     executable: bool,
     spec: &TargetSpec,
     parts: &Parts,
+    facts: &emit::Facts,
 ) -> Result<Option<(Vec<u8>, PhaseTimes)>, CodegenError> {
     let start = std::time::Instant::now();
     let main_fn = module.entry("main").map(|f| f.0 as usize);
@@ -450,7 +460,7 @@ fn compile_in_parts(
         let ctx = Context::create();
         let options = if parts.cold == Some(part) { &unoptimised } else { options };
         let main = executable && main_fn.is_some_and(|m| parts.part_of[m] == part);
-        let (llmod, tm) = emit_module(&ctx, module, sources, options, spec, Some(parts.partition(part)), main)?;
+        let (llmod, tm) = emit_module(&ctx, module, sources, options, spec, Some(parts.partition(part)), main, facts)?;
         let t1 = std::time::Instant::now();
         emit::optimise(&llmod, &tm, options)?;
         let t2 = std::time::Instant::now();

@@ -123,6 +123,23 @@ pub(crate) struct Emitter<'ctx, 'a> {
     pub call_work: Vec<i64>,
 }
 
+/// What the emitter knows of the whole module, computed once per compile
+/// (a module compiled in parts has one emitter per part).
+#[derive(Clone, Debug)]
+pub(crate) struct Facts {
+    pub effectful: Vec<bool>,
+    pub call_work: Vec<i64>,
+}
+
+impl Facts {
+    pub fn of(ir: &ir::Module) -> Facts {
+        Facts {
+            effectful: compiler_core::opt::util::effectful_functions(ir),
+            call_work: compiler_core::opt::util::function_work(ir),
+        }
+    }
+}
+
 /// The access tags of [`Emitter::tbaa`]: array headers, and array elements by
 /// their memory type. Elements of different memory types never overlap (an
 /// array's data is only ever accessed as its element type; buffers are reused
@@ -423,7 +440,7 @@ pub(crate) fn shape_views(f: &Function, consts: &HashMap<ValueId, &Value>) -> Ha
 }
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
-    pub fn new(ctx: &'ctx Context, ir: &'a ir::Module, sources: &'a SourceMap, parallel: bool) -> Self {
+    pub fn new(ctx: &'ctx Context, ir: &'a ir::Module, sources: &'a SourceMap, parallel: bool, facts: Facts) -> Self {
         let module = ctx.create_module("withloop");
         module.set_source_file_name("withloop");
         let rt = Rt::declare(ctx, &module);
@@ -444,8 +461,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             partition: None,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             tbaa: Tbaa::new(ctx),
-            effectful: compiler_core::opt::util::effectful_functions(ir),
-            call_work: compiler_core::opt::util::function_work(ir),
+            effectful: facts.effectful,
+            call_work: facts.call_work,
         }
     }
 
