@@ -28,6 +28,7 @@ mod elf;
 mod emit;
 pub mod jit;
 pub mod link;
+mod machines;
 mod rt;
 mod vecmath;
 
@@ -288,7 +289,7 @@ fn emit_module<'ctx>(
     partition: Option<emit::Partition>,
     main: bool,
     facts: &emit::Facts,
-) -> Result<(inkwell::module::Module<'ctx>, TargetMachine), CodegenError> {
+) -> Result<(inkwell::module::Module<'ctx>, machines::Lease), CodegenError> {
     let mut e = emit::Emitter::new(ctx, module, sources, options.parallel, facts.clone());
     e.static_parallel_min = static_parallel_min(options);
     e.exact_folds = options.exact_folds;

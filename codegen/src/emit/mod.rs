@@ -1265,8 +1265,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Marks every defined function for the target CPU and verifies the module;
     /// [`optimise`] then runs LLVM's pipeline on it.
-    pub fn finish(self, spec: &TargetSpec, options: &Options) -> R<(Module<'ctx>, inkwell::targets::TargetMachine)> {
-        let tm = crate::target_machine(spec, options)?;
+    pub fn finish(self, spec: &TargetSpec, options: &Options) -> R<(Module<'ctx>, crate::machines::Lease)> {
+        let tm = crate::machines::lease(spec, options)?;
         self.module.set_triple(&tm.get_triple());
         self.module.set_data_layout(&tm.get_target_data().get_data_layout());
         let cpu = self.ctx.create_string_attribute("target-cpu", &spec.cpu);
