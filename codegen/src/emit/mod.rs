@@ -226,6 +226,11 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// loop level (a part's row reads, `withloop.rs`), by their first value:
     /// [`Emitter::block`] skips them.
     pub hoisted: HashSet<ValueId>,
+    /// Offsets of constant indices, `_vect2offset_(shp, c)`, with the extents
+    /// of `shp` (1..) read where the offset was computed (values, so still
+    /// good where `shp` itself has been released): a chunk function
+    /// recomputes such an offset from them (`parallel::RematOffset`).
+    pub offset_extents: HashMap<ValueId, (Vec<IntValue<'ctx>>, Vec<i64>)>,
 }
 
 /// The longest vector [`stack_vectors`] builds in the frame.
@@ -726,6 +731,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             borrowed: std::rc::Rc::new(borrowed),
             stack: std::rc::Rc::new(stack),
             hoisted: HashSet::default(),
+            offset_extents: HashMap::default(),
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -1221,6 +1227,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             borrowed: std::rc::Rc::new(HashSet::default()),
             stack: std::rc::Rc::new(HashSet::default()),
             hoisted: HashSet::default(),
+            offset_extents: HashMap::default(),
         })
     }
 

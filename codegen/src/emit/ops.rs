@@ -418,8 +418,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             Prim::Vect2Offset if !scalar_repr(ty(args[0])) && !scalar_repr(ty(args[1])) => {
                 // The exact offset (an `i64`) addresses memory; a truncated `int`
                 // sign-extended again would hide from LLVM that it is affine.
-                let wide = self.vect2offset(fx, args)?;
+                let (wide, extents) = self.vect2offset(fx, args)?;
                 fx.wide.insert(d, wide);
+                if let (Some(extents), Some(index)) = (extents, fx.consts.get(&args[1]).and_then(|c| c.as_int_vec())) {
+                    if index.len() == extents.len() && !index.is_empty() {
+                        fx.offset_extents.insert(d, (extents[1..].to_vec(), index));
+                    }
+                }
                 let x = self.as_int(wide)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
@@ -1134,8 +1139,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// `_vect2offset_(shp, iv)`: the linear formula, unchecked except for equal
-    /// lengths, as an exact `i64` (the `int` value the IR sees wraps).
-    fn vect2offset(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId]) -> R<IntValue<'ctx>> {
+    /// lengths, as an exact `i64` (the `int` value the IR sees wraps); with
+    /// the extents of `shp` it read, where its length is static.
+    fn vect2offset(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        args: &[ValueId],
+    ) -> R<(IntValue<'ctx>, Option<Vec<IntValue<'ctx>>>)> {
         let sty = fx.irf.ty(args[0]).clone();
         let ity = fx.irf.ty(args[1]).clone();
         if let Some(elems) = fx.comps.get(&args[1]).cloned() {
@@ -1154,7 +1164,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let scaled = self.b.build_int_mul(off, ext, "off")?;
                 off = self.b.build_int_add(scaled, i, "off")?;
             }
-            return Ok(off);
+            return Ok((off, None));
         }
         let shp = self.value(fx, args[0])?.into_pointer_value();
         let iv = self.value(fx, args[1])?.into_pointer_value();
@@ -1165,12 +1175,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let loc = fx.loc;
             self.fail_if(fx, differ, loc, "R0001", "the index and the shape have different lengths")?;
         }
+        let mut read = None;
         let off = match static_extent(&sty, 0) {
             Some(k) if k <= 8 => {
                 let mut off = self.const_i64(0);
+                let extents = read.insert(Vec::with_capacity(k));
                 for dd in 0..k {
                     let at = self.const_i64(dd as i64);
                     let ext = self.int_elem(shp, &sty, at)?;
+                    extents.push(ext);
                     let i = self.int_elem(iv, &ity, at)?;
                     let scaled = self.b.build_int_mul(off, ext, "off")?;
                     off = self.b.build_int_add(scaled, i, "off")?;
@@ -1192,7 +1205,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.b.build_load(self.i64(), acc, "off")?.into_int_value()
             }
         };
-        Ok(off)
+        Ok((off, read))
     }
 
     // ------------------------------------------------------------ literals

@@ -350,6 +350,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             borrowed: fx.borrowed.clone(),
             stack: fx.stack.clone(),
             hoisted: HashSet::default(),
+            offset_extents: HashMap::default(),
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }
@@ -403,7 +404,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut caps = Captures::default();
         let mut free: Vec<_> = free_uses(s).into_iter().collect();
         free.sort();
-        let remat = self.rematerialised_offsets(fx, &free)?;
+        let remat = rematerialised_offsets(fx, &free);
         for e in remat.iter().flat_map(|r| &r.extents) {
             caps.add((*e).into());
         }
@@ -601,46 +602,20 @@ pub(crate) struct RematOffset<'ctx> {
     value: compiler_core::ir::ValueId,
     /// The constant index.
     index: Vec<i64>,
-    /// Extents 1.. of the shape, read in the parent (extent 0 does not
-    /// enter the offset).
+    /// Extents 1.. of the shape, as the parent read them when it computed
+    /// the offset (extent 0 does not enter it).
     extents: Vec<IntValue<'ctx>>,
 }
 
-impl<'ctx, 'a> Emitter<'ctx, 'a> {
-    /// The with-loop's free values (`free`) that are offsets of constant
-    /// indices into a shape the parent holds as a vector of static length
-    /// ([`RematOffset`]); their extents are read here, at the builder's position.
-    fn rematerialised_offsets(
-        &mut self,
-        fx: &Fx<'ctx, 'a>,
-        free: &[compiler_core::ir::ValueId],
-    ) -> R<Vec<RematOffset<'ctx>>> {
-        use compiler_core::opt::index::Def;
-        use compiler_core::sema::hir::Prim;
-        let mut out = Vec::new();
-        // Per shape vector: its extents 1.., read once.
-        let mut read: HashMap<compiler_core::ir::ValueId, Vec<IntValue<'ctx>>> = HashMap::default();
-        for v in free {
-            let Some(Def::Prim(Prim::Vect2Offset, args)) = fx.defs.get(v) else { continue };
-            let [shp, idx] = args.as_slice() else { continue };
-            let Some(index) = fx.consts.get(idx).and_then(|c| c.as_int_vec()) else { continue };
-            let sty = fx.irf.ty(*shp);
-            if !scalar_repr(fx.irf.ty(*v)) || static_extent(sty, 0) != Some(index.len()) || index.is_empty() {
-                continue;
-            }
-            let Some(BasicValueEnum::PointerValue(shape)) = fx.vals.get(shp).copied() else { continue };
-            if !read.contains_key(shp) {
-                let sty = sty.clone();
-                let mut extents = Vec::with_capacity(index.len() - 1);
-                for d in 1..index.len() {
-                    extents.push(self.int_elem(shape, &sty, self.const_i64(d as i64))?);
-                }
-                read.insert(*shp, extents);
-            }
-            out.push(RematOffset { value: *v, index, extents: read[shp].clone() });
-        }
-        Ok(out)
-    }
+/// The with-loop's free values (`free`) that are offsets of constant indices
+/// whose extents the parent read ([`Fx::offset_extents`]).
+fn rematerialised_offsets<'ctx>(fx: &Fx<'ctx, '_>, free: &[compiler_core::ir::ValueId]) -> Vec<RematOffset<'ctx>> {
+    free.iter()
+        .filter_map(|v| {
+            let (extents, index) = fx.offset_extents.get(v)?;
+            Some(RematOffset { value: *v, index: index.clone(), extents: extents.clone() })
+        })
+        .collect()
 }
 
 /// The body of a flat loop [`Emitter::flat_loop`] runs: one iteration at
