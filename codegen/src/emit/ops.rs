@@ -421,7 +421,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let (wide, extents) = self.vect2offset(fx, args)?;
                 fx.wide.insert(d, wide);
                 if let (Some(extents), Some(index)) = (extents, fx.consts.get(&args[1]).and_then(|c| c.as_int_vec())) {
-                    if index.len() == extents.len() && !index.is_empty() {
+                    // A chunk function recomputes it as a plain `int` (not a boxed `int[*]`).
+                    if index.len() == extents.len() && !index.is_empty() && scalar_repr(ty(d)) {
                         fx.offset_extents.insert(d, (extents[1..].to_vec(), index));
                     }
                 }

@@ -634,7 +634,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 OpState::Gen { result: Result::Lazy { slot }, frame, elem, cell_ty, .. } => {
                     self.lazy_finish(fx, *slot, frame, *elem, cell_ty.as_ref(), loc)?.into()
                 }
-                OpState::Mod { arr, array_ty, elem, .. } if scalar_repr(array_ty) => {
+                // Over a scalar: the box's element, unless the result is typed
+                // as an array (`int[*]` where inference left it generic), which
+                // the box is (a rank-0 array).
+                OpState::Mod { arr, array_ty, elem, .. } if scalar_repr(array_ty) && scalar_repr(fx.irf.ty(d)) => {
                     let x = self.unbox(fx, (*arr).into(), *elem)?;
                     self.dec((*arr).into())?;
                     x
