@@ -132,6 +132,7 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
+    /// Both analyses of `ir`.
     pub fn of(ir: &ir::Module) -> Facts {
         Facts {
             effectful: compiler_core::opt::util::effectful_functions(ir),

@@ -3,7 +3,7 @@
 //! A with-loop qualifies when every result is allocated before the loops
 //! (genarray with a static cell shape, modarray), every fold is a scalar fold
 //! with a primitive that has an identity (no extra arguments, no fixpoint), no
-//! part's body calls a function or prints, `first_match` does not matter,
+//! part's body prints or calls a function that may print, `first_match` does not matter,
 //! every part's index length is static or the part is flat (one loop over
 //! its frame's offsets, `compiler_core::opt::util::flat_part`; its chunks
 //! are ranges of offsets), and there is no scan or filter (they
@@ -15,7 +15,8 @@
 //! ```
 //!
 //! that runs outer iterations `lo..hi`, reading what the body needs from
-//! outside (non-constant values only) from `e`. At run time the runtime's
+//! outside (non-constant values only) from `e`; offsets of constant indices
+//! it recomputes from extents instead ([`RematOffset`]). At run time the runtime's
 //! `wl_parallel_chunks` decides from the part's size whether to split
 //! (`WITHLOOP_THREADS`, the context's thread count, a size threshold); below
 //! the threshold the parent calls the chunk function itself, as chunk 0 over
