@@ -306,7 +306,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// builder in the body block after loading `caps` from the environment:
     /// `noinline`, since the parent both calls it and hands it to the runtime,
     /// and one copy is the point. The caller emits the body, returns, and
-    /// closes the entry block with [`Self::close_chunk`].
+    /// closes the entry block with a branch to the body block.
     fn chunk_shell(
         &mut self,
         fx: &Fx<'ctx, 'a>,
