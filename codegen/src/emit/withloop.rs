@@ -499,7 +499,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     if scalar_repr(&aty) {
                         // A scalar is a rank-0 array of one element, the empty
                         // index's: the with-loop updates a box of its own, and
-                        // its result is the box's element (`finish` unboxes).
+                        // its result is the box's element where the result is
+                        // typed as a scalar (unboxed below), else the box.
                         let x = self.value(fx, *array)?;
                         let boxed = self.box_scalar(fx, x, base(&aty))?.into_pointer_value();
                         let frame = self.array_frame(boxed, &aty)?;
