@@ -13,9 +13,12 @@ Builds bench/kernels.sac into a shared library with `withloop compile --emit so`
 (AKS variants from shape hints, plus the generic AKD/AUD instances), the L0
 versions of seed 004's programs (bench/kernels.l0) into another, one more SaC
 library per optimisation switched off (ABLATIONS), builds
-bench/c/kernels.c with `gcc -O3 -march=native`, and times every kernel in this
-one process through ctypes: the same inputs, outputs cross-checked before
-timing, min/median/max over repetitions. Writes a markdown table and JSON to
+bench/c/kernels.c with `gcc -O3 -march=native`, and times every kernel through
+ctypes, each kernel's implementations in a Python process of their own (no
+figure inherits an earlier kernel's heap or threads) and in rounds (each round
+runs every implementation once, so the machine's drift falls on all alike):
+the same inputs, outputs cross-checked before timing, min/median/max over
+repetitions. Writes a markdown table and JSON to
 bench/results/ with the machine, the commands and the figures.
 
 `--prebuilt DIR` times libwlbench.so and libwll0.so from DIR instead of
@@ -42,6 +45,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -331,6 +335,54 @@ def timed(fn, reps, min_total=1.0, slow=5.0):
     return dict(min=min(times), median=statistics.median(times), max=max(times), n=len(times), calls=calls)
 
 
+def timed_together(impls, reps, min_total=1.0, slow=5.0):
+    """Times every callable of `impls` (name -> (fn, setup)) in rounds: each
+    round runs each implementation once (`setup()` first, say how many
+    threads), so a slow drift of the machine (another tenant of the VM, the
+    host's clock) falls on every implementation alike and their ratios hold:
+    timed one after the other, seconds apart, two figures of the same code
+    could differ by a third on a noisy VM. Per implementation as `timed`: at
+    least `reps` runs, more while they total under `min_total` seconds (at
+    most 50), each of `calls` calls lasting at least `RUN_MIN`; a first call
+    over `slow` seconds is its one (cold) figure. Each round starts after
+    `SETTLE`, with the peers (which leave threads spinning) last."""
+    figures, calls, live = {}, {}, []
+    for name, (fn, setup) in impls.items():
+        time.sleep(SETTLE)
+        setup()
+        t0 = time.perf_counter()
+        fn()  # warm-up (page faults, thread pool start)
+        first = time.perf_counter() - t0
+        if first > slow:
+            figures[name] = dict(min=first, median=first, max=first, n=1, calls=1)
+            continue
+        t0 = time.perf_counter()
+        fn()
+        calls[name] = max(1, math.ceil(RUN_MIN / max(min(first, time.perf_counter() - t0), 1e-6)))
+        live.append(name)
+    times = {name: [] for name in live}
+
+    def wanted(name):
+        t = times[name]
+        return len(t) < reps or (sum(t) * calls[name] < min_total and len(t) < 50)
+
+    while any(wanted(name) for name in live):
+        time.sleep(SETTLE)
+        for name in live:
+            if not wanted(name):
+                continue
+            fn, setup = impls[name]
+            setup()
+            t0 = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            times[name].append((time.perf_counter() - t0) / calls[name])
+    for name in live:
+        t = times[name]
+        figures[name] = dict(min=min(t), median=statistics.median(t), max=max(t), n=len(t), calls=calls[name])
+    return {name: figures[name] for name in impls}
+
+
 class Wl:
     def __init__(self, path):
         self.lib = ctypes.CDLL(str(path))
@@ -402,12 +454,74 @@ def numpy_mandel(h, w, limit):
     return k
 
 
-def benchmarks(wl, c, sz, rng, only=None):
-    """Every benchmark (or those named in `only`): (name, size, {implementation:
-    callable}). Each one's inputs live in its own function so the callables keep
-    their own arrays."""
-    chosen = [f for f in BENCHMARKS if only is None or f.__name__.removeprefix("bench_") in only]
-    return [f(wl, c, sz, rng) for f in chosen]
+def benchmark(name, wl, c, sz):
+    """Benchmark `name`: (size, {implementation: callable}), on inputs drawn
+    from a generator seeded by the benchmark's place in BENCHMARKS (the same
+    inputs whichever benchmarks run, and in whichever process)."""
+    names = [f.__name__.removeprefix("bench_") for f in BENCHMARKS]
+    k = names.index(name)
+    _, size, impls = BENCHMARKS[k](wl, c, sz, np.random.default_rng([2026, k]))
+    return size, impls
+
+
+def in_fresh_process(job):
+    """Runs one block of timings (`child`) in a new Python process and returns
+    its result. No figure inherits an earlier kernel's heap, threads or caches:
+    in one process, after the kernels before it and their JAX versions, mg3's
+    C -O3 and generic SaC ran 1.6-2x slower than alone (session 27), and which
+    version was hit depended on the process's history."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        subprocess.run([sys.executable, __file__, "--child", json.dumps(dict(job, out=str(out)))], check=True)
+        return json.loads(out.read_text())
+
+
+def child(job):
+    """One block of timings, in a process of its own (`in_fresh_process`):
+    kind "kernel" times every implementation of benchmark `name` (and SaC AKS
+    and C on two threads), kind "ablation" its SaC AKS version in the library
+    built with pass `disabled` off. Writes the result as JSON to `out`."""
+    global PEERS, L0
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    sz = sizes(job["quick"])
+    libs, c_libs, name = Path(job["libs"]), Path(job["c_libs"]), job["name"]
+    c = CLib(ctypes.CDLL(str(c_libs / "libcbench.so")), ctypes.CDLL(str(c_libs / "libcbench_omp.so")))
+    if job["kind"] == "ablation":
+        off = Wl(libs / f"libwlbench-no-{job['disabled']}.so")
+        off.threads(1)
+        _, impls = benchmark(name, off, c, sz)
+        result = dict(figure=timed(impls["SaC AKS"], 3, min_total=0.3))
+    else:
+        if job["peers"]:
+            sys.path.insert(0, str(BENCH))
+            import peers
+
+            PEERS = peers
+        wl = Wl(libs / "libwlbench.so")
+        L0 = Wl(libs / "libwll0.so")
+        L0.threads(1)
+        size, impls = benchmark(name, wl, c, sz)
+
+        def threads(sac, c_parallel):
+            def setup():
+                wl.threads(sac)
+                c.use(parallel=c_parallel)
+            return setup
+
+        one = threads(1, False)
+        # Ours and C first, the peers last (see `timed_together`).
+        peers = {"NumPy", "NumPy LU", "JAX", "JAX LU", "Numba"}
+        plan = {k: (fn, one) for k, fn in impls.items() if k not in peers}
+        plan["SaC AKS, 2 threads"] = (impls["SaC AKS"], threads(2, False))
+        plan["C -O3, 2 threads"] = (impls["C -O3"], threads(1, True))
+        plan.update({k: (fn, one) for k, fn in impls.items() if k in peers})
+        figures = timed_together(plan, job["reps"])
+        one()
+        for impl, f in figures.items():
+            print(f"{name:8} {impl:18} {f['median'] * 1e3:9.2f} ms", file=sys.stderr)
+        result = dict(row=dict(benchmark=name, size=size, figures=figures), jax_compile=JAX_COMPILE.get(name),
+                      peer_versions=PEERS.VERSIONS if PEERS is not None else None)
+    Path(job["out"]).write_text(json.dumps(result))
 
 
 def p(a):
@@ -629,6 +743,9 @@ def relaxation(kernel, numpy_version, wl, c, sz, rng):
         "NumPy": lambda: numpy_version(a, iters),
         "SaC AKS": lambda: wl.release(wl.call(f"wl_{kernel}__d_{h}_{w}__i", a, iters)),
         "SaC AKD": lambda: wl.release(wl.call(f"wl_{kernel}__d_X_X__i", a, iters)),
+        # The composed relaxation's yardstick, timed in the same rounds.
+        **({"SaC AKS, hand-fused": lambda: wl.release(wl.call(f"wl_relax__d_{h}_{w}__i", a, iters))}
+           if kernel == "relax_apl" else {}),
         **peers_for(kernel, lambda out: np.allclose(np.asarray(out), want), (a, iters)),
     })
 
@@ -780,10 +897,10 @@ DET_STRATEGIES = [("generic", []), ("generic 3", [3]), ("generic 4", [3, 4]), ("
                   ("specific", None)]
 
 
-def det_strategies(work, c, sz, rng, reps):
+def det_strategies(work, c, sz, reps):
     """Times det's generic entry in one library per strategy; ms per strategy."""
     n = sz["det"]
-    a = rng.random((n, n))
+    a = np.random.default_rng([2026, len(BENCHMARKS)]).random((n, n))
     want = float(np.linalg.det(a))
     wl = withloop_binary()
     out = {}
@@ -865,6 +982,7 @@ def main():
                     "(built elsewhere for this CPU) instead of building them; implies no results written")
     ap.add_argument("--only", help="comma-separated benchmarks (det, implies, mg3, …): time just these, "
                     "no ablation, no results written (for working on one kernel)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # one block of timings (in_fresh_process)
     args = ap.parse_args()
     only = set(args.only.split(",")) if args.only else None
     if only is not None:
@@ -874,12 +992,9 @@ def main():
     if args.build_for:
         build_for(args.build_for, sizes(args.quick), args.cpu, args.features)
         return
-    global PEERS
-    if not args.no_peers:
-        sys.path.insert(0, str(BENCH))
-        import peers
-
-        PEERS = peers
+    if args.child:
+        child(json.loads(args.child))
+        return
     sz = sizes(args.quick)
     work = ROOT / "target" / "bench"
     work.mkdir(parents=True, exist_ok=True)
@@ -892,49 +1007,33 @@ def main():
     else:
         commands, compile_times = build(work, sz, ablations=only is None)
         libs = c_libs = work
-    wl = Wl(libs / "libwlbench.so")
-    global L0
-    L0 = Wl(libs / "libwll0.so")
-    L0.threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
+    chosen = [f.__name__.removeprefix("bench_") for f in BENCHMARKS]
+    chosen = [k for k in chosen if only is None or k in only]
+    job = dict(libs=str(libs), c_libs=str(c_libs), quick=args.quick, reps=args.reps, peers=not args.no_peers)
+    rows, peer_versions = [], {}
+    for name in chosen:
+        result = in_fresh_process(dict(job, kind="kernel", name=name))
+        rows.append(result["row"])
+        if result["jax_compile"] is not None:
+            JAX_COMPILE[name] = result["jax_compile"]
+        peer_versions = result["peer_versions"] or peer_versions
     c = CLib(ctypes.CDLL(str(c_libs / "libcbench.so")), ctypes.CDLL(str(c_libs / "libcbench_omp.so")))
-    rng = np.random.default_rng(2026)
-    rows = []
-    for name, size, impls in benchmarks(wl, c, sz, rng, only):
-        figures = {}
-        for impl, fn in impls.items():
-            if impl.startswith("SaC"):
-                wl.threads(1)
-            figures[impl] = timed(fn, args.reps)
-            print(f"{name:8} {impl:10} {figures[impl]['median'] * 1e3:9.2f} ms", file=sys.stderr)
-        wl.threads(2)
-        figures["SaC AKS, 2 threads"] = timed(impls["SaC AKS"], args.reps)
-        print(f"{name:8} 2 threads  {figures['SaC AKS, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
-        wl.threads(1)
-        c.use(parallel=True)
-        figures["C -O3, 2 threads"] = timed(impls["C -O3"], args.reps)
-        c.use(parallel=False)
-        print(f"{name:8} C 2 thr.   {figures['C -O3, 2 threads']['median'] * 1e3:9.2f} ms", file=sys.stderr)
-        rows.append(dict(benchmark=name, size=size, figures=figures))
     # (They compile with withloop: not from prebuilt libraries.)
     run_strategies = (only is None or "det" in only) and not args.prebuilt
-    strategies = det_strategies(work, c, sz, rng, args.reps) if run_strategies else {}
+    strategies = det_strategies(work, c, sz, args.reps) if run_strategies else {}
     if only is not None or args.prebuilt:
         print(threads_summary(rows))
         return
     # Each optimisation switched off in turn: every benchmark's outputs are
     # checked again against that library, then its SaC AKS version timed.
     ablation = {}
-    saved_peers, saved_l0 = PEERS, L0
-    PEERS, L0 = None, None
     for pass_name in ABLATIONS:
-        off = Wl(work / f"libwlbench-no-{pass_name}.so")
-        off.threads(1)
         ablation[pass_name] = {}
-        for name, _, impls in benchmarks(off, c, sz, rng):
-            ablation[pass_name][name] = timed(impls["SaC AKS"], 3, min_total=0.3)
-            print(f"{name:8} no {pass_name:7} {ablation[pass_name][name]['median'] * 1e3:9.2f} ms", file=sys.stderr)
-    PEERS, L0 = saved_peers, saved_l0
+        for name in chosen:
+            figure = in_fresh_process(dict(job, kind="ablation", name=name, disabled=pass_name, peers=False))["figure"]
+            ablation[pass_name][name] = figure
+            print(f"{name:8} no {pass_name:7} {figure['median'] * 1e3:9.2f} ms", file=sys.stderr)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
     cpu = "unknown"
     try:
@@ -946,8 +1045,7 @@ def main():
         pass
     machine = dict(cpu=cpu, cores=os.cpu_count(), python=platform.python_version(), numpy=np.__version__,
                    gcc=subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip())
-    if PEERS is not None:
-        machine.update(PEERS.VERSIONS)
+    machine.update(peer_versions)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
                   command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
                   ablation=ablation, det_strategies=strategies, compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
@@ -960,12 +1058,13 @@ def main():
         base = args.out / f"{name}-{k}"
         k += 1
     base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if PEERS is not None else [])
+    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if peer_versions else [])
     lines = [f"# withloop benchmarks, {stamp}", "",
              f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}"
-             + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if PEERS is not None else "."),
+             + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if peer_versions else "."),
              f"Command: `{result['command']}` (median of >= {args.reps} runs, each at least {RUN_MIN * 1e3:.0f} ms: a "
-             "shorter call is repeated within a run and the figure is per call; ratio = time / C -O3 time, lower "
+             "shorter call is repeated within a run and the figure is per call; each kernel in a process of its "
+             "own, its implementations timed in rounds of one run each; ratio = time / C -O3 time, lower "
              "is better).",
              "", "| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
              + " | SaC AKS 2 threads: speed-up | C OpenMP 2 threads: speed-up |",
@@ -996,7 +1095,7 @@ def main():
             if i in f:
                 generic.append(f"{name} {i[4:]} {f[i]['median'] / aks[name]:.2f}")
     lines += ["Generic / AKS-specialised (target ≤ 1.3): " + ", ".join(generic) + ".", ""]
-    if PEERS is not None:
+    if peer_versions:
         lines += peer_summary(by_name)
     lines += ["## Optimisations switched off", "",
               "SaC AKS, one thread, built with `--disable PASS`; each figure is time with the pass off / time "
@@ -1007,10 +1106,11 @@ def main():
         cells = [f"{ablation[x][name]['median'] / aks[name]:.2f}" for x in ABLATIONS]
         lines.append(f"| {name} | {aks[name] * 1e3:.1f} | " + " | ".join(cells) + " |")
     lines += [""]
-    if "relax" in by_name and "relax_apl" in by_name:
-        composed = by_name["relax_apl"]["SaC AKS"]["median"] / by_name["relax"]["SaC AKS"]["median"]
-        lines += [f"Composed (rotate/take/drop/cat) / hand-fused relaxation, SaC AKS: {composed:.2f} "
-                  f"(target ≤ 1.05).", ""]
+    if "relax_apl" in by_name:
+        apl = by_name["relax_apl"]
+        composed = apl["SaC AKS"]["median"] / apl["SaC AKS, hand-fused"]["median"]
+        lines += [f"Composed (rotate/take/drop/cat) / hand-fused relaxation, SaC AKS (both timed in the same "
+                  f"rounds, relax_apl's row): {composed:.2f} (target ≤ 1.05).", ""]
     if strategies:
         spec = strategies["specific"]["median"]
         cdet = strategies["C -O3"]["median"]
