@@ -34,10 +34,31 @@ import numpy as np  # noqa: E402
 VERSIONS = dict(jax=jax.__version__, numba=numba.__version__)
 
 
+_warm = False
+
+
+def _warm_up():
+    """JAX's first compile in a process also pays for setting up its tracing,
+    lowering and XLA's CPU client (about as much as a small kernel's compile
+    again). bench/run.py times each kernel in a fresh process, so without this
+    every kernel's figure would carry that once-per-process cost, which a
+    warm process (and our warm compile service, which gets a warm-up compile
+    of its own) does not pay."""
+    global _warm
+    if not _warm:
+        x = jnp.arange(16.0)
+        jax.jit(lambda a: jnp.sum(a * 2.0 + 1.0)).lower(x).compile()
+        _warm = True
+
+
 def jax_compile_seconds(fn, *args):
-    """Time to trace, lower and compile `fn` for `args` (what the first call pays)."""
+    """Time to trace, lower and compile `fn` for `args` (what the first call
+    pays, in a process that has compiled before)."""
+    _warm_up()
     t0 = time.perf_counter()
-    jax.jit(fn).lower(*args).compile()
+    # A fresh function each time: jit caches traces by function, so a second
+    # `jax.jit(fn)` would skip the tracing a first compile pays.
+    jax.jit(lambda *a: fn(*a)).lower(*args).compile()
     return time.perf_counter() - t0
 
 
