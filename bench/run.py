@@ -351,8 +351,8 @@ def timed(fn, reps, min_total=1.0, slow=5.0):
 
 def timed_together(impls, reps, min_total=1.0, slow=5.0):
     """Times every callable of `impls` (name -> (fn, setup)) in rounds: each
-    round runs each implementation once (`setup()` first, say how many
-    threads), so a slow drift of the machine (another tenant of the VM, the
+    round runs each implementation once (`setup()` first: the threads it
+    runs on), so a slow drift of the machine (another tenant of the VM, the
     host's clock) falls on every implementation alike and their ratios hold:
     timed one after the other, seconds apart, two figures of the same code
     could differ by a third on a noisy VM. Per implementation as `timed`: at
@@ -526,11 +526,11 @@ def child(job):
 
         one = threads(1, False)
         # Ours and C first, the peers last (see `timed_together`).
-        peers = {"NumPy", "NumPy LU", "JAX", "JAX LU", "Numba"}
-        plan = {k: (fn, one) for k, fn in impls.items() if k not in peers}
+        peer_impls = {"NumPy", "NumPy LU", "JAX", "JAX LU", "Numba"}
+        plan = {k: (fn, one) for k, fn in impls.items() if k not in peer_impls}
         plan["SaC AKS, 2 threads"] = (impls["SaC AKS"], threads(2, False))
         plan["C -O3, 2 threads"] = (impls["C -O3"], threads(1, True))
-        plan.update({k: (fn, one) for k, fn in impls.items() if k in peers})
+        plan.update({k: (fn, one) for k, fn in impls.items() if k in peer_impls})
         figures = timed_together(plan, job["reps"])
         one()
         for impl, f in figures.items():
@@ -558,9 +558,13 @@ def compile_rounds(name, service, rounds=3):
     median seconds of each, None where that side is not measured."""
     theirs, ours = [], []
     for _ in range(rounds):
+        # Each after `SETTLE`: XLA's threads spin on after its compile and
+        # took a core from our compile's second thread (neg 25 -> 37 ms).
         if name in JAX_COMPILE_ONCE:
+            time.sleep(SETTLE)
             theirs.append(JAX_COMPILE_ONCE[name]())
         if service is not None:
+            time.sleep(SETTLE)
             ours.append(service.compile_seconds(name))
     return (statistics.median(theirs) if theirs else None), (statistics.median(ours) if ours else None)
 
