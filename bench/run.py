@@ -558,8 +558,8 @@ def compile_rounds(name, service, rounds=3):
     median seconds of each, None where that side is not measured."""
     theirs, ours = [], []
     for _ in range(rounds):
-        # Each after `SETTLE`: XLA's threads spin on after its compile and
-        # took a core from our compile's second thread (neg 25 -> 37 ms).
+        # Each after `SETTLE`, as every timed run (peer threads may spin on
+        # after a call; our compile runs its parts on both cores).
         if name in JAX_COMPILE_ONCE:
             time.sleep(SETTLE)
             theirs.append(JAX_COMPILE_ONCE[name]())
