@@ -122,8 +122,8 @@ class CompileService:
     one compile of a kernel alone, `POST /v1/compile` with `entry`, the
     kernel's first shape hint per parameter, `emit: [object]` and
     `bypass_cache`, as the `compile_ms` the service reports (the compile
-    itself, not the HTTP exchange). The kernels' processes reach it by
-    `address` (`CompileService.at`)."""
+    itself, not the HTTP exchange). The kernels' processes reach the
+    running service by `address` (`CompileService(address, shapes)`)."""
 
     def __init__(self, address, shapes):
         self.address, self.shapes = address, shapes
@@ -153,10 +153,6 @@ class CompileService:
         # A first compile loads what a warm service has loaded (the library, LLVM's targets).
         service.post(dict(source="int main() { return 0; }", emit=["object"], bypass_cache=True))
         return service
-
-    @classmethod
-    def at(cls, address, shapes):
-        return cls(address, shapes)
 
     def post(self, body):
         import urllib.request
@@ -325,41 +321,25 @@ RUN_MIN = 0.1
 
 
 def timed(fn, reps, min_total=1.0, slow=5.0):
-    """Times `fn`: at least `reps` runs (more while they total under
-    `min_total` seconds, at most 50), each of `calls` calls lasting at least
-    `RUN_MIN`; min/median/max per call."""
-    time.sleep(SETTLE)
-    t0 = time.perf_counter()
-    fn()  # warm-up (page faults, thread pool start)
-    first = time.perf_counter() - t0
-    if first > slow:
-        # Pathologically slow: one (cold) run is the figure; the table says so by its size.
-        return dict(min=first, median=first, max=first, n=1, calls=1)
-    t0 = time.perf_counter()
-    fn()
-    one = min(first, time.perf_counter() - t0)
-    calls = max(1, math.ceil(RUN_MIN / max(one, 1e-6)))
-    times = []
-    start = time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < min_total and len(times) < 50):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls)
-    return dict(min=min(times), median=statistics.median(times), max=max(times), n=len(times), calls=calls)
+    """Times `fn` alone: `timed_together` with one implementation, one
+    settle pause before it (no other implementation's threads to wait out
+    between its runs)."""
+    return timed_together({"": (fn, lambda: None)}, reps, min_total, slow, round_settle=0.0)[""]
 
 
-def timed_together(impls, reps, min_total=1.0, slow=5.0):
+def timed_together(impls, reps, min_total=1.0, slow=5.0, round_settle=SETTLE):
     """Times every callable of `impls` (name -> (fn, setup)) in rounds: each
     round runs each implementation once (`setup()` first: the threads it
     runs on), so a slow drift of the machine (another tenant of the VM, the
     host's clock) falls on every implementation alike and their ratios hold:
     timed one after the other, seconds apart, two figures of the same code
-    could differ by a third on a noisy VM. Per implementation as `timed`: at
-    least `reps` runs, more while they total under `min_total` seconds (at
-    most 50), each of `calls` calls lasting at least `RUN_MIN`; a first call
-    over `slow` seconds is its one (cold) figure. Each round starts after
-    `SETTLE`, with the peers (which leave threads spinning) last."""
+    could differ by a third on a noisy VM. Per implementation: at least
+    `reps` runs, more while they total under `min_total` seconds (at most
+    50), each of `calls` calls lasting at least `RUN_MIN` (a warm-up call and
+    one more decide `calls`); a warm-up call over `slow` seconds is its one
+    (cold) figure, the table says so by its size. Each round starts after
+    `round_settle` seconds, with the peers (which leave threads spinning)
+    last."""
     figures, calls, live = {}, {}, []
     for name, (fn, setup) in impls.items():
         time.sleep(SETTLE)
@@ -381,7 +361,7 @@ def timed_together(impls, reps, min_total=1.0, slow=5.0):
         return len(t) < reps or (sum(t) * calls[name] < min_total and len(t) < 50)
 
     while any(wanted(name) for name in live):
-        time.sleep(SETTLE)
+        time.sleep(round_settle)
         for name in live:
             if not wanted(name):
                 continue
@@ -515,7 +495,7 @@ def child(job):
         L0 = Wl(libs / "libwll0.so")
         L0.threads(1)
         size, impls = benchmark(name, wl, c, sz)
-        service = CompileService.at(**job["service"]) if job.get("service") else None
+        service = CompileService(**job["service"]) if job.get("service") else None
         jax_compile, service_compile = compile_rounds(name, service)
 
         def threads(sac, c_parallel):
@@ -1041,7 +1021,6 @@ def main():
     else:
         commands, compile_times = build(work, sz, ablations=only is None)
         libs = c_libs = work
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
     chosen = [f.__name__.removeprefix("bench_") for f in BENCHMARKS]
     chosen = [k for k in chosen if only is None or k in only]
     job = dict(libs=str(libs), c_libs=str(c_libs), quick=args.quick, reps=args.reps, peers=not args.no_peers)
