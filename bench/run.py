@@ -939,6 +939,33 @@ BENCHMARKS = (bench_det, bench_neg, bench_implies, bench_relax, bench_relax_iv, 
               bench_mg3, bench_matmul, bench_dot, bench_mandel, bench_blackscholes, bench_floyd)
 
 
+def ratio_table(rows, impls):
+    """Markdown lines: each benchmark's C time, every implementation of
+    `impls` as a ratio to it, and the two-thread speed-ups of SaC and C."""
+    lines = ["| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
+             + " | SaC AKS 2 threads: speed-up | C OpenMP 2 threads: speed-up |",
+             "|---|---|---|" + "---|" * len(impls) + "---|---|"]
+    for row in rows:
+        f = row["figures"]
+        cbase = f["C -O3"]["median"]
+        cells = [f"{f[i]['median'] / cbase:.2f}" if i in f else "–" for i in impls]
+        speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
+        c_speedup = cbase / f["C -O3, 2 threads"]["median"]
+        lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
+                     + f" | {speedup:.2f}× | {c_speedup:.2f}× |")
+    return lines
+
+
+def generic_line(by_name):
+    """The generic (AKD, AUD) instances' times over the AKS-specialised one's, as one line."""
+    generic = []
+    for name, f in by_name.items():
+        for i in ["SaC AKD", "SaC AUD"]:
+            if i in f:
+                generic.append(f"{name} {i[4:]} {f[i]['median'] / f['SaC AKS']['median']:.2f}")
+    return "Generic / AKS-specialised (target ≤ 1.3): " + ", ".join(generic) + "."
+
+
 def peer_summary(by_name):
     """Markdown lines: each peer's time over ours, each side at its best on
     this machine (ours: SaC AKS on one thread or two, whichever is faster;
@@ -982,6 +1009,21 @@ def peer_summary(by_name):
     return lines + [""]
 
 
+def machine_facts():
+    """The CPU's model name, the cores this process may use, and the versions of Python, NumPy and gcc."""
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return dict(cpu=cpu, cores=os.cpu_count(), usable_cores=len(os.sched_getaffinity(0)),
+                python=platform.python_version(), numpy=np.__version__,
+                gcc=subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not figures)")
@@ -996,6 +1038,8 @@ def main():
                     "(built elsewhere for this CPU) instead of building them; implies no results written")
     ap.add_argument("--only", help="comma-separated benchmarks (det, implies, mg3, …): time just these, "
                     "no ablation, no results written (for working on one kernel)")
+    ap.add_argument("--rows", type=Path, help="also write the figures as JSON to this file, after each benchmark "
+                    "(kept when a run is cut short)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one block of timings (in_fresh_process)
     args = ap.parse_args()
     only = set(args.only.split(",")) if args.only else None
@@ -1040,6 +1084,9 @@ def main():
             if result["service_compile"] is not None:
                 compile_times["service"][name] = result["service_compile"]
             peer_versions = result["peer_versions"] or peer_versions
+            if args.rows:
+                args.rows.write_text(json.dumps(dict(machine=machine_facts(), peers=peer_versions, rows=rows,
+                                                     jax_compile=JAX_COMPILE), indent=1) + "\n")
     finally:
         if service is not None:
             service.stop()
@@ -1048,7 +1095,17 @@ def main():
     run_strategies = (only is None or "det" in only) and not args.prebuilt
     strategies = det_strategies(work, c, sz, args.reps) if run_strategies else {}
     if only is not None or args.prebuilt:
-        print(threads_summary(rows))
+        # No results file: the tables go to standard output (and the figures
+        # to `--rows`, for a run on a machine lent for a measurement).
+        by_name = {row["benchmark"]: row["figures"] for row in rows}
+        impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if peer_versions else [])
+        lines = ratio_table(rows, impls) + ["", generic_line(by_name), ""]
+        if peer_versions:
+            lines += peer_summary(by_name)
+        if JAX_COMPILE:
+            lines += ["JAX jit compile (median of 3): "
+                      + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items()) + ".", ""]
+        print("\n".join(lines + [threads_summary(rows)]))
         return
     # Each optimisation switched off in turn: every benchmark's outputs are
     # checked again against that library, then its SaC AKS version timed.
@@ -1060,16 +1117,8 @@ def main():
             ablation[pass_name][name] = figure
             print(f"{name:8} no {pass_name:7} {figure['median'] * 1e3:9.2f} ms", file=sys.stderr)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
-    cpu = "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    machine = dict(cpu=cpu, cores=os.cpu_count(), python=platform.python_version(), numpy=np.__version__,
-                   gcc=subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip())
+    machine = machine_facts()
+    cpu = machine["cpu"]
     machine.update(peer_versions)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
                   command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
@@ -1090,20 +1139,8 @@ def main():
              f"Command: `{result['command']}` (median of >= {args.reps} runs, each at least {RUN_MIN * 1e3:.0f} ms: a "
              "shorter call is repeated within a run and the figure is per call; each kernel in a process of its "
              "own, its implementations timed in rounds of one run each; ratio = time / C -O3 time, lower "
-             "is better).",
-             "", "| benchmark | size | C -O3 (ms) | " + " | ".join(f"{i} (×C)" for i in impls)
-             + " | SaC AKS 2 threads: speed-up | C OpenMP 2 threads: speed-up |",
-             "|---|---|---|" + "---|" * len(impls) + "---|---|"]
-    for row in rows:
-        f = row["figures"]
-        cbase = f["C -O3"]["median"]
-        cells = []
-        for i in impls:
-            cells.append(f"{f[i]['median'] / cbase:.2f}" if i in f else "–")
-        speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
-        c_speedup = cbase / f["C -O3, 2 threads"]["median"]
-        lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
-                     + f" | {speedup:.2f}× | {c_speedup:.2f}× |")
+             "is better).", ""]
+    lines += ratio_table(rows, impls)
     lines += ["", "Min/median/max of every figure: the JSON file beside this one. L0: bench/kernels.l0 "
               "(seed 004's programs in L0, generic shapes). det: every column runs Kreye's Laplace expansion "
               "(NumPy and JAX over the whole batch of minors, one level at a time); their LU is timed beside "
@@ -1114,12 +1151,7 @@ def main():
               "matmul and dot call OpenBLAS on every core, JAX's XLA may split work over cores.", ""]
     by_name = {row["benchmark"]: row["figures"] for row in rows}
     aks = {k: v["SaC AKS"]["median"] for k, v in by_name.items()}
-    generic = []
-    for name, f in by_name.items():
-        for i in ["SaC AKD", "SaC AUD"]:
-            if i in f:
-                generic.append(f"{name} {i[4:]} {f[i]['median'] / aks[name]:.2f}")
-    lines += ["Generic / AKS-specialised (target ≤ 1.3): " + ", ".join(generic) + ".", ""]
+    lines += [generic_line(by_name), ""]
     if peer_versions:
         lines += peer_summary(by_name)
     lines += ["## Optimisations switched off", "",
