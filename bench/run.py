@@ -3,8 +3,8 @@
 
     python3 bench/run.py [--quick] [--reps N] [--out bench/results] [--no-peers]
     python3 bench/run.py --only implies,det [--no-peers]   # a few kernels, no table written
-    python3 bench/run.py --build-for DIR --cpu x86-64-v4 --features +avx2,+fma,+avx512f   # for another machine
-    python3 bench/run.py --prebuilt DIR --only neg,floyd --no-peers   # libraries built elsewhere
+    python3 bench/run.py --build-for DIR --cpu sapphirerapids   # for another machine's CPU
+    python3 bench/run.py --prebuilt DIR --rows rows.json   # libraries built elsewhere
 
 JAX (jit on CPU, float64) and Numba are installed with pip when missing
 (bench/peers.py); `--no-peers` leaves them out.
@@ -27,8 +27,10 @@ the commands `build` uses for the CPU `--cpu`/`--features` name, and stops),
 on a machine without Rust or LLVM —
 one lent for a measurement; the C kernels are built here with gcc unless DIR
 holds libcbench.so and libcbench_omp.so too.
-With `--only` or `--prebuilt`, no results are written: a summary of one and
-two threads goes to standard output.
+With `--only` or `--prebuilt`, no results are written: the ratio table, the
+generic/AKS line, the peer table (with peers) and a summary of one and two
+threads go to standard output, and with `--rows FILE` the figures to FILE
+after each kernel (a run cut short keeps what it measured).
 
 Ratios are time / time of the C version (lower is better; < 1 means faster
 than C). "2 threads" is the compiled SaC code with two threads; its speed-up is

@@ -418,20 +418,25 @@ fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
 fn register_tiles_for_avx_targets_jam_the_fold() {
     let work = scratch("tile");
     let inv = invocation("../lang/opt/register_tile.sac", &[]);
-    let target = |features: &str| withloop_codegen::Options {
+    let target = |cpu: &str, features: &str| withloop_codegen::Options {
         triple: Some("x86_64-unknown-linux-gnu".into()),
-        cpu: Some("x86-64-v4".into()),
-        features: Some(features.into()),
+        cpu: Some(cpu.into()),
+        features: (!features.is_empty()).then(|| features.into()),
         ..Default::default()
     };
     // A 4x32 tile where there are 32 vector registers of 8 doubles, 4x8 with
-    // 16 of 4 (and FMA), none without.
-    let avx512 = target("+sse2,+avx2,+fma,+avx512f");
-    let avx2 = target("+sse2,+avx2,+fma");
-    let sse = target("+sse2,+sse4.2");
+    // 16 of 4 (and FMA), none without; the features of a named CPU count
+    // unless the list takes them away, as LLVM reads the two.
+    let avx512 = target("x86-64-v4", "+sse2,+avx2,+fma,+avx512f");
+    let avx2 = target("x86-64", "+sse2,+avx2,+fma");
+    let sse = target("x86-64", "+sse2,+sse4.2");
     assert_eq!(withloop_codegen::register_tile(&avx512), Some([4, 32]));
     assert_eq!(withloop_codegen::register_tile(&avx2), Some([4, 8]));
     assert_eq!(withloop_codegen::register_tile(&sse), None);
+    assert_eq!(withloop_codegen::register_tile(&target("sapphirerapids", "")), Some([4, 32]));
+    assert_eq!(withloop_codegen::register_tile(&target("znver3", "")), Some([4, 8]));
+    assert_eq!(withloop_codegen::register_tile(&target("x86-64-v4", "-avx512f")), Some([4, 8]));
+    assert_eq!(withloop_codegen::register_tile(&target("westmere", "")), None);
     let ll = |native: &withloop_codegen::Options, name: &str| {
         let out = work.join(name);
         let pipeline = PipelineOptions { register_tile: withloop_codegen::register_tile(native), ..Default::default() };

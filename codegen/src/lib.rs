@@ -160,18 +160,78 @@ pub fn target_spec(options: &Options) -> TargetSpec {
 /// loads); 4x8 with AVX2 and FMA (16 registers of 4 doubles: the tile's 8, two
 /// rows of the packed panel and a broadcast — wider tiles spill: 4x16 ran at a
 /// third of 4x8's speed on a 512x512 product, while 4x8 ran 3.4x faster than
-/// `interchange`'s row updates).
+/// `interchange`'s row updates). A feature is the target's when the feature
+/// list adds it, or when the CPU has it ([`x86_cpu_has`]) and the list does
+/// not take it away, as LLVM reads `--cpu` and `--features` together.
 pub fn register_tile(options: &Options) -> Option<[i64; 2]> {
     let spec = target_spec(options);
-    let has = |feature: &str| spec.features.split(',').any(|f| f == feature);
+    let has = |feature: &str| {
+        let listed = |sign: char| spec.features.split(',').any(|f| f.strip_prefix(sign) == Some(feature));
+        listed('+') || (!listed('-') && x86_cpu_has(&spec.cpu, feature))
+    };
     if !spec.triple.starts_with("x86_64") {
         None
-    } else if has("+avx512f") {
+    } else if has("avx512f") {
         Some([4, 32])
-    } else if has("+avx2") && has("+fma") {
+    } else if has("avx2") && has("fma") {
         Some([4, 8])
     } else {
         None
+    }
+}
+
+/// Whether the x86-64 CPU LLVM knows by `cpu` has `feature` (only the ones
+/// [`register_tile`] asks about: `avx512f`, `avx2`, `fma`). A CPU given by
+/// name (`--cpu sapphirerapids`, no `--features`) gets no feature list from
+/// [`target_spec`], and LLVM's C API does not say what a named CPU has, so
+/// the names are listed here: LLVM 19's x86 CPUs with those features. An
+/// unknown name has none (no tile: correct code, only slower products).
+pub fn x86_cpu_has(cpu: &str, feature: &str) -> bool {
+    const AVX512F: &[&str] = &[
+        "x86-64-v4",
+        "knl",
+        "knm",
+        "skylake-avx512",
+        "skx",
+        "cascadelake",
+        "cooperlake",
+        "cannonlake",
+        "icelake-client",
+        "icelake-server",
+        "rocketlake",
+        "tigerlake",
+        "sapphirerapids",
+        "emeraldrapids",
+        "graniterapids",
+        "graniterapids-d",
+        "znver4",
+        "znver5",
+    ];
+    const AVX2_FMA: &[&str] = &[
+        "x86-64-v3",
+        "haswell",
+        "core-avx2",
+        "broadwell",
+        "skylake",
+        "alderlake",
+        "raptorlake",
+        "meteorlake",
+        "arrowlake",
+        "arrowlake-s",
+        "lunarlake",
+        "gracemont",
+        "sierraforest",
+        "grandridge",
+        "clearwaterforest",
+        "znver1",
+        "znver2",
+        "znver3",
+        "bdver4",
+    ];
+    match feature {
+        "avx512f" => AVX512F.contains(&cpu),
+        "avx2" | "fma" => AVX512F.contains(&cpu) || AVX2_FMA.contains(&cpu),
+        _ => false,
     }
 }
 
