@@ -31,15 +31,16 @@ build)
     ;;
 run)
     shift
-    march=$(gcc -march=native -Q --help=target 2>/dev/null | awk '$1 == "-march=" { print $2; exit }')
+    # (awk reads to the end: an early exit would fail the pipeline under pipefail.)
+    march=$(gcc -march=native -Q --help=target 2>/dev/null | awk '$1 == "-march=" && !found++ { print $2 }')
     case "$march" in
     sapphirerapids | emeraldrapids | graniterapids*) sub=spr ;;
     znver4 | znver5) sub=zn4 ;;
     icelake-server | icelake-client | tigerlake | rocketlake | cascadelake | cooperlake | skylake-avx512) sub=icx ;;
     *) sub=v3 ;;
     esac
-    cpus=$(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | awk -F, '$1 > 0 && $3 == 0 && !seen[$2]++ { print $1 }' |
-        head -2 | paste -sd,)
+    cpus=$(lscpu -p=CPU,CORE,SOCKET | awk -F, '!/^#/ && $1 > 0 && $3 == 0 && !seen[$2]++ && n++ < 2 { print $1 }' |
+        paste -sd,)
     echo "gcc -march=native: $march; libraries: $DIR/$sub; CPUs: $cpus"
     export PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMBA_NUM_THREADS=2
     export JAX_PLATFORMS=cpu
