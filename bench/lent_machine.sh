@@ -39,8 +39,10 @@ run)
     icelake-server | icelake-client | tigerlake | rocketlake | cascadelake | cooperlake | skylake-avx512) sub=icx ;;
     *) sub=v3 ;;
     esac
-    cpus=$(lscpu -p=CPU,CORE,SOCKET | awk -F, '!/^#/ && $1 > 0 && $3 == 0 && !seen[$2]++ && n++ < 2 { print $1 }' |
-        paste -sd,)
+    # Two CPUs of different cores of the first socket, CPU 0 (the interrupts' usual home) only
+    # when there is no other.
+    cpus=$(lscpu -p=CPU,CORE,SOCKET | awk -F, '!/^#/ && $3 == 0 && !seen[$2]++ { print ($1 == 0 ? 1 : 0), $1 }' |
+        sort -n -k1,1 -k2,2 | awk 'n++ < 2 { print $2 }' | paste -sd,)
     echo "gcc -march=native: $march; libraries: $DIR/$sub; CPUs: $cpus"
     export PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMBA_NUM_THREADS=2
     export JAX_PLATFORMS=cpu

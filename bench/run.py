@@ -941,6 +941,11 @@ BENCHMARKS = (bench_det, bench_neg, bench_implies, bench_relax, bench_relax_iv, 
               bench_mg3, bench_matmul, bench_dot, bench_mandel, bench_blackscholes, bench_floyd)
 
 
+def table_impls(peer_versions):
+    """The implementations the ratio table has a column for (JAX and Numba when the peers ran)."""
+    return ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if peer_versions else [])
+
+
 def ratio_table(rows, impls):
     """Markdown lines: each benchmark's C time, every implementation of
     `impls` as a ratio to it, and the two-thread speed-ups of SaC and C."""
@@ -1077,6 +1082,7 @@ def main():
         job["service"] = dict(address=service.address, shapes=service.shapes)
         compile_times["service"] = {}
     rows, peer_versions = [], {}
+    facts = machine_facts()
     try:
         for name in chosen:
             result = in_fresh_process(dict(job, kind="kernel", name=name))
@@ -1087,7 +1093,7 @@ def main():
                 compile_times["service"][name] = result["service_compile"]
             peer_versions = result["peer_versions"] or peer_versions
             if args.rows:
-                args.rows.write_text(json.dumps(dict(machine=machine_facts(), peers=peer_versions, rows=rows,
+                args.rows.write_text(json.dumps(dict(machine=facts, peers=peer_versions, rows=rows,
                                                      jax_compile=JAX_COMPILE), indent=1) + "\n")
     finally:
         if service is not None:
@@ -1100,7 +1106,7 @@ def main():
         # No results file: the tables go to standard output (and the figures
         # to `--rows`, for a run on a machine lent for a measurement).
         by_name = {row["benchmark"]: row["figures"] for row in rows}
-        impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if peer_versions else [])
+        impls = table_impls(peer_versions)
         lines = ratio_table(rows, impls) + ["", generic_line(by_name), ""]
         if peer_versions:
             lines += peer_summary(by_name)
@@ -1119,7 +1125,7 @@ def main():
             ablation[pass_name][name] = figure
             print(f"{name:8} no {pass_name:7} {figure['median'] * 1e3:9.2f} ms", file=sys.stderr)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
-    machine = machine_facts()
+    machine = dict(facts)
     cpu = machine["cpu"]
     machine.update(peer_versions)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
@@ -1134,7 +1140,7 @@ def main():
         base = args.out / f"{name}-{k}"
         k += 1
     base.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    impls = ["SaC AKS", "SaC AKD", "SaC AUD", "L0", "NumPy"] + (["JAX", "Numba"] if peer_versions else [])
+    impls = table_impls(peer_versions)
     lines = [f"# withloop benchmarks, {stamp}", "",
              f"Machine: {cpu}, {os.cpu_count()} cores; gcc {machine['gcc']}; NumPy {np.__version__}"
              + (f"; JAX {machine['jax']}; Numba {machine['numba']}." if peer_versions else "."),
