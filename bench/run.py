@@ -163,9 +163,13 @@ class CompileService:
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.load(r)
 
-    def compile_seconds(self, kernel):
+    def compile_seconds(self, kernel, generic=True):
+        """One compile of `kernel`; `generic=False`: its hinted instance only
+        (`options.generic: false`: no generic code, as JAX compiles one shape)."""
         body = dict(source=self.source, file_name="kernels.sac", entry=[kernel], shapes=self.shapes,
                     emit=["object"], bypass_cache=True)
+        if not generic:
+            body["options"] = dict(generic=False)
         return self.post(body)["compile_ms"] / 1e3
 
     def stop(self):
@@ -498,7 +502,7 @@ def child(job):
         L0.threads(1)
         size, impls = benchmark(name, wl, c, sz)
         service = CompileService(**job["service"]) if job.get("service") else None
-        jax_compile, service_compile = compile_rounds(name, service)
+        jax_compile, service_compile, service_hinted = compile_rounds(name, service)
 
         def threads(sac, c_parallel):
             def setup():
@@ -518,7 +522,7 @@ def child(job):
         for impl, f in figures.items():
             print(f"{name:8} {impl:18} {f['median'] * 1e3:9.2f} ms", file=sys.stderr)
         result = dict(row=dict(benchmark=name, size=size, figures=figures), jax_compile=jax_compile,
-                      service_compile=service_compile, peer_versions=PEERS.VERSIONS if PEERS is not None else None)
+                      service_compile=service_compile, service_hinted=service_hinted, peer_versions=PEERS.VERSIONS if PEERS is not None else None)
     Path(job["out"]).write_text(json.dumps(result))
 
 
@@ -535,10 +539,11 @@ JAX_COMPILE_ONCE = {}  # kernel -> a function that jit-compiles it afresh, its s
 
 
 def compile_rounds(name, service, rounds=3):
-    """JAX's jit compile of kernel `name` and our compile service's, taken in
-    turns (`rounds` of each, so the machine's drift falls on both alike): the
-    median seconds of each, None where that side is not measured."""
-    theirs, ours = [], []
+    """JAX's jit compile of kernel `name`, our compile service's, and the
+    service's of the hinted instance only (`generic: false`), taken in turns
+    (`rounds` of each, so the machine's drift falls on all alike): the median
+    seconds of each, None where that side is not measured."""
+    theirs, ours, hinted = [], [], []
     for _ in range(rounds):
         # Each after `SETTLE`, as every timed run (peer threads may spin on
         # after a call; our compile runs its parts on both cores).
@@ -548,7 +553,10 @@ def compile_rounds(name, service, rounds=3):
         if service is not None:
             time.sleep(SETTLE)
             ours.append(service.compile_seconds(name))
-    return (statistics.median(theirs) if theirs else None), (statistics.median(ours) if ours else None)
+            time.sleep(SETTLE)
+            hinted.append(service.compile_seconds(name, generic=False))
+    median = lambda xs: statistics.median(xs) if xs else None
+    return median(theirs), median(ours), median(hinted)
 
 
 def peers_for(name, check, args):
@@ -1081,6 +1089,7 @@ def main():
     if service is not None:
         job["service"] = dict(address=service.address, shapes=service.shapes)
         compile_times["service"] = {}
+        compile_times["service_hinted"] = {}
     rows, peer_versions = [], {}
     facts = machine_facts()
     try:
@@ -1091,6 +1100,8 @@ def main():
                 JAX_COMPILE[name] = result["jax_compile"]
             if result["service_compile"] is not None:
                 compile_times["service"][name] = result["service_compile"]
+            if result.get("service_hinted") is not None:
+                compile_times["service_hinted"][name] = result["service_hinted"]
             peer_versions = result["peer_versions"] or peer_versions
             if args.rows:
                 args.rows.write_text(json.dumps(dict(machine=facts, peers=peer_versions, rows=rows,
@@ -1220,6 +1231,10 @@ def main():
                          "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
                          "`compile_ms` it reports, median of 3, taken in turns with JAX's three compiles of the kernel). Ours also compiles the generic instance that accepts "
                          "every other shape; JAX compiles the one shape:", "")
+    lines += against_jax(ours.get("service_hinted", {}), "hinted only",
+                         "The same, compiling the hinted instance only (`options: {generic: false}`, in the same "
+                         "rounds): no generic instance, as JAX compiles the one shape; a call with another shape "
+                         "fails (R0004) instead of running generic code:", "")
     for label, key in [("bench/kernels.sac", "phases"), ("the 13 kernels", "kernels_phases"),
                        ("bench/kernels.l0", "l0_phases")]:
         ph = ours.get(key, {})

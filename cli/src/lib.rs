@@ -63,6 +63,9 @@ pub struct Invocation {
     pub untyped: bool,
     /// `compile --time-phases`: print each compile phase's wall time to stderr.
     pub time_phases: bool,
+    /// `compile --no-generic`: entries with shape hints get their hinted
+    /// instances only (`driver::leave_out_generic`).
+    pub leave_out_generic: bool,
     /// What runs the program.
     pub engine: Engine,
 }
@@ -413,6 +416,9 @@ fn lowered_timed(inv: &Invocation, phases: &mut Phases) -> Result<(driver::Front
         report.exit_code = EXIT_COMPILE_ERROR;
         return Err(report);
     }
+    if inv.leave_out_generic {
+        driver::leave_out_generic(&mut module, &fe.typed);
+    }
     Ok((fe, module))
 }
 
@@ -494,6 +500,7 @@ pub fn compile(
         if fe.l0.is_some() {
             opt::report::add_module_entries(&mut report, &module, &fe.sources);
         }
+        opt::report::keep_exported_symbols(&mut report, &module);
         report
     };
     use withloop_codegen::Output;

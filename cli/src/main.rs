@@ -92,6 +92,12 @@ enum Command {
         /// code, link; the native ones only for native outputs).
         #[arg(long)]
         time_phases: bool,
+        /// Leave out the generic code of entries with shape hints: each
+        /// dispatches among its hinted instances only, and arguments none of
+        /// them accepts fail at run time (R0004), as JAX's `jit` compiles one
+        /// shape. Less to compile; an entry without hints keeps its generic code.
+        #[arg(long)]
+        no_generic: bool,
         #[command(flatten)]
         passes: PassArgs,
     },
@@ -271,9 +277,21 @@ fn main() -> ExitCode {
             inv.list_library_instances = all_instances;
             check(&inv)
         }
-        Command::Compile { source, emit, output, entries, native, passes, library, no_timing, time_phases } => {
+        Command::Compile {
+            source,
+            emit,
+            output,
+            entries,
+            native,
+            passes,
+            library,
+            no_timing,
+            time_phases,
+            no_generic,
+        } => {
             let mut inv = source.invocation();
             inv.frontend.entries = entries;
+            inv.leave_out_generic = no_generic;
             inv.list_library_instances = library;
             inv.time_phases = time_phases;
             let Some(emit) = Emit::parse(&emit) else {

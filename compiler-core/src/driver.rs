@@ -1,6 +1,7 @@
 //! One entry point per phase sequence, shared by the CLI, the test harness and
 //! (later) the service.
 
+use crate::HashSet;
 use crate::diagnostics::{self as codes, Diagnostic, Diagnostics};
 use crate::interp::value::{Scalar, Value};
 use crate::library;
@@ -302,6 +303,102 @@ pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: 
     Ok(())
 }
 
+/// Leaves the generic code of the entries out, as `sac2c` does for a program
+/// whose shapes are all known and JAX's `jit` does (one compile per shape): an
+/// entry with shape hints dispatches among its hinted instances only, and
+/// arguments none of them accepts fail at run time (R0004, at the entry)
+/// instead of running generic code. The entries' other instances are no longer
+/// exported variants, so the optimiser removes them unless code that is kept
+/// calls them (a recursive instance, say). An entry without hints keeps its
+/// generic code: there is nothing else to run. Calls inside the program still
+/// dispatch among every instance: only the exported entry point is narrowed
+/// (a copy of its dispatch wrapper). Returns the entries narrowed.
+pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<String> {
+    use crate::ir::{FuncId, FunctionKind, Op, Stmt};
+    use crate::sema::ty::Shape;
+    let hinted: HashSet<&str> =
+        typed.instances.iter().filter(|i| i.reason == Reason::Hint).map(|i| i.symbol.as_str()).collect();
+    let mut narrowed = Vec::new();
+    for k in 0..module.entries.len() {
+        let (name, wrapper) = module.entries[k].clone();
+        let instance_of_entry = |f: FuncId, module: &crate::ir::Module| {
+            let g = module.function(f);
+            g.kind == FunctionKind::Instance && g.source_name == name
+        };
+        // The entry's instances its wrapper calls, split by hint.
+        let mut called: Vec<FuncId> = Vec::new();
+        module.function(wrapper).body.walk(&mut |s| {
+            if let Op::Call { func, .. } = &s.op {
+                if instance_of_entry(*func, module) && !called.contains(func) {
+                    called.push(*func);
+                }
+            }
+        });
+        let (kept, dropped): (Vec<FuncId>, Vec<FuncId>) =
+            called.iter().partition(|f| hinted.contains(module.function(**f).name.as_str()));
+        if kept.is_empty() || dropped.is_empty() {
+            continue;
+        }
+        // The copy keeps the wrapper's link name (the entry's C symbol may be
+        // spelt from it); the original, for calls inside the program, is renamed.
+        let entry = module.function(wrapper).clone();
+        module.functions[wrapper.0 as usize].name = format!("{}__all", entry.name);
+        let mut entry = entry;
+        let types: Vec<crate::sema::ty::Ty> = entry.values.iter().map(|v| v.ty.clone()).collect();
+        let hints: Vec<&str> = kept.iter().map(|f| module.function(*f).name.as_str()).collect();
+        let message = format!(
+            "`{name}` was compiled for its shape hints only ({}), without generic code; no hinted instance accepts these arguments",
+            hints.join(", ")
+        );
+        fn replace(block: &mut crate::ir::Block, dropped: &[FuncId], message: &str, types: &[crate::sema::ty::Ty]) {
+            let mut out = Vec::with_capacity(block.stmts.len());
+            for mut s in std::mem::take(&mut block.stmts) {
+                if let Op::Call { func, .. } = &s.op {
+                    if dropped.contains(func) {
+                        let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
+                        let mut failure = Stmt::new(Vec::new(), fail, s.span);
+                        failure.blame = s.blame;
+                        out.push(failure);
+                        // A failure never yields; placeholders keep the block well-formed.
+                        for d in &s.defs {
+                            let ty = &types[d.0 as usize];
+                            let mut c = Stmt::new(vec![*d], Op::Const(placeholder(ty)), s.span);
+                            c.blame = s.blame;
+                            out.push(c);
+                        }
+                        continue;
+                    }
+                }
+                s.op.walk_blocks_mut(&mut |b| replace(b, dropped, message, types));
+                out.push(s);
+            }
+            block.stmts = out;
+        }
+        fn placeholder(ty: &crate::sema::ty::Ty) -> Value {
+            let zero = match ty.elem {
+                Elem::Base(b) => Scalar::zero(b),
+                Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
+            };
+            let shape: Vec<usize> = match &ty.shape {
+                Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
+                Shape::AtLeast(n) => vec![0; *n],
+            };
+            let n = shape.iter().product();
+            match crate::interp::value::Elems::filled(zero, n) {
+                Ok(e) => Value::from_parts(shape, e),
+                Err(_) => Value::Scalar(zero),
+            }
+        }
+        replace(&mut entry.body, &dropped, &message, &types);
+        let id = FuncId(module.functions.len() as u32);
+        module.functions.push(entry);
+        module.entries[k].1 = id;
+        module.variants.retain(|f| !dropped.contains(f));
+        narrowed.push(name.to_string());
+    }
+    narrowed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +478,62 @@ mod tests {
         assert_eq!(d.code, codes::UNKNOWN_FUNCTION);
         assert_eq!(d.message, "`entries.sac` defines no function `nothing` to export as an entry point");
         assert_eq!(d.notes, ["its functions are: f, g, h"]);
+    }
+
+    /// Runs entry `f` of `module` in the IR interpreter on an int vector.
+    fn run_f(
+        module: &crate::ir::Module,
+        sources: &SourceMap,
+        arg: &[i64],
+    ) -> Result<Vec<Value>, (codes::Code, String)> {
+        let run = crate::ir::interp::run(
+            module,
+            sources,
+            "f",
+            vec![Value::int_vector(arg)],
+            crate::interp::RunOptions::default(),
+            &mut |_| {},
+        );
+        run.expect("`f` is an entry").map_err(|e| (e.code, e.message))
+    }
+
+    #[test]
+    fn leaving_out_generic_code_keeps_the_hinted_instances_only() {
+        let fe = checked(&["f"], &["f.a=int[3]"]);
+        assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
+        let mut module = crate::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+        select_entries(&mut module, &["f".to_string()], "entries.sac").expect("f is an entry");
+        let variants = |m: &crate::ir::Module| -> Vec<String> {
+            m.variants.iter().map(|v| m.function(*v).name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(variants(&module), ["f__i_3", "f__i_X"]);
+        assert_eq!(leave_out_generic(&mut module, &fe.typed), ["f"]);
+        crate::ir::verify::verify(&module).expect("the narrowed module verifies");
+        assert_eq!(variants(&module), ["f__i_3"]);
+        let symbols: Vec<String> = crate::ir::exports::exports(&module).into_iter().map(|e| e.symbol).collect();
+        assert_eq!(symbols, ["wl_f", "wl_f__i_3"], "the entry keeps its C symbol");
+        // The optimiser removes the generic instance, which nothing calls now.
+        let mut optimised = module.clone();
+        crate::opt::optimise(&mut optimised, &fe.sources, &crate::opt::PipelineOptions::default())
+            .expect("the pipeline keeps the IR well-formed");
+        assert!(!optimised.functions.iter().any(|g| g.name == "f__i_X"), "the generic instance is gone");
+        for m in [&module, &optimised] {
+            // The hinted shape runs; any other fails at the entry.
+            assert_eq!(run_f(m, &fe.sources, &[4, 5, 6]), Ok(vec![Value::Scalar(Scalar::int(5))]));
+            let (code, message) = run_f(m, &fe.sources, &[4, 5]).expect_err("int[2] has no instance");
+            assert_eq!(code, codes::NO_MATCHING_INSTANCE);
+            assert!(message.contains("`f` was compiled for its shape hints only (f__i_3)"), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_entry_without_hints_keeps_its_generic_code() {
+        let fe = checked(&["f"], &[]);
+        let mut module = crate::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+        select_entries(&mut module, &["f".to_string()], "entries.sac").expect("f is an entry");
+        let before = module.functions.len();
+        assert!(leave_out_generic(&mut module, &fe.typed).is_empty());
+        assert_eq!(module.functions.len(), before);
+        assert_eq!(run_f(&module, &fe.sources, &[4, 5]), Ok(vec![Value::Scalar(Scalar::int(5))]));
     }
 }

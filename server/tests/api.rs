@@ -597,6 +597,45 @@ async fn runs_return_results_output_and_the_variant_that_ran() {
 }
 
 #[tokio::test]
+async fn without_generic_code_only_the_hinted_shapes_are_compiled_and_run() {
+    let router = app(runner_state(2048));
+    let hints = json!({ "scale": { "a": "double[3]" } });
+    let mut body = run_body(SCALE, "scale", json!([{ "shape": [3], "data": [1, 2, 3] }, 2.0]));
+    body["compile"]["shapes"] = hints.clone();
+    body["compile"]["options"] = json!({ "generic": false });
+    let v = post(&router, "/v1/run", body).await.json();
+    assert_eq!(v["results"][0]["data"], json!([2.0, 4.0, 6.0]), "{v}");
+    assert_eq!(v["variant"]["signature"], "(double[3], double) -> double[3]", "{v}");
+    // The generic instance is neither exported nor compiled; the key says why it differs.
+    let compiled = post(
+        &router,
+        "/v1/compile",
+        json!({ "source": SCALE, "shapes": hints, "options": { "generic": false }, "emit": ["header"] }),
+    )
+    .await
+    .json();
+    assert_eq!(compiled["components"]["options"]["generic"], "false");
+    let symbols: Vec<&str> =
+        compiled["variants"].as_array().unwrap().iter().filter_map(|x| x["c_symbol"].as_str()).collect();
+    assert_eq!(symbols, ["wl_scale__d_3__d"], "{compiled}");
+    let header = get(&router, compiled["artifacts"]["header"]["url"].as_str().unwrap()).await.text();
+    assert!(!header.contains("wl_scale__d_X__d"), "{header}");
+    let with_generic =
+        post(&router, "/v1/compile", json!({ "source": SCALE, "shapes": { "scale": { "a": "double[3]" } } }))
+            .await
+            .json();
+    assert_ne!(with_generic["key"], compiled["key"]);
+    assert!(with_generic["components"]["options"].get("generic").is_none(), "default keys are as before");
+    // Another shape has no instance to run: a run-time error at the entry.
+    let by_key = json!({ "key": v["key"], "entry": "scale", "args": [{ "shape": [2], "data": [1, 1] }, 3.0] });
+    let r = post(&router, "/v1/run", by_key).await.json();
+    assert_eq!(r["error"]["code"], "runtime_error", "{r}");
+    assert_eq!(r["error"]["diagnostics"][0]["code"], "R0004", "{r}");
+    let message = r["error"]["diagnostics"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("compiled for its shape hints only"), "{r}");
+}
+
+#[tokio::test]
 async fn runaway_programs_hit_their_limits_and_the_server_keeps_serving() {
     let router = app(runner_state(2048));
     let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";

@@ -141,6 +141,9 @@ pub struct BuildRequest {
     /// Shape hints, `FUNCTION.PARAM=TYPE`.
     pub shapes: Vec<String>,
     pub max_specialisations: Option<usize>,
+    /// Generic code for entries with shape hints (`false`: their hinted
+    /// instances only, see `driver::leave_out_generic`).
+    pub generic: bool,
     /// Optimisation passes switched off.
     pub disabled_passes: BTreeSet<String>,
     pub codegen: withloop_codegen::Options,
@@ -424,6 +427,9 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
     };
     driver::select_entries(&mut module, &request.entries, &request.file_name)
         .map_err(|d| BuildError { diagnostics: vec![DiagnosticData::of(&fe.sources, &d)] })?;
+    if !request.generic {
+        driver::leave_out_generic(&mut module, &fe.typed);
+    }
     laps.lap("frontend");
 
     progress(Phase::Optimise);
@@ -461,6 +467,7 @@ pub fn build(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Result<
     if fe.l0.is_some() {
         opt::report::add_module_entries(&mut report, &module, &fe.sources);
     }
+    opt::report::keep_exported_symbols(&mut report, &module);
     let report_text = report.to_json();
     let report_json: serde_json::Value = serde_json::from_str(&report_text)
         .map_err(|e| BuildError::single(codes::INTERNAL_ERROR, format!("the report is not JSON: {e}")))?;

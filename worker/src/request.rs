@@ -91,6 +91,13 @@ pub struct CompileOptions {
     /// Specialisations per function (default 20).
     #[serde(default)]
     pub max_specialisations: Option<usize>,
+    /// Compile generic code for every entry (default `true`). `false`: an
+    /// entry with shape hints gets its hinted instances only, as JAX's `jit`
+    /// compiles one shape: less to compile; arguments no hinted instance
+    /// accepts fail at run time (R0004) instead of running generic code. An
+    /// entry without hints keeps its generic code.
+    #[serde(default)]
+    pub generic: Option<bool>,
 }
 
 /// Where to fetch one artifact.
@@ -196,6 +203,10 @@ impl Prepared {
         let mut g = self.clone();
         g.build.shapes.clear();
         g.components.shapes.clear();
+        // Without hints nothing is left out: the same build as the default's.
+        g.build.generic = true;
+        g.request.options.generic = None;
+        g.components.options.remove("generic");
         g.key = g.components.key();
         Some(g)
     }
@@ -287,6 +298,11 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         "max_specialisations".to_string(),
         options.max_specialisations.map_or("default".to_string(), |n| n.to_string()),
     );
+    // Only when set, so that the keys of every other request stay as they were.
+    let generic = options.generic.unwrap_or(true);
+    if !generic {
+        option_map.insert("generic".to_string(), "false".to_string());
+    }
     let components = KeyComponents {
         format: CACHE_FORMAT,
         compiler: compiler_id(),
@@ -310,6 +326,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         entries,
         shapes: shapes.into_iter().collect(),
         max_specialisations: options.max_specialisations,
+        generic,
         disabled_passes: disabled,
         codegen,
         emit,

@@ -122,6 +122,18 @@ pub fn add_module_entries(report: &mut Report, module: &crate::ir::Module, sourc
     }
 }
 
+/// Takes the C symbol away from the variants `module` does not export (an
+/// instance of a function that is not an entry, or one left out with the
+/// entries' generic code): the report then lists what a caller can link.
+pub fn keep_exported_symbols(report: &mut Report, module: &crate::ir::Module) {
+    let exported: crate::HashSet<String> = crate::ir::exports::exports(module).into_iter().map(|e| e.symbol).collect();
+    for v in &mut report.variants {
+        if v.c_symbol.as_ref().is_some_and(|s| !exported.contains(s)) {
+            v.c_symbol = None;
+        }
+    }
+}
+
 /// Builds the report. `library`: include library instances and remarks about
 /// library functions.
 pub fn build(
