@@ -303,9 +303,8 @@ pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: 
     Ok(())
 }
 
-/// Leaves the generic code of the entries out, as `sac2c` does for a program
-/// whose shapes are all known and JAX's `jit` does (one compile per shape): an
-/// entry with shape hints dispatches among its hinted instances only, and
+/// Leaves the generic code of the entries out, as JAX's `jit` compiles one
+/// shape at a time: an entry with shape hints dispatches among its hinted instances only, and
 /// arguments none of them accepts fail at run time (R0004, at the entry)
 /// instead of running generic code. The entries' other instances are no longer
 /// exported variants, so the optimiser removes them unless code that is kept
@@ -314,8 +313,7 @@ pub fn select_entries(module: &mut crate::ir::Module, entries: &[String], file: 
 /// dispatch among every instance: only the exported entry point is narrowed
 /// (a copy of its dispatch wrapper). Returns the entries narrowed.
 pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<String> {
-    use crate::ir::{FuncId, FunctionKind, Op, Stmt};
-    use crate::sema::ty::Shape;
+    use crate::ir::{FuncId, FunctionKind, Op};
     let hinted: HashSet<&str> =
         typed.instances.iter().filter(|i| i.reason == Reason::Hint).map(|i| i.symbol.as_str()).collect();
     let mut narrowed = Vec::new();
@@ -341,55 +339,15 @@ pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<S
         }
         // The copy keeps the wrapper's link name (the entry's C symbol may be
         // spelt from it); the original, for calls inside the program, is renamed.
-        let entry = module.function(wrapper).clone();
+        let mut entry = module.function(wrapper).clone();
         module.functions[wrapper.0 as usize].name = format!("{}__all", entry.name);
-        let mut entry = entry;
-        let types: Vec<crate::sema::ty::Ty> = entry.values.iter().map(|v| v.ty.clone()).collect();
+        let types: Vec<Ty> = entry.values.iter().map(|v| v.ty.clone()).collect();
         let hints: Vec<&str> = kept.iter().map(|f| module.function(*f).name.as_str()).collect();
         let message = format!(
             "`{name}` was compiled for its shape hints only ({}), without generic code; no hinted instance accepts these arguments",
             hints.join(", ")
         );
-        fn replace(block: &mut crate::ir::Block, dropped: &[FuncId], message: &str, types: &[crate::sema::ty::Ty]) {
-            let mut out = Vec::with_capacity(block.stmts.len());
-            for mut s in std::mem::take(&mut block.stmts) {
-                if let Op::Call { func, .. } = &s.op {
-                    if dropped.contains(func) {
-                        let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
-                        let mut failure = Stmt::new(Vec::new(), fail, s.span);
-                        failure.blame = s.blame;
-                        out.push(failure);
-                        // A failure never yields; placeholders keep the block well-formed.
-                        for d in &s.defs {
-                            let ty = &types[d.0 as usize];
-                            let mut c = Stmt::new(vec![*d], Op::Const(placeholder(ty)), s.span);
-                            c.blame = s.blame;
-                            out.push(c);
-                        }
-                        continue;
-                    }
-                }
-                s.op.walk_blocks_mut(&mut |b| replace(b, dropped, message, types));
-                out.push(s);
-            }
-            block.stmts = out;
-        }
-        fn placeholder(ty: &crate::sema::ty::Ty) -> Value {
-            let zero = match ty.elem {
-                Elem::Base(b) => Scalar::zero(b),
-                Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
-            };
-            let shape: Vec<usize> = match &ty.shape {
-                Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
-                Shape::AtLeast(n) => vec![0; *n],
-            };
-            let n = shape.iter().product();
-            match crate::interp::value::Elems::filled(zero, n) {
-                Ok(e) => Value::from_parts(shape, e),
-                Err(_) => Value::Scalar(zero),
-            }
-        }
-        replace(&mut entry.body, &dropped, &message, &types);
+        fail_calls(&mut entry.body, &dropped, &message, &types);
         let id = FuncId(module.functions.len() as u32);
         module.functions.push(entry);
         module.entries[k].1 = id;
@@ -397,6 +355,50 @@ pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<S
         narrowed.push(name.to_string());
     }
     narrowed
+}
+
+/// `block` with each call of a `dropped` function replaced by a failure
+/// (`message`) and placeholders for what the call defined.
+fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], message: &str, types: &[Ty]) {
+    use crate::ir::{Op, Stmt};
+    let mut out = Vec::with_capacity(block.stmts.len());
+    for mut s in std::mem::take(&mut block.stmts) {
+        if let Op::Call { func, .. } = &s.op {
+            if dropped.contains(func) {
+                let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
+                let mut failure = Stmt::new(Vec::new(), fail, s.span);
+                failure.blame = s.blame;
+                out.push(failure);
+                // A failure never yields; placeholders keep the block well-formed.
+                for d in &s.defs {
+                    let ty = &types[d.0 as usize];
+                    let mut c = Stmt::new(vec![*d], Op::Const(placeholder(ty)), s.span);
+                    c.blame = s.blame;
+                    out.push(c);
+                }
+                continue;
+            }
+        }
+        s.op.walk_blocks_mut(&mut |b| fail_calls(b, dropped, message, types));
+        out.push(s);
+    }
+    block.stmts = out;
+}
+/// A value of type `ty` (zeros; unknown extents 0) where a failure left one undefined.
+fn placeholder(ty: &Ty) -> Value {
+    let zero = match ty.elem {
+        Elem::Base(b) => Scalar::zero(b),
+        Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
+    };
+    let shape: Vec<usize> = match &ty.shape {
+        Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
+        Shape::AtLeast(n) => vec![0; *n],
+    };
+    let n = shape.iter().product();
+    match crate::interp::value::Elems::filled(zero, n) {
+        Ok(e) => Value::from_parts(shape, e),
+        Err(_) => Value::Scalar(zero),
+    }
 }
 
 #[cfg(test)]

@@ -201,6 +201,7 @@ impl Prepared {
             return None;
         }
         let mut g = self.clone();
+        g.request.shapes.clear();
         g.build.shapes.clear();
         g.components.shapes.clear();
         // Without hints nothing is left out: the same build as the default's.
