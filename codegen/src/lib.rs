@@ -368,10 +368,13 @@ fn static_parallel_min(options: &Options) -> i64 {
     options.parallel_min.unwrap_or(STATIC_PARALLEL_MIN)
 }
 
-/// A part lighter than this ([`llvm_cost`]: about one instance with a
-/// with-loop) is not worth a thread of its own: each part pays for an LLVM
-/// context, target machine and pass pipelines, and a merge.
-const MIN_PART_COST: usize = 60;
+/// A part lighter than this ([`llvm_cost`]: about a dispatch wrapper) is not
+/// worth a thread of its own: each part pays for an LLVM context, target
+/// machine and pass pipelines, and a merge. A one-kernel module (its instance
+/// with a with-loop, the entry's wrapper and their C functions) splits in
+/// two: compiled for its shape hints only, nine bench kernels took 35 ms in
+/// the compile service (geometric mean) split, 53 ms whole (60 kept them whole).
+const MIN_PART_COST: usize = 30;
 
 /// What LLVM is expected to spend on IR function `f`, in units of about one
 /// plain statement, to balance parts: loops are what the loop passes, the
