@@ -522,7 +522,8 @@ def child(job):
         for impl, f in figures.items():
             print(f"{name:8} {impl:18} {f['median'] * 1e3:9.2f} ms", file=sys.stderr)
         result = dict(row=dict(benchmark=name, size=size, figures=figures), jax_compile=jax_compile,
-                      service_compile=service_compile, service_hinted=service_hinted, peer_versions=PEERS.VERSIONS if PEERS is not None else None)
+                      service_compile=service_compile, service_hinted=service_hinted,
+                      peer_versions=PEERS.VERSIONS if PEERS is not None else None)
     Path(job["out"]).write_text(json.dumps(result))
 
 
@@ -1100,7 +1101,7 @@ def main():
                 JAX_COMPILE[name] = result["jax_compile"]
             if result["service_compile"] is not None:
                 compile_times["service"][name] = result["service_compile"]
-            if result.get("service_hinted") is not None:
+            if result["service_hinted"] is not None:
                 compile_times["service_hinted"][name] = result["service_hinted"]
             peer_versions = result["peer_versions"] or peer_versions
             if args.rows:

@@ -372,7 +372,7 @@ fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], messa
                 // A failure never yields; placeholders keep the block well-formed.
                 for d in &s.defs {
                     let ty = &types[d.0 as usize];
-                    let mut c = Stmt::new(vec![*d], Op::Const(placeholder(ty)), s.span);
+                    let mut c = Stmt::new(vec![*d], Op::Const(crate::ir::lower::placeholder_value(ty)), s.span);
                     c.blame = s.blame;
                     out.push(c);
                 }
@@ -384,23 +384,6 @@ fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], messa
     }
     block.stmts = out;
 }
-/// A value of type `ty` (zeros; unknown extents 0) where a failure left one undefined.
-fn placeholder(ty: &Ty) -> Value {
-    let zero = match ty.elem {
-        Elem::Base(b) => Scalar::zero(b),
-        Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
-    };
-    let shape: Vec<usize> = match &ty.shape {
-        Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
-        Shape::AtLeast(n) => vec![0; *n],
-    };
-    let n = shape.iter().product();
-    match crate::interp::value::Elems::filled(zero, n) {
-        Ok(e) => Value::from_parts(shape, e),
-        Err(_) => Value::Scalar(zero),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

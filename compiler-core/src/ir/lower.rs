@@ -227,6 +227,24 @@ fn set_blame(b: &mut Block, blame: Blame) {
     }
 }
 
+/// The value standing in for one of type `ty` where a failure leaves it
+/// undefined (a failure never yields): zeros, unknown extents 0.
+pub(crate) fn placeholder_value(ty: &Ty) -> Value {
+    let zero = match ty.elem {
+        Elem::Base(b) => Scalar::zero(b),
+        Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
+    };
+    let shape: Vec<usize> = match &ty.shape {
+        Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
+        Shape::AtLeast(n) => vec![0; *n],
+    };
+    let n: usize = shape.iter().product();
+    match Elems::filled(zero, n) {
+        Ok(e) => Value::from_parts(shape, e),
+        Err(_) => Value::Scalar(zero),
+    }
+}
+
 fn placeholder() -> Function {
     Function {
         name: String::new(),
@@ -298,20 +316,7 @@ impl FnBuilder {
 
     /// A value of type `ty` for arguments that are never read.
     fn placeholder_of(&mut self, out: &mut Vec<Stmt>, ty: &Ty, span: Span) -> ValueId {
-        let zero = match ty.elem {
-            Elem::Base(b) => Scalar::zero(b),
-            Elem::String => return self.constant(out, Value::Str(std::sync::Arc::from(&b""[..])), span),
-        };
-        let shape: Vec<usize> = match &ty.shape {
-            Shape::Fixed(d) => d.iter().map(|e| e.unwrap_or(0)).collect(),
-            Shape::AtLeast(n) => vec![0; *n],
-        };
-        let n: usize = shape.iter().product();
-        let v = match Elems::filled(zero, n) {
-            Ok(e) => Value::from_parts(shape, e),
-            Err(_) => Value::Scalar(zero),
-        };
-        let c = self.constant(out, v, span);
+        let c = self.constant(out, placeholder_value(ty), span);
         // Keep the declared (possibly generic) type for the call.
         self.f.values[c.0 as usize].ty = ty.clone();
         c
