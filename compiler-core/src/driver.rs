@@ -341,13 +341,14 @@ pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<S
         // spelt from it); the original, for calls inside the program, is renamed.
         let mut entry = module.function(wrapper).clone();
         module.functions[wrapper.0 as usize].name = format!("{}__all", entry.name);
-        let types: Vec<Ty> = entry.values.iter().map(|v| v.ty.clone()).collect();
         let hints: Vec<&str> = kept.iter().map(|f| module.function(*f).name.as_str()).collect();
         let message = format!(
             "`{name}` was compiled for its shape hints only ({}), without generic code; no hinted instance accepts these arguments",
             hints.join(", ")
         );
-        fail_calls(&mut entry.body, &dropped, &message, &types);
+        let mut body = std::mem::take(&mut entry.body);
+        fail_calls(&mut body, &dropped, &message, &mut entry);
+        entry.body = body;
         let id = FuncId(module.functions.len() as u32);
         module.functions.push(entry);
         module.entries[k].1 = id;
@@ -359,7 +360,7 @@ pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<S
 
 /// `block` with each call of a `dropped` function replaced by a failure
 /// (`message`) and placeholders for what the call defined.
-fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], message: &str, types: &[Ty]) {
+fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], message: &str, f: &mut crate::ir::Function) {
     use crate::ir::{Op, Stmt};
     let mut out = Vec::with_capacity(block.stmts.len());
     for mut s in std::mem::take(&mut block.stmts) {
@@ -371,15 +372,17 @@ fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], messa
                 out.push(failure);
                 // A failure never yields; placeholders keep the block well-formed.
                 for d in &s.defs {
-                    let ty = &types[d.0 as usize];
-                    let mut c = Stmt::new(vec![*d], Op::Const(crate::ir::lower::placeholder_value(ty)), s.span);
-                    c.blame = s.blame;
-                    out.push(c);
+                    let ty = f.ty(*d).clone();
+                    let stand_in = crate::ir::lower::placeholder_stmts(&mut |t| f.new_value(t, None), *d, &ty, s.span);
+                    out.extend(stand_in.into_iter().map(|mut c| {
+                        c.blame = s.blame;
+                        c
+                    }));
                 }
                 continue;
             }
         }
-        s.op.walk_blocks_mut(&mut |b| fail_calls(b, dropped, message, types));
+        s.op.walk_blocks_mut(&mut |b| fail_calls(b, dropped, message, f));
         out.push(s);
     }
     block.stmts = out;
@@ -509,6 +512,42 @@ mod tests {
             assert_eq!(code, codes::NO_MATCHING_INSTANCE);
             assert!(message.contains("`f` was compiled for its shape hints only (f__i_3)"), "{message}");
         }
+    }
+
+    #[test]
+    fn placeholders_of_large_static_shapes_are_not_written_out_as_constants() {
+        // The dispatch wrapper of an AKS-declared function, and an entry left
+        // without its generic code, stand in a zero array where a failure
+        // leaves the result undefined: as a nine-million-element constant it
+        // cost every pass seconds.
+        let source = "double[3000,3000] neg(double[3000,3000] a) { return -a; }\n\
+                      double[3000,3000] twice(double[.,.] a) { return 2.0 * a; }\n";
+        let options =
+            FrontendOptions { shape_hints: vec!["twice.a=double[3000,3000]".to_string()], ..Default::default() };
+        let fe = frontend("large.sac", source, &MemoryLoader::default(), &options);
+        assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
+        let mut module = crate::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+        assert_eq!(leave_out_generic(&mut module, &fe.typed), ["twice"]);
+        crate::ir::verify::verify(&module).expect("the module verifies");
+        let mut genarrays = 0;
+        for f in &module.functions {
+            f.body.walk(&mut |s| match &s.op {
+                crate::ir::Op::Const(v) => {
+                    assert!(
+                        v.len() <= crate::ir::lower::MAX_PLACEHOLDER_CONSTANT,
+                        "{}: a constant of {}",
+                        f.name,
+                        v.len()
+                    )
+                }
+                crate::ir::Op::Prim { prim: crate::sema::hir::Prim::Genarray, .. } => genarrays += 1,
+                _ => {}
+            });
+        }
+        assert!(genarrays >= 2, "both stand-ins are built by genarray ({genarrays})");
+        let mut optimised = module.clone();
+        crate::opt::optimise(&mut optimised, &fe.sources, &crate::opt::PipelineOptions::default())
+            .expect("the pipeline keeps the IR well-formed");
     }
 
     #[test]

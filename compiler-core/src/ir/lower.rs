@@ -227,6 +227,41 @@ fn set_blame(b: &mut Block, blame: Blame) {
     }
 }
 
+/// Placeholders with more elements than this are built by `genarray` at run
+/// time (where they are never reached) instead of written out as constants:
+/// a constant of a declared `double[4000,4000]` result had sixteen million
+/// elements that every pass hashed, compared and copied (CSE took 7 s).
+pub(crate) const MAX_PLACEHOLDER_CONSTANT: usize = 1024;
+
+/// Statements defining `def` (of type `ty`) as the value standing in where a
+/// failure leaves it undefined (a failure never yields): zeros, unknown
+/// extents 0 ([`placeholder_value`]); a large static shape as
+/// `genarray(shape, zero)`, whose constant form would be huge (see
+/// [`MAX_PLACEHOLDER_CONSTANT`]; `simplify` folds no result that large).
+/// `new_value` makes the helper values (the shape and the zero).
+pub(crate) fn placeholder_stmts(
+    new_value: &mut dyn FnMut(Ty) -> ValueId,
+    def: ValueId,
+    ty: &Ty,
+    span: Span,
+) -> Vec<Stmt> {
+    if let (Elem::Base(b), Shape::Fixed(d)) = (&ty.elem, &ty.shape) {
+        let extents: Option<Vec<i64>> = d.iter().map(|e| e.and_then(|e| i64::try_from(e).ok())).collect();
+        let elements = d.iter().try_fold(1usize, |n, e| e.and_then(|e| n.checked_mul(e)));
+        if let Some(extents) = extents.filter(|_| elements.is_none_or(|n| n > MAX_PLACEHOLDER_CONSTANT)) {
+            let shape = Value::int_vector(&extents);
+            let zero = Value::Scalar(Scalar::zero(*b));
+            let (shape_v, zero_v) = (new_value(Ty::of_value(&shape)), new_value(Ty::of_value(&zero)));
+            return vec![
+                Stmt::new(vec![shape_v], Op::Const(shape), span),
+                Stmt::new(vec![zero_v], Op::Const(zero), span),
+                Stmt::new(vec![def], Op::prim(Prim::Genarray, vec![shape_v, zero_v]), span),
+            ];
+        }
+    }
+    vec![Stmt::new(vec![def], Op::Const(placeholder_value(ty)), span)]
+}
+
 /// The value standing in for one of type `ty` where a failure leaves it
 /// undefined (a failure never yields): zeros, unknown extents 0.
 pub(crate) fn placeholder_value(ty: &Ty) -> Value {
@@ -316,10 +351,11 @@ impl FnBuilder {
 
     /// A value of type `ty` for arguments that are never read.
     fn placeholder_of(&mut self, out: &mut Vec<Stmt>, ty: &Ty, span: Span) -> ValueId {
-        let c = self.constant(out, placeholder_value(ty), span);
-        // Keep the declared (possibly generic) type for the call.
-        self.f.values[c.0 as usize].ty = ty.clone();
-        c
+        // The declared (possibly generic) type, not the constant's.
+        let def = self.f.new_value(ty.clone(), None);
+        let f = &mut self.f;
+        out.extend(placeholder_stmts(&mut |t| f.new_value(t, None), def, ty, span));
+        def
     }
 
     /// A branch that always fails (code inference never reached) yields
