@@ -124,7 +124,7 @@ pub unsafe extern "C" fn wl_alloc(ctx: *mut WlCtx, elem: i32, rank: i64, shape: 
         return std::ptr::null_mut();
     };
     // SAFETY: the layout is non-zero sized.
-    let p = crate::blocks::take(lay).unwrap_or_else(|| unsafe { alloc(lay) });
+    let p = crate::blocks::take(lay).unwrap_or_else(|| crate::blocks::fresh(lay));
     if p.is_null() {
         unsafe { set_error(ctx, std::ptr::null(), "R0010", &format!("out of memory for an array of {size} elements")) };
         return std::ptr::null_mut();
