@@ -1332,6 +1332,9 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
     if options.vector_math {
         crate::vecmath::use_libmvec(module, tm);
     }
+    if options.opt_level > 0 && tm.get_triple().as_str().to_string_lossy().starts_with("x86_64") {
+        parallel::mark_streaming_stores(module);
+    }
     Ok(())
 }
 

@@ -1,0 +1,64 @@
+//! Streaming stores: an element-wise loop whose static result is larger than
+//! `STREAM_MIN_BYTES` (16 MiB) stores non-temporally on x86-64, past the
+//! caches, and fences before it returns; a small one stores as usual. The
+//! results are the same either way, on one thread and on two.
+
+use compiler_core::driver::{FrontendOptions, frontend};
+use compiler_core::interp::value::{Array, Elems, Value};
+use compiler_core::opt::{self, PipelineOptions};
+use compiler_core::syntax::cpp::MemoryLoader;
+use withloop_codegen::{Options, Output};
+
+/// 2,200,000 doubles: 17.6 MB, above the threshold; 1,000: far below.
+const SOURCE: &str = "double[2200000] big(double[2200000] a) { return -a; }\n\
+                      double[1000] small(double[1000] a) { return -a; }\n";
+const N: usize = 2_200_000;
+
+fn optimised() -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
+    let fe = frontend("streaming.sac", SOURCE, &MemoryLoader::default(), &FrontendOptions::default());
+    assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
+    let mut module = compiler_core::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
+    opt::optimise(&mut module, &fe.sources, &PipelineOptions { verify: true, ..Default::default() })
+        .unwrap_or_else(|b| panic!("pass `{}` broke the IR", b.pass));
+    (module, fe.sources)
+}
+
+/// The text of each function of an LLVM module whose name starts with `prefix`.
+fn functions<'t>(ir: &'t str, prefix: &str) -> Vec<&'t str> {
+    ir.split("\ndefine ")
+        .filter(|f| f.split_once('@').is_some_and(|(_, rest)| rest.starts_with(prefix)))
+        .map(|f| f.split("\n}\n").next().unwrap_or(f))
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn large_static_results_are_stored_past_the_caches() {
+    let (module, sources) = optimised();
+    let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
+        .expect("the module compiles");
+    let ir = String::from_utf8(ir).expect("LLVM IR is text");
+    let big = functions(&ir, "wl.flat.big");
+    assert_eq!(big.len(), 1, "one flat loop for `big`");
+    assert!(big[0].contains("!nontemporal"), "{}", big[0]);
+    assert!(big[0].contains("@llvm.x86.sse.sfence()"), "{}", big[0]);
+    let small: Vec<&str> = functions(&ir, "wl.").into_iter().filter(|f| f.contains("small")).collect();
+    assert!(!small.is_empty());
+    assert!(small.iter().all(|f| !f.contains("!nontemporal")), "`small` stores as usual");
+}
+
+#[test]
+fn streamed_results_are_the_same_on_one_thread_and_two() {
+    let (module, sources) = optimised();
+    let input: Vec<f64> = (0..N).map(|i| (i % 977) as f64 * 0.5 - 100.0).collect();
+    let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![N], elems: Elems::Double(input.clone()) }));
+    for threads in [1, 2] {
+        let options = Options { threads: Some(threads), ..Default::default() };
+        let out = withloop_codegen::jit::run(&module, &sources, "big", vec![arg.clone()], &options, None, &mut |_| {})
+            .unwrap_or_else(|e| panic!("run: {e:?}"));
+        let Value::Array(a) = &out[0] else { panic!("an array result") };
+        let Elems::Double(got) = &a.elems else { panic!("doubles") };
+        assert_eq!(a.shape, [N]);
+        assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{threads} thread(s)");
+    }
+}
