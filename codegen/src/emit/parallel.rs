@@ -729,13 +729,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 fn store_bytes(ty: BasicTypeEnum<'_>) -> u64 {
     match ty {
         BasicTypeEnum::IntType(t) => u64::from(t.get_bit_width()).div_ceil(8),
-        BasicTypeEnum::FloatType(t) => {
-            if t == t.get_context().f32_type() {
-                4
-            } else {
-                8
-            }
-        }
+        BasicTypeEnum::FloatType(t) if t == t.get_context().f32_type() => 4,
+        BasicTypeEnum::FloatType(_) => 8,
         BasicTypeEnum::VectorType(t) => u64::from(t.get_size()) * store_bytes(t.get_element_type()),
         _ => 8,
     }
