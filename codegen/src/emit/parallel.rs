@@ -707,7 +707,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         for bb in func.get_basic_blocks() {
             let mut i = bb.get_first_instruction();
             while let Some(inst) = i {
-                if inst.get_opcode() == inkwell::values::InstructionOpcode::Store {
+                if inst.get_opcode() == inkwell::values::InstructionOpcode::Store && !stores_to_stack(inst) {
                     if let Some(inkwell::values::Operand::Value(v)) = inst.get_operand(0) {
                         per_iteration += store_bytes(v.get_type());
                     }
@@ -722,6 +722,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             );
         }
     }
+}
+
+/// Whether store `inst` writes a stack slot (an `alloca`'s).
+fn stores_to_stack(inst: inkwell::values::InstructionValue<'_>) -> bool {
+    matches!(
+        inst.get_operand(1),
+        Some(inkwell::values::Operand::Value(p)) if p.as_instruction_value()
+            .is_some_and(|d| d.get_opcode() == inkwell::values::InstructionOpcode::Alloca)
+    )
 }
 
 /// The bytes a store of a value of type `ty` writes (the element types
@@ -744,7 +753,7 @@ fn store_bytes(ty: BasicTypeEnum<'_>) -> u64 {
 /// return: non-temporal stores are weakly ordered, and whoever learns that
 /// the chunk is done (the pool, through an atomic) must see its elements.
 pub(crate) fn mark_streaming_stores(module: &inkwell::module::Module<'_>) {
-    use inkwell::values::{InstructionOpcode, Operand};
+    use inkwell::values::InstructionOpcode;
     let ctx = module.get_context();
     let kind = ctx.get_kind_id("nontemporal");
     let one = ctx.metadata_node(&[ctx.i32_type().const_int(1, false).into()]);
@@ -765,15 +774,8 @@ pub(crate) fn mark_streaming_stores(module: &inkwell::module::Module<'_>) {
             while let Some(inst) = i {
                 i = inst.get_next_instruction();
                 match inst.get_opcode() {
-                    InstructionOpcode::Store => {
-                        let to_stack = matches!(
-                            inst.get_operand(1),
-                            Some(Operand::Value(p)) if p.as_instruction_value()
-                                .is_some_and(|d| d.get_opcode() == InstructionOpcode::Alloca)
-                        );
-                        if !to_stack {
-                            let _ = inst.set_metadata(one, kind);
-                        }
+                    InstructionOpcode::Store if !stores_to_stack(inst) => {
+                        let _ = inst.set_metadata(one, kind);
                     }
                     InstructionOpcode::Return => {
                         builder.position_before(&inst);
