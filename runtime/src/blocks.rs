@@ -69,8 +69,8 @@ const HUGE_PAGE: usize = 2 << 20;
 /// A large one's memory is marked for transparent huge pages
 /// (`madvise(MADV_HUGEPAGE)`, where the system leaves that to programs):
 /// streaming through 4 KiB pages costs a TLB miss per page and stops the
-/// hardware prefetchers at every page boundary, and a fresh block faults once
-/// per 4 KiB instead of once per 2 MiB.
+/// hardware prefetchers at every page boundary, and a fresh block of them
+/// faults once per 4 KiB where huge pages fault once per 2 MiB.
 pub fn fresh(layout: Layout) -> *mut u8 {
     // SAFETY: callers pass non-zero layouts.
     let p = unsafe { alloc(layout) };
