@@ -1,5 +1,5 @@
 //! Streaming stores: an element-wise loop whose static result is larger than
-//! `STREAM_MIN_BYTES` (16 MiB) stores non-temporally on x86-64, past the
+//! `STREAM_MIN_BYTES` (32 MiB) stores non-temporally on x86-64, past the
 //! caches, and fences before it returns; a small one stores as usual. The
 //! results are the same either way, on one thread and on two.
 
@@ -9,10 +9,10 @@ use compiler_core::opt::{self, PipelineOptions};
 use compiler_core::syntax::cpp::MemoryLoader;
 use withloop_codegen::{Options, Output};
 
-/// 2,200,000 doubles: 17.6 MB, above the threshold; 1,000: far below.
-const SOURCE: &str = "double[2200000] big(double[2200000] a) { return -a; }\n\
+/// 4,500,000 doubles: 36 MB, above the threshold; 1,000: far below.
+const SOURCE: &str = "double[4500000] big(double[4500000] a) { return -a; }\n\
                       double[1000] small(double[1000] a) { return -a; }\n";
-const N: usize = 2_200_000;
+const N: usize = 4_500_000;
 
 fn optimised() -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
     let fe = frontend("streaming.sac", SOURCE, &MemoryLoader::default(), &FrontendOptions::default());

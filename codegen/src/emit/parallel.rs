@@ -687,8 +687,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 }
 
 /// Flat loops that write at least this many bytes store them non-temporally
-/// ([`Emitter::stream_if_large`]).
-pub(crate) const STREAM_MIN_BYTES: u64 = 16 << 20;
+/// ([`Emitter::stream_if_large`]): the last-level cache of one Zen core
+/// complex. A smaller result may still be in the cache when the next loop
+/// reads it, which non-temporal stores would forfeit.
+pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 
 /// The function attribute that marks a chunk function whose stores stream
 /// past the caches ([`mark_streaming_stores`]).
