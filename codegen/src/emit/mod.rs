@@ -1310,17 +1310,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 /// function of bench/kernels.sac has about 4,000.
 pub const LARGE_FUNCTION: usize = 25_000;
 
+/// The instructions of `func`'s body, block by block (an instruction
+/// inserted before the one just handed out is not visited).
+pub(crate) fn instructions<'ctx>(
+    func: inkwell::values::FunctionValue<'ctx>,
+) -> impl Iterator<Item = InstructionValue<'ctx>> {
+    func.get_basic_blocks()
+        .into_iter()
+        .flat_map(|bb| std::iter::successors(bb.get_first_instruction(), |inst| inst.get_next_instruction()))
+}
+
 /// The instructions of `func`'s body.
 fn instruction_count(func: inkwell::values::FunctionValue<'_>) -> usize {
-    let mut n = 0;
-    for bb in func.get_basic_blocks() {
-        let mut i = bb.get_first_instruction();
-        while let Some(inst) = i {
-            n += 1;
-            i = inst.get_next_instruction();
-        }
-    }
-    n
+    instructions(func).count()
 }
 
 /// Runs LLVM's optimisation pipeline (`default<O0…O3>`) on a finished module.

@@ -705,18 +705,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// effect after LLVM's pipeline ([`mark_streaming_stores`]), so that the
     /// vectoriser sees ordinary stores.
     fn stream_if_large(&self, func: inkwell::values::FunctionValue<'ctx>, n: i64) {
-        let mut per_iteration = 0u64;
-        for bb in func.get_basic_blocks() {
-            let mut i = bb.get_first_instruction();
-            while let Some(inst) = i {
-                if inst.get_opcode() == inkwell::values::InstructionOpcode::Store && !stores_to_stack(inst) {
-                    if let Some(inkwell::values::Operand::Value(v)) = inst.get_operand(0) {
-                        per_iteration += store_bytes(v.get_type());
-                    }
-                }
-                i = inst.get_next_instruction();
-            }
-        }
+        let per_iteration: u64 = super::instructions(func)
+            .filter(|inst| inst.get_opcode() == inkwell::values::InstructionOpcode::Store && !stores_to_stack(*inst))
+            .filter_map(|inst| match inst.get_operand(0) {
+                Some(inkwell::values::Operand::Value(v)) => Some(store_bytes(v.get_type())),
+                _ => None,
+            })
+            .sum();
         if per_iteration.saturating_mul(n.max(0) as u64) >= STREAM_MIN_BYTES {
             func.add_attribute(
                 inkwell::attributes::AttributeLoc::Function,
@@ -759,32 +754,30 @@ pub(crate) fn mark_streaming_stores(module: &inkwell::module::Module<'_>) {
     let ctx = module.get_context();
     let kind = ctx.get_kind_id("nontemporal");
     let one = ctx.metadata_node(&[ctx.i32_type().const_int(1, false).into()]);
-    let mut f = module.get_first_function();
-    while let Some(func) = f {
-        f = func.get_next_function();
-        if func.get_string_attribute(inkwell::attributes::AttributeLoc::Function, STREAM_ATTRIBUTE).is_none() {
-            continue;
-        }
-        let Some(sfence) =
-            inkwell::intrinsics::Intrinsic::find("llvm.x86.sse.sfence").and_then(|i| i.get_declaration(module, &[]))
-        else {
-            continue;
-        };
-        let builder = ctx.create_builder();
-        for bb in func.get_basic_blocks() {
-            let mut i = bb.get_first_instruction();
-            while let Some(inst) = i {
-                i = inst.get_next_instruction();
-                match inst.get_opcode() {
-                    InstructionOpcode::Store if !stores_to_stack(inst) => {
-                        let _ = inst.set_metadata(one, kind);
-                    }
-                    InstructionOpcode::Return => {
-                        builder.position_before(&inst);
-                        let _ = builder.build_call(sfence, &[], "");
-                    }
-                    _ => {}
+    let marked: Vec<_> = module
+        .get_functions()
+        .filter(|f| f.get_string_attribute(inkwell::attributes::AttributeLoc::Function, STREAM_ATTRIBUTE).is_some())
+        .collect();
+    // Declared only where some function streams.
+    let Some(sfence) = (!marked.is_empty())
+        .then(|| inkwell::intrinsics::Intrinsic::find("llvm.x86.sse.sfence"))
+        .flatten()
+        .and_then(|i| i.get_declaration(module, &[]))
+    else {
+        return;
+    };
+    let builder = ctx.create_builder();
+    for func in marked {
+        for inst in super::instructions(func) {
+            match inst.get_opcode() {
+                InstructionOpcode::Store if !stores_to_stack(inst) => {
+                    let _ = inst.set_metadata(one, kind);
                 }
+                InstructionOpcode::Return => {
+                    builder.position_before(&inst);
+                    let _ = builder.build_call(sfence, &[], "");
+                }
+                _ => {}
             }
         }
     }

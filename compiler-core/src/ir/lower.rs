@@ -264,7 +264,7 @@ pub(crate) fn placeholder_stmts(
 
 /// The value standing in for one of type `ty` where a failure leaves it
 /// undefined (a failure never yields): zeros, unknown extents 0.
-pub(crate) fn placeholder_value(ty: &Ty) -> Value {
+fn placeholder_value(ty: &Ty) -> Value {
     let zero = match ty.elem {
         Elem::Base(b) => Scalar::zero(b),
         Elem::String => return Value::Str(std::sync::Arc::from(&b""[..])),
