@@ -246,9 +246,45 @@ pub fn host_spec() -> &'static TargetSpec {
     })
 }
 
+/// LLVM's process-wide settings, made once, before the first target machine
+/// (every compile, the JIT's included, gets its target machine from
+/// [`target_machine`]).
+///
+/// Loop strength reduction is off in LLVM's code generator (`-disable-lsr`;
+/// [`emit::optimise`] runs it in the optimisation pipeline instead, for the
+/// targets that want it). On x86-64 it bought nothing measurable and cost much:
+/// every bench kernel ran as fast without it (A/B of the bench library on
+/// Zen 4, one and two threads, within the host's 3% noise: relax, relax_iv,
+/// relax_apl, smooth, mg3, floyd, matmul, det, neg, dot, blackscholes), while
+/// it took 15-50% of machine-code time for stencils with symbolic offsets:
+/// the generic instance of a 27-point stencil has 27 loop-invariant offsets
+/// whose combinations LSR enumerates through scalar evolution (mg3's generic
+/// instance: 61 of 119 ms of `llc`; relax_apl 22 of 135 ms). x86-64's
+/// addressing (base + index × scale + displacement) leaves it little to win.
+fn configure_llvm() {
+    static CONFIGURED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    CONFIGURED.get_or_init(|| {
+        Target::initialize_all(&InitializationConfig::default());
+        set_llvm_options(&["withloop", "-disable-lsr"]);
+    });
+}
+
+/// Parses `args` as LLVM's command line (`args[0]` names the program). LLVM
+/// keeps them in globals: call this once per process, before code generation.
+#[allow(unsafe_code)]
+fn set_llvm_options(args: &[&str]) {
+    let args: Vec<std::ffi::CString> =
+        args.iter().map(|a| std::ffi::CString::new(*a).expect("LLVM options have no NUL")).collect();
+    let argv: Vec<*const std::ffi::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    let argc = i32::try_from(argv.len()).expect("a handful of LLVM options");
+    // SAFETY: `argv` holds `argc` pointers to NUL-terminated strings that
+    // outlive the call (LLVM copies what it keeps); a null overview is allowed.
+    unsafe { llvm_sys::support::LLVMParseCommandLineOptions(argc, argv.as_ptr(), std::ptr::null()) };
+}
+
 /// The LLVM target machine for `spec`.
 pub fn target_machine(spec: &TargetSpec, options: &Options) -> Result<TargetMachine, CodegenError> {
-    Target::initialize_all(&InitializationConfig::default());
+    configure_llvm();
     let triple = TargetTriple::create(&spec.triple);
     let target =
         Target::from_triple(&triple).map_err(|e| CodegenError::Llvm(format!("target `{}`: {e}", spec.triple)))?;

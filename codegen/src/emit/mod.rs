@@ -1325,19 +1325,34 @@ fn instruction_count(func: inkwell::values::FunctionValue<'_>) -> usize {
     instructions(func).count()
 }
 
-/// Runs LLVM's optimisation pipeline (`default<O0…O3>`) on a finished module.
+/// Runs LLVM's optimisation pipeline ([`llvm_pipeline`]) on a finished module.
 pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, options: &Options) -> R<()> {
-    let passes = format!("default<O{}>", options.opt_level.min(3));
+    let x86_64 = tm.get_triple().as_str().to_string_lossy().starts_with("x86_64");
+    let passes = llvm_pipeline(options.opt_level, x86_64);
     module
         .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
     if options.vector_math {
         crate::vecmath::use_libmvec(module, tm);
     }
-    if options.opt_level > 0 && tm.get_triple().as_str().to_string_lossy().starts_with("x86_64") {
+    if options.opt_level > 0 && x86_64 {
         parallel::mark_streaming_stores(module);
     }
     Ok(())
+}
+
+/// LLVM's pass pipeline at `opt_level`: `default<O0…O3>`, and on targets other
+/// than x86-64 loop strength reduction after it, where LLVM's code generator
+/// would have run it (it is off there, see `configure_llvm`: on x86-64 it
+/// cost compile time and bought nothing; targets with narrower addressing
+/// modes keep it).
+pub(crate) fn llvm_pipeline(opt_level: u8, x86_64: bool) -> String {
+    let level = opt_level.min(3);
+    if level == 0 || x86_64 {
+        format!("default<O{level}>")
+    } else {
+        format!("default<O{level}>,function(loop-mssa(canon-freeze,loop-reduce))")
+    }
 }
 
 pub(crate) fn is_undef(v: BasicValueEnum<'_>) -> bool {

@@ -1,7 +1,13 @@
+//! Code generation that differs by target.
+//!
 //! Streaming stores: an element-wise loop whose static result is larger than
 //! `STREAM_MIN_BYTES` (32 MiB) stores non-temporally on x86-64, past the
 //! caches, and fences before it returns; a small one stores as usual. The
 //! results are the same either way, on one thread and on two.
+//!
+//! Loop strength reduction: off in LLVM's code generator on every target
+//! (`configure_llvm`); targets other than x86-64 run it in the optimisation
+//! pipeline instead, so their LLVM IR shows its induction variables.
 
 use compiler_core::driver::{FrontendOptions, frontend};
 use compiler_core::interp::value::{Array, Elems, Value};
@@ -15,7 +21,11 @@ const SOURCE: &str = "double[4500000] big(double[4500000] a) { return -a; }\n\
 const N: usize = 4_500_000;
 
 fn optimised() -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
-    let fe = frontend("streaming.sac", SOURCE, &MemoryLoader::default(), &FrontendOptions::default());
+    optimised_source(SOURCE)
+}
+
+fn optimised_source(source: &str) -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
+    let fe = frontend("target_codegen.sac", source, &MemoryLoader::default(), &FrontendOptions::default());
     assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
     let mut module = compiler_core::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
     opt::optimise(&mut module, &fe.sources, &PipelineOptions { verify: true, ..Default::default() })
@@ -61,4 +71,34 @@ fn streamed_results_are_the_same_on_one_thread_and_two() {
         assert_eq!(a.shape, [N]);
         assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{threads} thread(s)");
     }
+}
+
+/// A rank-generic 5-point stencil: its loop nest is what strength reduction rewrites.
+const STENCIL: &str = "double[.,.] relax(double[.,.] a)\n\
+                       {\n\
+                         return with { ([1, 1] <= iv < shape(a) - 1) :\n\
+                                  0.25 * (a[iv + [1, 0]] + a[iv - [1, 0]] + a[iv + [0, 1]] + a[iv - [0, 1]]);\n\
+                                } : modarray(a);\n\
+                       }\n";
+
+fn llvm_ir(triple: Option<&str>) -> String {
+    let (module, sources) = optimised_source(STENCIL);
+    let options =
+        Options { triple: triple.map(String::from), cpu: triple.map(|_| "generic".into()), ..Default::default() };
+    let ir =
+        withloop_codegen::compile(&module, &sources, &options, false, Output::LlvmIr).expect("the module compiles");
+    String::from_utf8(ir).expect("LLVM IR is text")
+}
+
+#[test]
+fn loop_strength_reduction_runs_in_the_pipeline_where_addressing_is_narrow() {
+    let ir = llvm_ir(Some("aarch64-unknown-linux-gnu"));
+    assert!(ir.contains("%lsr.iv"), "AArch64: strength-reduced induction variables in\n{ir}");
+}
+
+#[test]
+fn x86_64_leaves_loop_strength_reduction_out() {
+    let ir = llvm_ir(Some("x86_64-unknown-linux-gnu"));
+    assert!(!ir.contains("%lsr.iv"), "x86-64: no strength reduction in\n{ir}");
+    assert!(ir.contains("<4 x double>") || ir.contains("<2 x double>"), "the loop is still vectorised:\n{ir}");
 }
