@@ -1,0 +1,115 @@
+/* A/B of two builds of the bench library, in one process.
+
+   The host's speed drifts by tens of percent within minutes, so two builds
+   timed in separate runs of bench/run.py cannot show a 3% difference. This
+   driver loads both libraries (`python3 bench/run.py --build-for DIR` builds
+   one; build the other with the change) with dlopen, calls one kernel of each
+   alternately, and reports the minimum time of each over ROUNDS calls and
+   their ratio B/A, with one element of each result as a cross-check.
+
+     gcc -O2 bench/ab/ab.c -o target/ab -ldl
+     target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL]
+
+   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul or floyd, on the
+   bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
+   function to call without its `wl_` prefix (default: the entry,
+   e.g. `relax__d_X_X__i` for the generic instance). Run it in both orders:
+   the first library loaded can differ by a percent or two. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  void *data;
+  int64_t rank;
+  int64_t *shape;
+  void *owner;
+} wl_array;
+typedef void *(*ctx_new_fn)(void);
+typedef void (*set_threads_fn)(void *, int32_t);
+typedef void (*release_fn)(wl_array *);
+typedef int32_t (*array_int_fn)(void *, const wl_array *, int32_t, wl_array *);
+typedef int32_t (*array_array_fn)(void *, const wl_array *, const wl_array *, wl_array *);
+typedef int32_t (*array_fn)(void *, const wl_array *, wl_array *);
+enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY };
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 6) {
+    fprintf(stderr, "usage: %s KERNEL THREADS ROUNDS LIB_A LIB_B [SYMBOL]\n", argv[0]);
+    return 2;
+  }
+  const char *kernel = argv[1];
+  int threads = atoi(argv[2]), rounds = atoi(argv[3]);
+  void *lib[2], *ctx[2];
+  release_fn release[2];
+  for (int i = 0; i < 2; i++) {
+    lib[i] = dlopen(argv[4 + i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib[i]) {
+      fprintf(stderr, "%s\n", dlerror());
+      return 1;
+    }
+    ctx[i] = ((ctx_new_fn)dlsym(lib[i], "wl_ctx_new"))();
+    ((set_threads_fn)dlsym(lib[i], "wl_ctx_set_threads"))(ctx[i], threads);
+    release[i] = (release_fn)dlsym(lib[i], "wl_array_release");
+  }
+  int64_t shape[3];
+  wl_array a = {0, 2, shape, 0};
+  int iters = 10;
+  enum kind kind = ARRAY_INT;
+  if (!strcmp(kernel, "relax") || !strcmp(kernel, "relax_iv") || !strcmp(kernel, "relax_apl")) {
+    shape[0] = shape[1] = 2000;
+  } else if (!strcmp(kernel, "smooth")) {
+    shape[0] = 4000000, a.rank = 1, iters = 20;
+  } else if (!strcmp(kernel, "mg3")) {
+    shape[0] = shape[1] = shape[2] = 128, a.rank = 3, iters = 4;
+  } else if (!strcmp(kernel, "matmul")) {
+    shape[0] = shape[1] = 1024, kind = ARRAY_ARRAY;
+  } else if (!strcmp(kernel, "floyd")) {
+    shape[0] = shape[1] = 512, kind = ARRAY;
+  } else {
+    fprintf(stderr, "unknown kernel %s\n", kernel);
+    return 2;
+  }
+  char symbol[128];
+  snprintf(symbol, sizeof symbol, "wl_%s", argc > 6 ? argv[6] : kernel);
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; d++) n *= shape[d];
+  double *data = malloc(n * sizeof(double));
+  for (int64_t i = 0; i < n; i++) data[i] = (i % 13) * 0.25 + 1;
+  a.data = data;
+  double best[2] = {1e9, 1e9}, check[2] = {0, 0};
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < 2; i++) {
+      void *f = dlsym(lib[i], symbol);
+      if (!f) {
+        fprintf(stderr, "no %s in %s\n", symbol, argv[4 + i]);
+        return 1;
+      }
+      wl_array out;
+      double t0 = now();
+      int32_t rc = kind == ARRAY_INT     ? ((array_int_fn)f)(ctx[i], &a, iters, &out)
+                   : kind == ARRAY_ARRAY ? ((array_array_fn)f)(ctx[i], &a, &a, &out)
+                                         : ((array_fn)f)(ctx[i], &a, &out);
+      double t = now() - t0;
+      if (rc) {
+        fprintf(stderr, "%s failed in %s\n", symbol, argv[4 + i]);
+        return 1;
+      }
+      if (t < best[i]) best[i] = t;
+      check[i] = ((double *)out.data)[n / 2 + 7];
+      release[i](&out);
+    }
+  }
+  printf("%s %s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f (check %g %g)\n", kernel, symbol, threads, best[0] * 1e3,
+         best[1] * 1e3, best[1] / best[0], check[0], check[1]);
+  return check[0] == check[1] ? 0 : 1;
+}
