@@ -232,6 +232,12 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// good where `shp` itself has been released): a chunk function
     /// recomputes such an offset from them (`parallel::RematOffset`).
     pub offset_extents: HashMap<ValueId, (Vec<IntValue<'ctx>>, Vec<i64>)>,
+    /// This is a chunk function (a parallel part's or a flat loop's). A chunk
+    /// runs on a context of one thread, and when its part runs whole on the
+    /// calling thread, the part's work, nested with-loops' included, was below
+    /// the run-time threshold: a with-loop of static size in here gets no
+    /// parallel variant of its own (`Emitter::nested_in_chunk`).
+    pub in_chunk: bool,
 }
 
 /// The longest vector [`stack_vectors`] builds in the frame.
@@ -733,6 +739,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             stack: std::rc::Rc::new(stack),
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
+            in_chunk: false,
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -1229,6 +1236,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             stack: std::rc::Rc::new(HashSet::default()),
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
+            in_chunk: false,
         })
     }
 

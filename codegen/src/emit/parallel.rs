@@ -45,6 +45,10 @@ use super::{Emitter, Fx, R, base, scalar_repr};
 use crate::CodegenError;
 use crate::rt;
 
+/// The fewest indices a part needs for its nested with-loops' work to count
+/// towards splitting it over threads ([`Emitter::statically_small`]).
+const NESTED_WORK_MIN_ITERATIONS: i64 = 8;
+
 /// Values of the parent function a chunk function reads through its
 /// environment.
 #[derive(Default)]
@@ -171,10 +175,34 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Whether a part is known here to be too small to split over threads
     /// ([`Emitter::static_parallel_min`]): it then runs inline, without a chunk function.
+    ///
+    /// The work of an index counts its nested loops and calls; its nested
+    /// with-loops count only where the part has [`NESTED_WORK_MIN_ITERATIONS`]
+    /// indices or more. Most nested with-loops are small and fixed (a
+    /// determinant's minors: counting them gave every small with-loop a chunk
+    /// function), but a Laplace expansion inlined whole is folds nested in
+    /// folds, and its outer fold, ten indices each a 9x9 determinant, is the
+    /// one to split (hinted-only `det`: one thread instead of two without it).
+    /// Fewer indices than that would not keep the threads busy: the nested
+    /// with-loops split instead.
     pub(crate) fn statically_small(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
-        let work = compiler_core::opt::util::part_loop_work(&*fx.defs, p, &self.call_work);
-        compiler_core::opt::util::static_iterations(&*fx.defs, p)
-            .is_some_and(|n| n.saturating_mul(work) < self.static_parallel_min)
+        use compiler_core::opt::util::{part_loop_work, part_work, static_iterations};
+        let Some(n) = static_iterations(&*fx.defs, p) else { return false };
+        if n.saturating_mul(part_loop_work(&*fx.defs, p, &self.call_work)) >= self.static_parallel_min {
+            return false;
+        }
+        n < NESTED_WORK_MIN_ITERATIONS
+            || n.saturating_mul(part_work(&*fx.defs, p, &self.call_work)) < self.static_parallel_min
+    }
+
+    /// Whether a part is a with-loop of static size inside a chunk function:
+    /// it runs on that chunk's thread alone, or inside a part whose whole work
+    /// was too small to split, so a parallel variant would be code that never
+    /// runs ([`Fx::in_chunk`]). A part of dynamic size keeps its variant: its
+    /// enclosing part's estimate assumed [`compiler_core::opt::util::UNKNOWN_TRIPS`]
+    /// indices for it and may have kept a much larger loop on one thread.
+    pub(crate) fn nested_in_chunk(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
+        fx.in_chunk && compiler_core::opt::util::static_iterations(&*fx.defs, p).is_some()
     }
 
     /// One part of an eligible with-loop: split over threads when the runtime
@@ -352,6 +380,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             stack: fx.stack.clone(),
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
+            in_chunk: true,
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }
