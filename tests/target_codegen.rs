@@ -20,11 +20,7 @@ const SOURCE: &str = "double[4500000] big(double[4500000] a) { return -a; }\n\
                       double[1000] small(double[1000] a) { return -a; }\n";
 const N: usize = 4_500_000;
 
-fn optimised() -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
-    optimised_source(SOURCE)
-}
-
-fn optimised_source(source: &str) -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
+fn optimised(source: &str) -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
     let fe = frontend("target_codegen.sac", source, &MemoryLoader::default(), &FrontendOptions::default());
     assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
     let mut module = compiler_core::ir::lower::lower(&fe.program, &fe.typed, &fe.sources);
@@ -44,7 +40,7 @@ fn functions<'t>(ir: &'t str, prefix: &str) -> Vec<&'t str> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn large_static_results_are_stored_past_the_caches() {
-    let (module, sources) = optimised();
+    let (module, sources) = optimised(SOURCE);
     let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
         .expect("the module compiles");
     let ir = String::from_utf8(ir).expect("LLVM IR is text");
@@ -59,7 +55,7 @@ fn large_static_results_are_stored_past_the_caches() {
 
 #[test]
 fn streamed_results_are_the_same_on_one_thread_and_two() {
-    let (module, sources) = optimised();
+    let (module, sources) = optimised(SOURCE);
     let input: Vec<f64> = (0..N).map(|i| (i % 977) as f64 * 0.5 - 100.0).collect();
     let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![N], elems: Elems::Double(input.clone()) }));
     for threads in [1, 2] {
@@ -82,7 +78,7 @@ const STENCIL: &str = "double[.,.] relax(double[.,.] a)\n\
                        }\n";
 
 fn llvm_ir(triple: Option<&str>) -> String {
-    let (module, sources) = optimised_source(STENCIL);
+    let (module, sources) = optimised(STENCIL);
     let options =
         Options { triple: triple.map(String::from), cpu: triple.map(|_| "generic".into()), ..Default::default() };
     let ir =

@@ -188,11 +188,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     pub(crate) fn statically_small(&self, fx: &Fx<'ctx, 'a>, p: &Part) -> bool {
         use compiler_core::opt::util::{part_loop_work, part_work, static_iterations};
         let Some(n) = static_iterations(&*fx.defs, p) else { return false };
-        if n.saturating_mul(part_loop_work(&*fx.defs, p, &self.call_work)) >= self.static_parallel_min {
-            return false;
-        }
-        n < NESTED_WORK_MIN_ITERATIONS
-            || n.saturating_mul(part_work(&*fx.defs, p, &self.call_work)) < self.static_parallel_min
+        // `part_work` counts all that `part_loop_work` does and nested with-loops besides.
+        let work = if n >= NESTED_WORK_MIN_ITERATIONS { part_work } else { part_loop_work };
+        n.saturating_mul(work(&*fx.defs, p, &self.call_work)) < self.static_parallel_min
     }
 
     /// Whether a part is a with-loop of static size inside a chunk function:
