@@ -89,18 +89,24 @@ int main(int argc, char **argv) {
   /* A second operand of its own (matmul), as bench/run.py multiplies two
      matrices: the same array twice shares its cache lines between the
      operands, a product no caller has. */
-  double *data_b = malloc(n * sizeof(double));
-  for (int64_t i = 0; i < n; i++) data_b[i] = (i % 7) * 0.5 - 1;
   wl_array b = a;
-  b.data = data_b;
+  if (kind == ARRAY_ARRAY) {
+    double *data_b = malloc(n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) data_b[i] = (i % 7) * 0.5 - 1;
+    b.data = data_b;
+  }
+  void *fn[2];
+  for (int i = 0; i < 2; i++) {
+    fn[i] = dlsym(lib[i], symbol);
+    if (!fn[i]) {
+      fprintf(stderr, "no %s in %s\n", symbol, argv[4 + i]);
+      return 1;
+    }
+  }
   double best[2] = {1e9, 1e9}, check[2] = {0, 0};
   for (int r = 0; r < rounds; r++) {
     for (int i = 0; i < 2; i++) {
-      void *f = dlsym(lib[i], symbol);
-      if (!f) {
-        fprintf(stderr, "no %s in %s\n", symbol, argv[4 + i]);
-        return 1;
-      }
+      void *f = fn[i];
       wl_array out;
       double t0 = now();
       int32_t rc = kind == ARRAY_INT     ? ((array_int_fn)f)(ctx[i], &a, iters, &out)
