@@ -141,6 +141,19 @@ pub struct TargetSpec {
     pub features: String,
 }
 
+impl TargetSpec {
+    /// Whether this x86-64 target has `feature` (`avx512f`, `avx2`, `fma`):
+    /// when the feature list adds it, or when the CPU has it
+    /// ([`x86_cpu_has`]) and the list does not take it away, as LLVM reads
+    /// `--cpu` and `--features` together. The host's list names every feature
+    /// of this machine; a CPU given by name (`--cpu sapphirerapids`) comes
+    /// with an empty list, so the CPU's own features must be looked up.
+    pub fn has(&self, feature: &str) -> bool {
+        let listed = |sign: char| self.features.split(',').any(|f| f.strip_prefix(sign) == Some(feature));
+        self.triple.starts_with("x86_64") && (listed('+') || (!listed('-') && x86_cpu_has(&self.cpu, feature)))
+    }
+}
+
 /// The target of `options`: the host unless a triple is given.
 pub fn target_spec(options: &Options) -> TargetSpec {
     let host = host_spec();
@@ -160,20 +173,12 @@ pub fn target_spec(options: &Options) -> TargetSpec {
 /// loads); 4x8 with AVX2 and FMA (16 registers of 4 doubles: the tile's 8, two
 /// rows of the packed panel and a broadcast — wider tiles spill: 4x16 ran at a
 /// third of 4x8's speed on a 512x512 product, while 4x8 ran 3.4x faster than
-/// `interchange`'s row updates). A feature is the target's when the feature
-/// list adds it, or when the CPU has it ([`x86_cpu_has`]) and the list does
-/// not take it away, as LLVM reads `--cpu` and `--features` together.
+/// `interchange`'s row updates). Features as [`TargetSpec::has`] reads them.
 pub fn register_tile(options: &Options) -> Option<[i64; 2]> {
     let spec = target_spec(options);
-    let has = |feature: &str| {
-        let listed = |sign: char| spec.features.split(',').any(|f| f.strip_prefix(sign) == Some(feature));
-        listed('+') || (!listed('-') && x86_cpu_has(&spec.cpu, feature))
-    };
-    if !spec.triple.starts_with("x86_64") {
-        None
-    } else if has("avx512f") {
+    if spec.has("avx512f") {
         Some([4, 32])
-    } else if has("avx2") && has("fma") {
+    } else if spec.has("avx2") && spec.has("fma") {
         Some([4, 8])
     } else {
         None

@@ -21,7 +21,8 @@
 //! ([`crate::link`]); in-process runs load libmvec first ([`available`]).
 
 use inkwell::module::{Linkage, Module};
-use inkwell::targets::TargetMachine;
+
+use crate::TargetSpec;
 
 /// Whether libmvec can be loaded into this process (for in-process runs,
 /// whose calls are resolved against the process's libraries). Tried once.
@@ -33,9 +34,10 @@ pub(crate) fn available() -> bool {
     })
 }
 
-/// The libmvec name of an LLVM vector math intrinsic, when the target has it:
-/// `llvm.exp.v8f64` → `_ZGVeN8v_exp`.
-fn libmvec_name(intrinsic: &str, features: &str) -> Option<String> {
+/// The libmvec name of an LLVM vector math intrinsic, when the target
+/// (`has`: whether it has an x86 feature) has it: `llvm.exp.v8f64` →
+/// `_ZGVeN8v_exp`.
+fn libmvec_name(intrinsic: &str, has: impl Fn(&str) -> bool) -> Option<String> {
     let rest = intrinsic.strip_prefix("llvm.")?;
     let (op, ty) = rest.split_once('.')?;
     let args = match op {
@@ -51,29 +53,30 @@ fn libmvec_name(intrinsic: &str, features: &str) -> Option<String> {
     } else {
         return None;
     };
-    let has = |f: &str| features.split(',').any(|x| x == f);
     let isa = match lanes * bits {
         128 => 'b',
-        256 if has("+avx2") => 'd',
-        512 if has("+avx512f") => 'e',
+        256 if has("avx2") => 'd',
+        512 if has("avx512f") => 'e',
         _ => return None,
     };
     Some(format!("_ZGV{isa}N{lanes}{args}_{op}{suffix}"))
 }
 
 /// Points every vector math intrinsic of `module` that libmvec has at it
-/// (see the module documentation). Returns how many intrinsics were replaced.
-pub(crate) fn use_libmvec(module: &Module<'_>, tm: &TargetMachine) -> usize {
-    let triple = tm.get_triple();
-    let triple = triple.as_str().to_string_lossy();
+/// (see the module documentation), for the target `spec` (its features as
+/// [`TargetSpec::has`] reads them: a CPU given by name, `--cpu
+/// sapphirerapids`, has an empty feature list and its vector math was left
+/// scalar, Black–Scholes at half speed). Returns how many intrinsics were
+/// replaced.
+pub(crate) fn use_libmvec(module: &Module<'_>, spec: &TargetSpec) -> usize {
+    let triple = &spec.triple;
     if !(triple.starts_with("x86_64") && triple.contains("linux") && triple.contains("gnu")) {
         return 0;
     }
-    let features = tm.get_feature_string().to_string_lossy().into_owned();
     let intrinsics: Vec<_> = module.get_functions().filter(|f| f.count_basic_blocks() == 0).collect();
     let mut replaced = 0;
     for f in intrinsics {
-        let Some(name) = f.get_name().to_str().ok().and_then(|n| libmvec_name(n, &features)) else { continue };
+        let Some(name) = f.get_name().to_str().ok().and_then(|n| libmvec_name(n, |f| spec.has(f))) else { continue };
         let target = module
             .get_function(&name)
             .unwrap_or_else(|| module.add_function(&name, f.get_type(), Some(Linkage::External)));
@@ -86,20 +89,37 @@ pub(crate) fn use_libmvec(module: &Module<'_>, tm: &TargetMachine) -> usize {
 #[cfg(test)]
 mod tests {
     use super::libmvec_name;
+    use crate::TargetSpec;
+
+    fn spec(cpu: &str, features: &str) -> TargetSpec {
+        TargetSpec { triple: "x86_64-unknown-linux-gnu".into(), cpu: cpu.into(), features: features.into() }
+    }
 
     #[test]
     fn names_follow_the_vector_function_abi() {
-        let avx512 = "+sse2,+avx2,+avx512f";
-        assert_eq!(libmvec_name("llvm.exp.v8f64", avx512).as_deref(), Some("_ZGVeN8v_exp"));
-        assert_eq!(libmvec_name("llvm.log.v4f64", avx512).as_deref(), Some("_ZGVdN4v_log"));
-        assert_eq!(libmvec_name("llvm.pow.v2f64", avx512).as_deref(), Some("_ZGVbN2vv_pow"));
-        assert_eq!(libmvec_name("llvm.sin.v16f32", avx512).as_deref(), Some("_ZGVeN16v_sinf"));
+        let avx512 = spec("generic", "+sse2,+avx2,+avx512f");
+        let name = |intrinsic: &str, target: &TargetSpec| libmvec_name(intrinsic, |f| target.has(f));
+        assert_eq!(name("llvm.exp.v8f64", &avx512).as_deref(), Some("_ZGVeN8v_exp"));
+        assert_eq!(name("llvm.log.v4f64", &avx512).as_deref(), Some("_ZGVdN4v_log"));
+        assert_eq!(name("llvm.pow.v2f64", &avx512).as_deref(), Some("_ZGVbN2vv_pow"));
+        assert_eq!(name("llvm.sin.v16f32", &avx512).as_deref(), Some("_ZGVeN16v_sinf"));
         // Without AVX-512 the 512-bit variant's register does not exist.
-        assert_eq!(libmvec_name("llvm.exp.v8f64", "+sse2,+avx2"), None);
-        assert_eq!(libmvec_name("llvm.exp.v4f64", "+sse2,-avx2"), None);
+        assert_eq!(name("llvm.exp.v8f64", &spec("generic", "+sse2,+avx2")), None);
+        assert_eq!(name("llvm.exp.v4f64", &spec("generic", "+sse2,-avx2")), None);
         // Functions libmvec lacks, scalars, and odd widths stay.
-        assert_eq!(libmvec_name("llvm.sqrt.v4f64", avx512), None);
-        assert_eq!(libmvec_name("llvm.exp.f64", avx512), None);
-        assert_eq!(libmvec_name("llvm.exp.v3f64", avx512), None);
+        assert_eq!(name("llvm.sqrt.v4f64", &avx512), None);
+        assert_eq!(name("llvm.exp.f64", &avx512), None);
+        assert_eq!(name("llvm.exp.v3f64", &avx512), None);
+    }
+
+    #[test]
+    fn a_cpu_given_by_name_brings_its_features() {
+        // `--cpu sapphirerapids` alone: an empty feature list, the CPU's features.
+        let name = |intrinsic: &str, target: &TargetSpec| libmvec_name(intrinsic, |f| target.has(f));
+        assert_eq!(name("llvm.exp.v8f64", &spec("sapphirerapids", "")).as_deref(), Some("_ZGVeN8v_exp"));
+        assert_eq!(name("llvm.log.v4f64", &spec("znver3", "")).as_deref(), Some("_ZGVdN4v_log"));
+        assert_eq!(name("llvm.exp.v8f64", &spec("znver3", "")), None);
+        // The list can take a feature of the CPU away.
+        assert_eq!(name("llvm.exp.v8f64", &spec("sapphirerapids", "-avx512f")), None);
     }
 }

@@ -1341,7 +1341,7 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
         .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
     if options.vector_math {
-        crate::vecmath::use_libmvec(module, tm);
+        crate::vecmath::use_libmvec(module, &crate::target_spec(options));
     }
     if options.opt_level > 0 && x86_64 {
         parallel::mark_streaming_stores(module);
