@@ -141,3 +141,27 @@ fn a_cpu_given_by_name_gets_vector_math_of_its_width() {
     let sse = libmvec_calls("znver3", Some("-avx2,-avx"));
     assert!(!sse.is_empty() && sse.iter().all(|f| f.starts_with("_ZGVbN2v_")), "{sse:?}");
 }
+
+/// A CPU or feature LLVM would take and then end the process on (an abort at
+/// the first function for an unknown x86-64 CPU, a segmentation fault without
+/// SSE2) is an error before LLVM sees it.
+#[test]
+fn names_that_would_end_the_process_are_errors() {
+    let (module, sources) = optimised(SOURCE);
+    for (cpu, features, says) in [
+        ("znver33", None, "did you mean `znver3`?"),
+        ("pentium4", None, "no 64-bit mode"),
+        ("x86-64", Some("-sse2"), "without `sse2`"),
+    ] {
+        let options = Options {
+            triple: Some("x86_64-unknown-linux-gnu".into()),
+            cpu: Some(cpu.into()),
+            features: features.map(String::from),
+            ..Default::default()
+        };
+        match withloop_codegen::compile(&module, &sources, &options, false, Output::Object) {
+            Err(withloop_codegen::CodegenError::Target(why)) => assert!(why.contains(says), "{why}"),
+            other => panic!("{cpu} {features:?}: {:?}", other.map(|b| b.len())),
+        }
+    }
+}

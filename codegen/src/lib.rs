@@ -30,6 +30,7 @@ pub mod jit;
 pub mod link;
 mod machines;
 mod rt;
+pub mod targets;
 mod vecmath;
 
 use compiler_core::ir::Module as IrModule;
@@ -48,6 +49,9 @@ pub enum CodegenError {
     Bug(String),
     /// LLVM refused the target or failed to write output.
     Llvm(String),
+    /// The target asked for names a CPU or feature that LLVM does not know
+    /// or cannot compile with ([`targets::check`]): a user error.
+    Target(String),
 }
 
 impl std::fmt::Display for CodegenError {
@@ -56,6 +60,7 @@ impl std::fmt::Display for CodegenError {
             CodegenError::Unsupported(what) => write!(f, "the native back end does not support {what} yet"),
             CodegenError::Bug(what) => write!(f, "code generation failed (a compiler bug): {what}"),
             CodegenError::Llvm(what) => write!(f, "LLVM: {what}"),
+            CodegenError::Target(what) => write!(f, "{what}"),
         }
     }
 }
@@ -289,6 +294,11 @@ fn set_llvm_options(args: &[&str]) {
 
 /// The LLVM target machine for `spec`.
 pub fn target_machine(spec: &TargetSpec, options: &Options) -> Result<TargetMachine, CodegenError> {
+    // LLVM would take an unknown CPU and may end the process at the first
+    // function. The host's own names come from LLVM and need no check.
+    if spec != host_spec() {
+        targets::check(spec)?;
+    }
     configure_llvm();
     let triple = TargetTriple::create(&spec.triple);
     let target =

@@ -160,6 +160,22 @@ async fn unknown_routes_methods_fields_and_passes_are_clear_4xx() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "target": "no-such-triple" } })).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    // Names LLVM would take and then end the process on (abort, segfault): refused first.
+    // (x86-64 names: the host's target.)
+    if cfg!(target_arch = "x86_64") {
+        let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "cpu": "znver33" } })).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+        assert!(r.text().contains("did you mean `znver3`?"), "{}", r.text());
+        let body =
+            json!({ "source": NEG, "options": { "cpu": "x86-64", "features": "+avx2,-sse2" }, "emit": ["object"] });
+        let r = post(&router, "/v1/compile", body).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+        assert!(r.text().contains("without `sse2`"), "{}", r.text());
+        let r =
+            post(&router, "/v1/compile", json!({ "source": NEG, "options": { "cpu": "x86-64" }, "emit": ["object"] }))
+                .await;
+        assert_eq!(r.status, StatusCode::OK, "the service still compiles: {}", r.text());
+    }
     let r = send(&router, Method::POST, "/v1/compile", None, &[("content-type", "application/json")]).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     let r = get(&router, "/v1/compilations/abc").await;

@@ -519,6 +519,7 @@ fn native(
     withloop_codegen::compile(module, sources, options, false, output).map_err(|e| {
         let code = match e {
             withloop_codegen::CodegenError::Unsupported(_) => codes::UNSUPPORTED,
+            withloop_codegen::CodegenError::Target(_) => codes::BAD_TARGET,
             withloop_codegen::CodegenError::Bug(_) | withloop_codegen::CodegenError::Llvm(_) => codes::INTERNAL_ERROR,
         };
         BuildError::single(code, e.to_string())

@@ -394,11 +394,11 @@ fn child_run(request: &RunRequest) -> Result<RunResponse, Failure> {
             return Err(Failure::invalid(format!("the program has no entry function `{name}`")));
         }
         Err(withloop_codegen::jit::RunError::Codegen(e)) => {
-            let kind = match e {
-                withloop_codegen::CodegenError::Unsupported(_) => FailureKind::Limitation,
-                _ => FailureKind::Bug,
+            let (kind, code) = match e {
+                withloop_codegen::CodegenError::Unsupported(_) => (FailureKind::Limitation, "compiler_limitation"),
+                withloop_codegen::CodegenError::Target(_) => (FailureKind::User, "invalid_request"),
+                _ => (FailureKind::Bug, "compiler_bug"),
             };
-            let code = if kind == FailureKind::Limitation { "compiler_limitation" } else { "compiler_bug" };
             return Err(Failure::new(kind, code, e.to_string()));
         }
     };

@@ -87,6 +87,9 @@ codes! {
     IRREGULAR_LITERAL = "E0405", "array literal with rows of different shapes";
     BAD_STATIC_ARGUMENT = "E0406", "argument must be a constant";
 
+    // Driver options.
+    BAD_TARGET = "E0500", "target CPU or feature not known or not usable";
+
     // Run-time errors (user errors found while running).
     INDEX_OUT_OF_BOUNDS = "R0001", "index out of bounds";
     SHAPE_MISMATCH = "R0002", "shape mismatch";
