@@ -160,6 +160,11 @@ async fn unknown_routes_methods_fields_and_passes_are_clear_4xx() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     let r = post(&router, "/v1/compile", json!({ "source": NEG, "options": { "target": "no-such-triple" } })).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    // LLVM aborts on our code for a GPU target.
+    let body = json!({ "source": NEG, "options": { "target": "amdgcn-amd-amdhsa" }, "emit": ["object"] });
+    let r = post(&router, "/v1/compile", body).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert!(r.text().contains("special-purpose targets such as `amdgcn`"), "{}", r.text());
     // Names LLVM would take and then end the process on (abort, segfault): refused first.
     // (x86-64 names: the host's target.)
     if cfg!(target_arch = "x86_64") {
