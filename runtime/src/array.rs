@@ -231,10 +231,13 @@ pub unsafe extern "C" fn wl_copy(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlA
 /// uninitialised: a `modarray` with-loop whose one dense part writes that box
 /// copies only the rest (for a stencil, the border instead of the whole
 /// array). Bounds are clamped to the shape (the with-loop reports bad ones).
+/// The rows are copied in parallel where the context would split a with-loop
+/// of the array's size ([`crate::parallel::wl_parallel_chunks`]; mg3's
+/// 27-point stencil on 128^3, two threads: 16.7 -> 13.6 ms).
 ///
 /// # Safety
 /// `a` is a valid array; `lower` and `upper` valid int vectors of equal
-/// length at most `a`'s rank; `ctx` a valid context.
+/// length at most `a`'s rank; `ctx` a valid context (or null: one thread).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_copy_outside(
     ctx: *mut WlCtx,
@@ -265,29 +268,101 @@ pub unsafe extern "C" fn wl_copy_outside(
         // The box is the one cell: the whole array.
         return out;
     }
-    let row_len = shape[k - 1] as usize;
-    let row_bytes = row_len * cell;
     let rows: usize = shape[..k - 1].iter().map(|&e| e as usize).product();
-    let mut prefix = vec![0usize; k - 1];
-    for row in 0..rows {
-        let at = row * row_bytes;
-        let inside = (0..k - 1).all(|d| box_lo[d] <= prefix[d] && prefix[d] < box_hi[d]);
-        if inside {
-            let (l, h) = (box_lo[k - 1] * cell, box_hi[k - 1] * cell);
-            dst[at..at + l].copy_from_slice(&bytes[at..at + l]);
-            dst[at + h..at + row_bytes].copy_from_slice(&bytes[at + h..at + row_bytes]);
+    let job = OutsideRows {
+        src: bytes.as_ptr(),
+        dst: dst.as_mut_ptr(),
+        shape: shape[..k].iter().map(|&e| e as usize).collect(),
+        box_lo,
+        box_hi,
+        cell,
+    };
+    // The rows are independent; a stencil's border is a few elements at each
+    // end of every row, each on a cache line of its own in both arrays, so
+    // the copy is bound by misses, not bytes (mg3's 128^3 border: a sixth of
+    // its one-thread time, all of it serial). Spread over the with-loop's
+    // threads as its own parts are.
+    let env = &job as *const OutsideRows as *mut std::ffi::c_void;
+    // SAFETY: `job` outlives the calls; chunks write disjoint rows of `dst`.
+    unsafe {
+        if ctx.is_null() {
+            copy_outside_rows(ctx, env, 0, 0, rows as i64);
         } else {
-            dst[at..at + row_bytes].copy_from_slice(&bytes[at..at + row_bytes]);
+            let chunks = crate::parallel::wl_parallel_chunks(ctx, rows as i64, src.size);
+            crate::parallel::wl_parallel_for(ctx, rows as i64, chunks, copy_outside_rows, env);
+        }
+    }
+    out
+}
+
+/// What [`copy_outside_rows`] copies: rows (the leading `shape.len() - 1` axes
+/// of the box's rank) of `cell`-byte elements from `src` to `dst`, except the
+/// box `box_lo..box_hi`.
+struct OutsideRows {
+    src: *const u8,
+    dst: *mut u8,
+    shape: Vec<usize>,
+    box_lo: Vec<usize>,
+    box_hi: Vec<usize>,
+    cell: usize,
+}
+
+/// Copies rows `lo..hi` of an [`OutsideRows`] (a [`crate::parallel::WlChunkFn`]).
+///
+/// # Safety
+/// `env` points to a live [`OutsideRows`] whose buffers hold the whole shape.
+unsafe extern "C" fn copy_outside_rows(_: *mut WlCtx, env: *mut std::ffi::c_void, _: i64, lo: i64, hi: i64) {
+    // SAFETY: as the caller promises.
+    let job = unsafe { &*(env as *const OutsideRows) };
+    let k = job.shape.len();
+    let row_bytes = job.shape[k - 1] * job.cell;
+    let (l, h) = (job.box_lo[k - 1] * job.cell, job.box_hi[k - 1] * job.cell);
+    // The row's index over the leading axes, from `lo`.
+    let mut prefix = vec![0usize; k - 1];
+    let mut rest = lo as usize;
+    for d in (0..k - 1).rev() {
+        prefix[d] = rest % job.shape[d];
+        rest /= job.shape[d];
+    }
+    for row in lo as usize..hi as usize {
+        let at = row * row_bytes;
+        let inside = (0..k - 1).all(|d| job.box_lo[d] <= prefix[d] && prefix[d] < job.box_hi[d]);
+        // SAFETY: `at..at + row_bytes` lies inside both buffers (a row of the shape).
+        unsafe {
+            if inside {
+                copy_bytes(job.src.add(at), job.dst.add(at), l);
+                copy_bytes(job.src.add(at + h), job.dst.add(at + h), row_bytes - h);
+            } else {
+                copy_bytes(job.src.add(at), job.dst.add(at), row_bytes);
+            }
         }
         for d in (0..k - 1).rev() {
             prefix[d] += 1;
-            if prefix[d] < shape[d] as usize {
+            if prefix[d] < job.shape[d] {
                 break;
             }
             prefix[d] = 0;
         }
     }
-    out
+}
+
+/// `len` bytes from `src` to `dst`: a border's few elements word by word
+/// (a `memcpy` call per row end cost more than the copy), longer runs by
+/// `memcpy`.
+///
+/// # Safety
+/// Both ranges are valid and do not overlap.
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    unsafe {
+        if len <= 64 && len % 8 == 0 {
+            for w in 0..len / 8 {
+                let x = (src.add(8 * w) as *const u64).read_unaligned();
+                (dst.add(8 * w) as *mut u64).write_unaligned(x);
+            }
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, len);
+        }
+    }
 }
 
 /// An array the caller may write into: `a` itself when this is its only
@@ -366,4 +441,74 @@ pub unsafe extern "C" fn wl_unwrap(a: *mut WlArray) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_refcount(a: *const WlArray) -> i64 {
     unsafe { (*a).rc.load(Ordering::Relaxed) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::{element, set_element};
+    use compiler_core::interp::value::Scalar;
+    use compiler_core::syntax::ast::BaseType;
+
+    /// An array of `shape` whose element `i` is `i` (`elem`), owned by the test.
+    fn numbered(ctx: *mut WlCtx, elem: BaseType, shape: &[i64]) -> *mut WlArray {
+        let a = unsafe { wl_alloc(ctx, code_of(elem), shape.len() as i64, shape.as_ptr()) };
+        for i in 0..shape.iter().product::<i64>() as usize {
+            let s =
+                if elem == BaseType::Double { Scalar::Double(i as f64) } else { Scalar::Int(BaseType::Int, i as i64) };
+            unsafe { set_element(a, i, s) };
+        }
+        a
+    }
+
+    fn ints(ctx: *mut WlCtx, xs: &[i64]) -> *mut WlArray {
+        let a = unsafe { wl_alloc(ctx, code_of(BaseType::Int), 1, &(xs.len() as i64)) };
+        for (i, &x) in xs.iter().enumerate() {
+            unsafe { set_element(a, i, Scalar::Int(BaseType::Int, x)) };
+        }
+        a
+    }
+
+    /// Every element outside the box is the source's, on one thread and split
+    /// over rows on several (chunk edges inside and outside the box), for a
+    /// box over all axes and one over the leading axes only.
+    #[test]
+    fn copy_outside_copies_the_border_on_one_thread_and_several() {
+        for (threads, parallel_min) in [(1, i64::MAX), (3, 1)] {
+            let mut ctx = WlCtx { threads, parallel_min, ..WlCtx::default() };
+            let ctx: *mut WlCtx = &mut ctx;
+            for (elem, shape, lower, upper) in [
+                (BaseType::Double, vec![5, 6, 7], vec![1, 1, 1], vec![4, 5, 6]),
+                (BaseType::Double, vec![9, 4, 3], vec![2, 1], vec![7, 3]),
+                (BaseType::Int, vec![6, 5], vec![0, 2], vec![6, 3]),
+            ] {
+                let src = numbered(ctx, elem, &shape);
+                let (lo, hi) = (ints(ctx, &lower), ints(ctx, &upper));
+                let out = unsafe { wl_copy_outside(ctx, src, lo, hi) };
+                let n: i64 = shape.iter().product();
+                let mut outside = 0;
+                for i in 0..n as usize {
+                    // The index of element i, then whether the box holds it.
+                    let mut rest = i as i64;
+                    let mut iv = vec![0i64; shape.len()];
+                    for d in (0..shape.len()).rev() {
+                        iv[d] = rest % shape[d];
+                        rest /= shape[d];
+                    }
+                    let inside = (0..lower.len()).all(|d| lower[d] <= iv[d] && iv[d] < upper[d]);
+                    if !inside {
+                        outside += 1;
+                        let (got, want) = unsafe { (element(&*out, i), element(&*src, i)) };
+                        assert_eq!(got, want, "{shape:?} at {iv:?}, {threads} thread(s)");
+                    }
+                }
+                assert!(outside > 0);
+                unsafe {
+                    for a in [src, lo, hi, out] {
+                        wl_dec(a);
+                    }
+                }
+            }
+        }
+    }
 }
