@@ -97,11 +97,11 @@ pub fn check(spec: &TargetSpec) -> Result<(), CodegenError> {
 /// for. Every other architecture LLVM 19 has (x86, AArch64, Arm/Thumb,
 /// RISC-V, PowerPC, SystemZ, MIPS, LoongArch, SPARC, WebAssembly, Hexagon,
 /// MSP430, Lanai, VE, M68k) compiled all of bench/kernels.sac at `-O3` to an
-/// object; these did not, and the first two ended the process: `amdgcn` and
-/// `r600` (abort: "Cannot select" a store to the stack), `bpfel`/`bpfeb`
-/// (segmentation fault), `avr` (out of registers), `nvptx`/`nvptx64` and
-/// `xcore` (no object files), `spirv` (no such target in LLVM 19; listed in
-/// case a build has it). Names LLVM does not have get LLVM's own error.
+/// object; these did not: `amdgcn` and `r600` abort ("Cannot select" a
+/// store to the stack), `bpfel`/`bpfeb` crash (segmentation fault), `avr`
+/// runs out of registers, `nvptx`/`nvptx64` and `xcore` write no object
+/// files, and `spirv` is no target of Debian's LLVM 19 (listed in case a
+/// build has it). Names LLVM does not have get LLVM's own error.
 fn special_purpose(arch: &str) -> bool {
     const REFUSED: &[&str] =
         &["amdgcn", "r600", "bpf", "bpfel", "bpfeb", "avr", "nvptx", "nvptx64", "xcore", "spirv", "spirv32", "spirv64"];
