@@ -2,8 +2,10 @@
 //!
 //! Streaming stores: an element-wise loop whose static result is larger than
 //! `STREAM_MIN_BYTES` (32 MiB) stores non-temporally on x86-64, past the
-//! caches, and fences before it returns; a small one stores as usual. The
-//! results are the same either way, on one thread and on two.
+//! caches, and fences before it returns; a small one stores as usual; one
+//! whose length is known only at run time has both loops and takes the
+//! streaming one for a large result. The results are the same either way,
+//! on one thread and on two.
 //!
 //! Loop strength reduction: off in LLVM's code generator on every target
 //! (`configure_llvm`); targets other than x86-64 run it in the optimisation
@@ -18,9 +20,11 @@ use compiler_core::opt::{self, PipelineOptions};
 use compiler_core::syntax::cpp::MemoryLoader;
 use withloop_codegen::{Options, Output};
 
-/// 4,500,000 doubles: 36 MB, above the threshold; 1,000: far below.
+/// 4,500,000 doubles: 36 MB, above the threshold; 1,000: far below;
+/// `generic`: either, decided at run time.
 const SOURCE: &str = "double[4500000] big(double[4500000] a) { return -a; }\n\
-                      double[1000] small(double[1000] a) { return -a; }\n";
+                      double[1000] small(double[1000] a) { return -a; }\n\
+                      double[.] generic(double[.] a) { return -a; }\n";
 const N: usize = 4_500_000;
 
 fn optimised(source: &str) -> (compiler_core::ir::Module, compiler_core::span::SourceMap) {
@@ -54,21 +58,28 @@ fn large_static_results_are_stored_past_the_caches() {
     let small: Vec<&str> = functions(&ir, "wl.").into_iter().filter(|f| f.contains("small")).collect();
     assert!(!small.is_empty());
     assert!(small.iter().all(|f| !f.contains("!nontemporal")), "`small` stores as usual");
+    let (plain, streaming) = (functions(&ir, "wl.flat.generic"), functions(&ir, "wl.flat.stream.generic"));
+    assert_eq!((plain.len(), streaming.len()), (1, 1), "`generic`: a plain and a streaming loop");
+    assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
+    assert!(streaming[0].contains("!nontemporal"), "{}", streaming[0]);
 }
 
 #[test]
 fn streamed_results_are_the_same_on_one_thread_and_two() {
     let (module, sources) = optimised(SOURCE);
-    let input: Vec<f64> = (0..N).map(|i| (i % 977) as f64 * 0.5 - 100.0).collect();
-    let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![N], elems: Elems::Double(input.clone()) }));
-    for threads in [1, 2] {
-        let options = Options { threads: Some(threads), ..Default::default() };
-        let out = withloop_codegen::jit::run(&module, &sources, "big", vec![arg.clone()], &options, None, &mut |_| {})
-            .unwrap_or_else(|e| panic!("run: {e:?}"));
-        let Value::Array(a) = &out[0] else { panic!("an array result") };
-        let Elems::Double(got) = &a.elems else { panic!("doubles") };
-        assert_eq!(a.shape, [N]);
-        assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{threads} thread(s)");
+    for (entry, n) in [("big", N), ("generic", N), ("generic", 1000)] {
+        let input: Vec<f64> = (0..n).map(|i| (i % 977) as f64 * 0.5 - 100.0).collect();
+        let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![n], elems: Elems::Double(input.clone()) }));
+        for threads in [1, 2] {
+            let options = Options { threads: Some(threads), ..Default::default() };
+            let out =
+                withloop_codegen::jit::run(&module, &sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
+                    .unwrap_or_else(|e| panic!("run: {e:?}"));
+            let Value::Array(a) = &out[0] else { panic!("an array result") };
+            let Elems::Double(got) = &a.elems else { panic!("doubles") };
+            assert_eq!(a.shape, [n]);
+            assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{entry} of {n}, {threads} thread(s)");
+        }
     }
 }
 

@@ -404,6 +404,7 @@ fn emit_module<'ctx>(
     let mut e = emit::Emitter::new(ctx, module, sources, options.parallel, facts.clone());
     e.static_parallel_min = static_parallel_min(options);
     e.exact_folds = options.exact_folds;
+    e.streams = options.opt_level > 0 && spec.triple.starts_with("x86_64");
     e.partition = partition;
     e.functions()?;
     e.exports()?;

@@ -253,8 +253,8 @@ runtime! {
     report = "wl_report"(P) -> I32;
     shapes_differ = "wl_shapes_differ"(P, P) -> I32;
     alloc_frame = "wl_alloc_frame"(P, I32, I64, P, I64, P, I32) -> P;
-    fill = "wl_fill"(P, P, I64);
-    fill_uncovered = "wl_fill_uncovered"(P, P, I64, I64, P, P);
+    fill = "wl_fill"(P, P, P, I64);
+    fill_uncovered = "wl_fill_uncovered"(P, P, P, I64, I64, P, P);
     reusable = "wl_reusable"(P, I32, I64, P, I64, P) -> I32;
     write_cell = "wl_write_cell"(P, P, P, I64, P, I64, I32) -> I32;
     identical = "wl_identical"(P, P) -> I32;

@@ -217,7 +217,8 @@ pub unsafe extern "C" fn wl_copy(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlA
         let bytes = src.bytes();
         // SAFETY: out holds as many bytes; ctx is valid (or null).
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), (*out).data, bytes.len());
+            let source = crate::bulk::Source::Copy(bytes.as_ptr());
+            crate::bulk::write_all(ctx, (*out).data, bytes.len(), src.size, source);
             if let Some(c) = ctx.as_mut() {
                 c.copied += src.size;
             }
@@ -265,102 +266,18 @@ pub unsafe extern "C" fn wl_copy_outside(
         // The box is the one cell: the whole array.
         return out;
     }
-    let rows: usize = shape[..k - 1].iter().map(|&e| e as usize).product();
-    let job = OutsideRows {
-        src: src.data,
+    let job = crate::bulk::Outside {
         // SAFETY: `out` is a fresh array of the same shape and element size.
         dst: unsafe { (*out).data },
         shape: shape[..k].iter().map(|&e| e as usize).collect(),
         box_lo,
         box_hi,
         cell,
+        source: crate::bulk::Source::Copy(src.data),
     };
-    // The rows are independent; a stencil's border is a few elements at each
-    // end of every row, each on a cache line of its own in both arrays, so
-    // the copy is bound by misses, not bytes (mg3's 128^3 border: a sixth of
-    // its one-thread time, all of it serial). Spread over the with-loop's
-    // threads as its own parts are.
-    let env = &job as *const OutsideRows as *mut std::ffi::c_void;
-    // SAFETY: `job` outlives the calls; chunks write disjoint rows of `dst`.
-    unsafe {
-        if ctx.is_null() {
-            copy_outside_rows(ctx, env, 0, 0, rows as i64);
-        } else {
-            let chunks = crate::parallel::wl_parallel_chunks(ctx, rows as i64, src.size);
-            crate::parallel::wl_parallel_for(ctx, rows as i64, chunks, copy_outside_rows, env);
-        }
-    }
+    // SAFETY: both buffers hold the shape; the box is clamped into it.
+    unsafe { crate::bulk::write_outside(ctx, &job, src.size) };
     out
-}
-
-/// What [`copy_outside_rows`] copies: rows (the leading `shape.len() - 1` axes
-/// of the box's rank) of `cell`-byte elements from `src` to `dst`, except the
-/// box `box_lo..box_hi`.
-struct OutsideRows {
-    src: *const u8,
-    dst: *mut u8,
-    shape: Vec<usize>,
-    box_lo: Vec<usize>,
-    box_hi: Vec<usize>,
-    cell: usize,
-}
-
-/// Copies rows `lo..hi` of an [`OutsideRows`] (a [`crate::parallel::WlChunkFn`]).
-///
-/// # Safety
-/// `env` points to a live [`OutsideRows`] whose buffers hold the whole shape.
-unsafe extern "C" fn copy_outside_rows(_: *mut WlCtx, env: *mut std::ffi::c_void, _: i64, lo: i64, hi: i64) {
-    // SAFETY: as the caller promises.
-    let job = unsafe { &*(env as *const OutsideRows) };
-    let k = job.shape.len();
-    let row_bytes = job.shape[k - 1] * job.cell;
-    let (l, h) = (job.box_lo[k - 1] * job.cell, job.box_hi[k - 1] * job.cell);
-    // The row's index over the leading axes, from `lo`.
-    let mut prefix = vec![0usize; k - 1];
-    let mut rest = lo as usize;
-    for d in (0..k - 1).rev() {
-        prefix[d] = rest % job.shape[d];
-        rest /= job.shape[d];
-    }
-    for row in lo as usize..hi as usize {
-        let at = row * row_bytes;
-        let inside = (0..k - 1).all(|d| job.box_lo[d] <= prefix[d] && prefix[d] < job.box_hi[d]);
-        // SAFETY: `at..at + row_bytes` lies inside both buffers (a row of the shape).
-        unsafe {
-            if inside {
-                copy_bytes(job.src.add(at), job.dst.add(at), l);
-                copy_bytes(job.src.add(at + h), job.dst.add(at + h), row_bytes - h);
-            } else {
-                copy_bytes(job.src.add(at), job.dst.add(at), row_bytes);
-            }
-        }
-        for d in (0..k - 1).rev() {
-            prefix[d] += 1;
-            if prefix[d] < job.shape[d] {
-                break;
-            }
-            prefix[d] = 0;
-        }
-    }
-}
-
-/// `len` bytes from `src` to `dst`: a border's few elements word by word
-/// (a `memcpy` call per row end cost more than the copy), longer runs by
-/// `memcpy`.
-///
-/// # Safety
-/// Both ranges are valid and do not overlap.
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
-    unsafe {
-        if len <= 64 && len % 8 == 0 {
-            for w in 0..len / 8 {
-                let x = (src.add(8 * w) as *const u64).read_unaligned();
-                (dst.add(8 * w) as *mut u64).write_unaligned(x);
-            }
-        } else {
-            std::ptr::copy_nonoverlapping(src, dst, len);
-        }
-    }
 }
 
 /// An array the caller may write into: `a` itself when this is its only

@@ -83,54 +83,55 @@ pub unsafe extern "C" fn wl_reusable(
     (arr.shape() == shape.as_slice()) as i32
 }
 
-/// Fills every cell of `result` with the array `cell`, or (`cell` null) every
-/// element with the scalar `bits`.
+/// The bytes a default puts in each element (a scalar's) or each cell (an
+/// array's, `cell`); `None` when there are none to put.
 ///
 /// # Safety
-/// `result` is a writable array whose cells have `cell`'s size.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wl_fill(result: *mut WlArray, cell: *const WlArray, bits: u64) {
+/// `result` is a writable array; `cell` valid or null.
+unsafe fn default_pattern(result: *mut WlArray, cell: *const WlArray, bits: u64) -> Option<Vec<u8>> {
     let r = unsafe { &*result };
-    let n = r.size as usize;
+    if r.size == 0 {
+        return None;
+    }
     if cell.is_null() {
-        if n == 0 {
-            return;
-        }
-        // One element written, then copied in doubling runs.
-        let s = scalar_from_bits(r.elem, bits);
-        unsafe { set_element(result, 0, s) };
-        let total = n * r.esize as usize;
-        let mut done = r.esize as usize;
-        while done < total {
-            let run = done.min(total - done);
-            // SAFETY: both ranges lie inside the data; they do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(r.data, r.data.add(done), run) };
-            done += run;
-        }
-        return;
+        // The scalar as the array holds it: written as element 0, read back.
+        unsafe { set_element(result, 0, scalar_from_bits(r.elem, bits)) };
+        return Some(r.bytes()[..r.esize as usize].to_vec());
     }
-    let c = unsafe { &*cell };
-    let bytes = c.bytes();
-    if bytes.is_empty() {
-        return;
-    }
-    let total = n * r.esize as usize;
-    let mut at = 0;
-    while at + bytes.len() <= total {
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), r.data.add(at), bytes.len()) };
-        at += bytes.len();
-    }
+    let bytes = unsafe { (*cell).bytes() };
+    (!bytes.is_empty()).then(|| bytes.to_vec())
 }
 
-/// [`wl_fill`] unless the boxes `lowers[k] <= iv < uppers[k]` (int vectors,
-/// `parts` of each) tile `result`'s first `len(lowers[0])` axes: a
-/// `genarray`'s default is only needed where no part writes (a `cat` of
-/// arrays of run-time shapes is two parts that cover the frame).
+/// Fills every cell of `result` with the array `cell`, or (`cell` null) every
+/// element with the scalar `bits`, over the context's threads
+/// ([`crate::bulk`]). A cell whose size does not divide the array's leaves
+/// the last partial cell unwritten.
+///
+/// # Safety
+/// `result` is a writable array whose cells have `cell`'s size; `ctx` valid
+/// or null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fill(ctx: *mut WlCtx, result: *mut WlArray, cell: *const WlArray, bits: u64) {
+    let Some(pattern) = (unsafe { default_pattern(result, cell, bits) }) else { return };
+    let r = unsafe { &*result };
+    let total = r.size as usize * r.esize as usize;
+    let len = total - total % pattern.len();
+    // SAFETY: `len` bytes of whole patterns inside the data.
+    unsafe { crate::bulk::write_all(ctx, r.data, len, r.size, crate::bulk::Source::Fill(&pattern)) };
+}
+
+/// [`wl_fill`] where no part writes: nothing when the boxes `lowers[k] <= iv
+/// < uppers[k]` (int vectors, `parts` of each) tile `result`'s first
+/// `len(lowers[0])` axes (a `cat` of arrays of run-time shapes is two parts
+/// that cover the frame), only outside the box when there is one part (a
+/// stencil's `genarray` with a default border: the border, not the whole
+/// array, rows over the threads), else everywhere.
 ///
 /// # Safety
 /// As [`wl_fill`]; `lowers` and `uppers` hold `parts` valid int vectors.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_fill_uncovered(
+    ctx: *mut WlCtx,
     result: *mut WlArray,
     cell: *const WlArray,
     bits: u64,
@@ -143,11 +144,35 @@ pub unsafe extern "C" fn wl_fill_uncovered(
     let boxes: Vec<(Vec<i64>, Vec<i64>)> = (0..parts)
         .map(|k| unsafe { (crate::error::int_elements(*lowers.add(k)), crate::error::int_elements(*uppers.add(k))) })
         .collect();
+    let shape = r.shape();
     let n = boxes.first().map_or(0, |(l, _)| l.len());
-    if parts > 0 && n <= r.shape().len() && compiler_core::opt::util::boxes_cover(&boxes, &r.shape()[..n]) {
+    if parts > 0 && n <= shape.len() && compiler_core::opt::util::boxes_cover(&boxes, &shape[..n]) {
         return;
     }
-    unsafe { wl_fill(result, cell, bits) };
+    if let [(lo, hi)] = boxes.as_slice()
+        && n > 0
+        && hi.len() == n
+        && n <= shape.len()
+    {
+        let Some(pattern) = (unsafe { default_pattern(result, cell, bits) }) else { return };
+        let cell_bytes = shape[n..].iter().map(|&e| e.max(0) as usize).product::<usize>() * r.esize as usize;
+        if cell_bytes % pattern.len() == 0 {
+            let box_lo: Vec<usize> = (0..n).map(|d| lo[d].clamp(0, shape[d]) as usize).collect();
+            let box_hi: Vec<usize> = (0..n).map(|d| (hi[d].clamp(0, shape[d]) as usize).max(box_lo[d])).collect();
+            let job = crate::bulk::Outside {
+                dst: r.data,
+                shape: shape[..n].iter().map(|&e| e.max(0) as usize).collect(),
+                box_lo,
+                box_hi,
+                cell: cell_bytes,
+                source: crate::bulk::Source::Fill(&pattern),
+            };
+            // SAFETY: the data holds the shape; the box is clamped into it.
+            unsafe { crate::bulk::write_outside(ctx, &job, r.size) };
+            return;
+        }
+    }
+    unsafe { wl_fill(ctx, result, cell, bits) };
 }
 
 /// Writes `cell` as cell number `offset` of `result` (whose first `frame_len`
@@ -417,7 +442,133 @@ pub unsafe extern "C" fn wl_reshape(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::array::wl_dec;
+    use crate::array::{code_of, wl_dec};
+    use compiler_core::interp::value::Scalar;
+    use compiler_core::syntax::ast::BaseType;
+
+    /// A fresh array of `shape` whose every element is `x`.
+    fn filled(ctx: *mut WlCtx, elem: BaseType, shape: &[i64], x: Scalar) -> *mut WlArray {
+        let a = unsafe { wl_alloc(ctx, code_of(elem), shape.len() as i64, shape.as_ptr()) };
+        for i in 0..shape.iter().product::<i64>() as usize {
+            unsafe { set_element(a, i, x) };
+        }
+        a
+    }
+
+    fn ints(ctx: *mut WlCtx, xs: &[i64]) -> *mut WlArray {
+        let a = unsafe { wl_alloc(ctx, code_of(BaseType::Int), 1, &(xs.len() as i64)) };
+        for (i, &x) in xs.iter().enumerate() {
+            unsafe { set_element(a, i, Scalar::Int(BaseType::Int, x)) };
+        }
+        a
+    }
+
+    /// Whether index `iv` lies in the box `lo <= iv < hi` over its leading axes.
+    fn in_box(iv: &[i64], lo: &[i64], hi: &[i64]) -> bool {
+        lo.iter().zip(hi).zip(iv).all(|((l, h), i)| l <= i && i < h)
+    }
+
+    /// The index of element `i` of `shape`.
+    fn index_of(mut i: i64, shape: &[i64]) -> Vec<i64> {
+        let mut iv = vec![0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            iv[d] = i % shape[d];
+            i /= shape[d];
+        }
+        iv
+    }
+
+    /// A `genarray` default with one part goes everywhere outside the part's
+    /// box and nowhere inside it, on one thread and on three (rows split,
+    /// chunk edges inside and outside the box), for a scalar default of two
+    /// element sizes, a box over the leading axes only, and a cell default;
+    /// with two parts it goes everywhere unless they tile the frame.
+    #[test]
+    fn fill_uncovered_writes_outside_the_parts_only() {
+        for (threads, parallel_min) in [(1, i64::MAX), (3, 1)] {
+            let mut ctx = WlCtx { threads, parallel_min, ..WlCtx::default() };
+            let ctx: *mut WlCtx = &mut ctx;
+            let d = |x: f64| Scalar::Double(x);
+            let int = |x: i64| Scalar::Int(BaseType::Int, x);
+            // (element type, shape, boxes, default (scalar bits or cell), sentinel, default's element at cell offset k)
+            type Case = (BaseType, Vec<i64>, Vec<(Vec<i64>, Vec<i64>)>, Option<Vec<f64>>, Scalar);
+            let cases: Vec<Case> = vec![
+                (BaseType::Double, vec![5, 6, 7], vec![(vec![1, 1, 1], vec![4, 5, 6])], None, d(-1.0)),
+                (BaseType::Int, vec![9, 4, 3], vec![(vec![2, 1], vec![7, 3])], None, int(-1)),
+                (
+                    BaseType::Double,
+                    vec![6, 3, 2],
+                    vec![(vec![1], vec![5])],
+                    Some(vec![1.5, 2.5, 3.5, 4.5, 5.5, 6.5]),
+                    d(-1.0),
+                ),
+                (BaseType::Double, vec![4, 5], vec![(vec![0, 0], vec![2, 5]), (vec![2, 0], vec![4, 4])], None, d(-1.0)),
+                (BaseType::Double, vec![4, 5], vec![(vec![0, 0], vec![2, 5]), (vec![2, 0], vec![4, 5])], None, d(-1.0)),
+            ];
+            for (elem, shape, boxes, cell_default, sentinel) in cases {
+                let r = filled(ctx, elem, &shape, sentinel);
+                let (cell, bits, default_at): (*mut WlArray, u64, Box<dyn Fn(usize) -> Scalar>) = match &cell_default {
+                    Some(xs) => {
+                        let c = filled(ctx, elem, &shape[1..], d(0.0));
+                        for (k, x) in xs.iter().enumerate() {
+                            unsafe { set_element(c, k, d(*x)) };
+                        }
+                        let xs = xs.clone();
+                        (c, 0, Box::new(move |k| d(xs[k % xs.len()])))
+                    }
+                    None if elem == BaseType::Double => {
+                        (std::ptr::null_mut(), 7.25f64.to_bits(), Box::new(move |_| d(7.25)))
+                    }
+                    None => (std::ptr::null_mut(), 7, Box::new(move |_| int(7))),
+                };
+                let lowers: Vec<*const WlArray> = boxes.iter().map(|(l, _)| ints(ctx, l) as *const _).collect();
+                let uppers: Vec<*const WlArray> = boxes.iter().map(|(_, h)| ints(ctx, h) as *const _).collect();
+                unsafe {
+                    wl_fill_uncovered(ctx, r, cell, bits, boxes.len() as i64, lowers.as_ptr(), uppers.as_ptr());
+                }
+                let tiled = boxes.len() == 2 && boxes[1].1 == [4, 5];
+                for i in 0..shape.iter().product::<i64>() {
+                    let iv = index_of(i, &shape);
+                    let written = !tiled && (boxes.len() > 1 || !in_box(&iv, &boxes[0].0, &boxes[0].1));
+                    let want = if written { default_at(i as usize) } else { sentinel };
+                    let got = unsafe { element(&*r, i as usize) };
+                    assert_eq!(got, want, "{threads} thread(s), shape {shape:?}, boxes {boxes:?}, at {iv:?}");
+                }
+                unsafe {
+                    wl_dec(r);
+                    if !cell.is_null() {
+                        wl_dec(cell);
+                    }
+                    for a in lowers.iter().chain(&uppers) {
+                        wl_dec(*a as *mut WlArray);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A fill and a copy of an array of many blocks, split over three
+    /// threads, write every element (the last block a partial one).
+    #[test]
+    fn fill_and_copy_of_many_blocks_write_everything() {
+        let mut ctx = WlCtx { threads: 3, parallel_min: 1, ..WlCtx::default() };
+        let ctx: *mut WlCtx = &mut ctx;
+        let shape = [100_003i64];
+        let r = filled(ctx, BaseType::Double, &shape, Scalar::Double(-1.0));
+        unsafe { wl_fill(ctx, r, std::ptr::null(), 0.5f64.to_bits()) };
+        for i in 0..shape[0] as usize {
+            assert_eq!(unsafe { element(&*r, i) }, Scalar::Double(0.5), "fill, element {i}");
+            unsafe { set_element(r, i, Scalar::Double(i as f64)) };
+        }
+        let copy = unsafe { crate::array::wl_copy(ctx, r) };
+        for i in 0..shape[0] as usize {
+            assert_eq!(unsafe { element(&*copy, i) }, Scalar::Double(i as f64), "copy, element {i}");
+        }
+        unsafe {
+            wl_dec(r);
+            wl_dec(copy);
+        }
+    }
 
     #[test]
     fn frames_get_frame_then_cell_extents_short_and_long() {

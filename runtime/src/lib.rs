@@ -22,6 +22,7 @@
 mod abi;
 mod array;
 mod blocks;
+mod bulk;
 mod cells;
 mod error;
 mod io;

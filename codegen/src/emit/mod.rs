@@ -109,6 +109,10 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// sequentially: no chunk function is emitted for them (a copy of the
     /// part's code that the run-time threshold would never pick).
     pub static_parallel_min: i64,
+    /// Large results may be stored non-temporally (x86-64 with optimisation,
+    /// see [`parallel::mark_streaming_stores`]): a flat loop of run-time
+    /// length then gets a streaming copy of its chunk function as well.
+    pub streams: bool,
     /// Type-based alias tags (LLVM `!tbaa`): array headers (rank, size, data
     /// pointer, extents) and elements never overlap, so a store to an
     /// element cannot change a header. Without this LLVM reloads an array's
@@ -472,6 +476,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             exact_folds: false,
             partition: None,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
+            streams: false,
             tbaa: Tbaa::new(ctx),
             effectful: facts.effectful,
             call_work: facts.call_work,

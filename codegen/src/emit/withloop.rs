@@ -793,10 +793,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let parts = self.const_i64(n as i64);
                 self.call(
                     self.rt.fill_uncovered,
-                    &[arr.into(), cell.into(), bits.into(), parts.into(), lowers.into(), uppers.into()],
+                    &[fx.ctxp.into(), arr.into(), cell.into(), bits.into(), parts.into(), lowers.into(), uppers.into()],
                 )?;
             } else {
-                self.call(self.rt.fill, &[arr.into(), cell.into(), bits.into()])?;
+                self.call(self.rt.fill, &[fx.ctxp.into(), arr.into(), cell.into(), bits.into()])?;
             }
         }
         let data = self.data_ptr(arr)?;
