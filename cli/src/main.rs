@@ -271,6 +271,11 @@ fn main() -> ExitCode {
         }
     });
     let cli = Cli::parse_from(argv);
+    // Not for `run`: compiled code's large arrays ask for huge pages
+    // themselves (the runtime's `blocks.rs`), and they pay there.
+    if !matches!(cli.command, Command::Run { .. }) {
+        withloop_codegen::small_pages_only();
+    }
     let report = match cli.command {
         Command::Check { source, instances, all_instances } => {
             let mut inv = source.invocation();

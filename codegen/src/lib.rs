@@ -338,6 +338,30 @@ pub fn compile(
     compile_timed(module, sources, options, executable, output).map(|(bytes, _)| bytes)
 }
 
+/// Asks Linux for ordinary pages for the rest of this process: for a process
+/// that lives for one compile (the CLI). mimalloc marks its arena for
+/// transparent huge pages, and each huge page costs a 2 MiB zeroing at its
+/// first touch, on the thread that touches it (perf of an empty program's
+/// compile: half its samples zeroing pages). With 4 KiB pages, `withloop
+/// compile --entry neg` of bench/kernels.sac (`perf stat -r 30`, four runs
+/// in turns): 57-62 ms instead of 59-65, spread 1-2% instead of 2-6%;
+/// `--entry matmul` 89-92 against 86-99: a steadier start more than a faster
+/// one. A long-lived process (the service) keeps its huge pages.
+#[allow(unsafe_code)]
+pub fn small_pages_only() {
+    #[cfg(target_os = "linux")]
+    {
+        unsafe extern "C" {
+            fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
+        }
+        const PR_SET_THP_DISABLE: std::ffi::c_int = 41;
+        let (on, unused): (std::ffi::c_ulong, std::ffi::c_ulong) = (1, 0);
+        // SAFETY: sets a flag of this process; a kernel without it refuses
+        // the call, which changes nothing.
+        unsafe { prctl(PR_SET_THP_DISABLE, on, unused, unused, unused) };
+    }
+}
+
 /// The wall time of each phase of a native compile, in order: `llvm-emit`
 /// (our IR to LLVM IR, verified), `llvm-opt` (LLVM's pipeline), and
 /// `machine-code` (object or assembly; absent for LLVM IR).
