@@ -23,7 +23,8 @@ pub unsafe extern "C" fn wl_shapes_differ(a: *const WlArray, b: *const WlArray) 
     (a.rank > 0 && b.rank > 0 && a.shape() != b.shape()) as i32
 }
 
-/// A new array of shape `frame ++ cell`, filled with zeros when `zero` is set.
+/// A new array of shape `frame ++ cell`, filled with zeros when `zero` is set
+/// (over the context's threads, [`crate::bulk`]).
 ///
 /// # Safety
 /// `frame` holds `frame_len` extents and `cell` `cell_rank`.
@@ -54,7 +55,8 @@ pub unsafe extern "C" fn wl_alloc_frame(
     let a = unsafe { wl_alloc(ctx, elem, rank as i64, shape.as_ptr()) };
     if !a.is_null() && zero != 0 {
         let bytes = unsafe { (*a).size as usize * (*a).esize as usize };
-        unsafe { std::ptr::write_bytes((*a).data, 0, bytes) };
+        // SAFETY: a fresh array of `bytes` bytes; over the context's threads.
+        unsafe { crate::bulk::write_all(ctx, (*a).data, bytes, (*a).size, crate::bulk::Source::Fill(&[0])) };
     }
     a
 }
@@ -490,7 +492,7 @@ mod tests {
             let ctx: *mut WlCtx = &mut ctx;
             let d = |x: f64| Scalar::Double(x);
             let int = |x: i64| Scalar::Int(BaseType::Int, x);
-            // (element type, shape, boxes, default (scalar bits or cell), sentinel, default's element at cell offset k)
+            // (element type, shape, the parts' boxes, a cell default's elements (none: a scalar default), sentinel)
             type Case = (BaseType, Vec<i64>, Vec<(Vec<i64>, Vec<i64>)>, Option<Vec<f64>>, Scalar);
             let cases: Vec<Case> = vec![
                 (BaseType::Double, vec![5, 6, 7], vec![(vec![1, 1, 1], vec![4, 5, 6])], None, d(-1.0)),
