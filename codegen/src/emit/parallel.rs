@@ -683,13 +683,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let (env, env_ty) = self.fill_env(fx, &captures)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         // The chunk function: iterations lo..hi.
-        let ChunkShell { func, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
-            self.chunk_shell(fx, "wl.flat", &captures, env_ty)?;
-        let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
-        self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
-        self.b.build_return(None)?;
-        self.b.position_at_end(entry_bb);
-        self.b.build_unconditional_branch(body_bb)?;
+        let func = self.flat_chunk(fx, "wl.flat", caps, &captures, env_ty, body)?;
         // A length known here decides now whether the loop streams; one known
         // only at run time gets a streaming copy of the chunk function too,
         // taken when the loop writes enough (a rank-2 `-a` of run-time shape
@@ -701,13 +695,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             None if self.streams => {
                 let per_iteration = stored_bytes(func);
                 if per_iteration > 0 {
-                    let ChunkShell { func: streaming, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
-                        self.chunk_shell(fx, "wl.flat.stream", &captures, env_ty)?;
-                    let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
-                    self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
-                    self.b.build_return(None)?;
-                    self.b.position_at_end(entry_bb);
-                    self.b.build_unconditional_branch(body_bb)?;
+                    let streaming = self.flat_chunk(fx, "wl.flat.stream", caps, &captures, env_ty, body)?;
                     self.mark_streaming(streaming);
                     stream_copy = Some((streaming, per_iteration));
                 }
@@ -752,6 +740,30 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_unconditional_branch(join)?;
         self.b.position_at_end(join);
         Ok(())
+    }
+}
+
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// A chunk function (named from `prefix`) running iterations `lo..hi` of
+    /// a flat loop's `body`, whose captured values `caps` it loads from the
+    /// environment (`captures`, of type `env_ty`). Leaves the builder in it.
+    fn flat_chunk(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        prefix: &str,
+        caps: &[BasicValueEnum<'ctx>],
+        captures: &Captures<'ctx>,
+        env_ty: inkwell::types::StructType<'ctx>,
+        body: &mut FlatBody<'_, 'ctx, 'a>,
+    ) -> R<inkwell::values::FunctionValue<'ctx>> {
+        let ChunkShell { func, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
+            self.chunk_shell(fx, prefix, captures, env_ty)?;
+        let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
+        self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
+        self.b.build_return(None)?;
+        self.b.position_at_end(entry_bb);
+        self.b.build_unconditional_branch(body_bb)?;
+        Ok(func)
     }
 }
 
