@@ -331,22 +331,23 @@ fn with_loops_known_to_be_small_get_no_parallel_variant() {
         assert_eq!(report.exit_code, 0, "{}", report.stderr);
         let ll = std::fs::read_to_string(&out).expect("llvm ir");
         let count = |f: &str| ll.matches(&format!("define internal void @wl.chunk.{f}")).count();
-        (count("small"), count("big"), count("fibs"), count("louds"), count("blocks"), count("wide"))
+        (count("small"), count("big"), count("fibs"), count("louds"), count("blocks"), count("wide"), count("edges"))
     };
     let o0 = withloop_codegen::Options { opt_level: 0, ..Default::default() };
     assert_eq!(
         chunks(&o0),
-        (0, 1, 1, 0, 1, 1),
+        (0, 1, 1, 0, 1, 1, 1),
         "81 iterations are below the compile-time cut; 12 calls of a recursive function are not; \
          calls of a printing function never run in parallel; ten indices of a nested 32x32 fold \
          each are not either; inside the chunks of a split with-loop, nested ones of static size \
-         get no variant of their own"
+         get no variant of their own; a part of one row never splits"
     );
     let eager = withloop_codegen::Options { opt_level: 0, parallel_min: Some(1), ..Default::default() };
     assert_eq!(
         chunks(&eager),
-        (1, 1, 1, 0, 1, 1),
-        "parallel_min 1 splits every with-loop that may run in parallel (but nested ones inside chunks)"
+        (1, 1, 1, 0, 1, 1, 1),
+        "parallel_min 1 splits every with-loop that may run in parallel (but nested ones inside chunks, \
+         and parts of one row)"
     );
     let _ = std::fs::remove_dir_all(&work);
 }

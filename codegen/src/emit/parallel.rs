@@ -193,6 +193,27 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         n.saturating_mul(work(&*fx.defs, p, &self.call_work)) < self.static_parallel_min
     }
 
+    /// Whether a part's outer axis, the one threads split, spans at most one
+    /// index whatever the extents (`[m - 1, 0] <= iv < [m, n]`: a stencil's
+    /// first or last row in generic code): a parallel variant of it would
+    /// never run, as no with-loop splits into more chunks than it has outer
+    /// indices. A two-dimensional part that packs panels splits on its
+    /// columns instead ([`chunked_axis`]) and keeps its variant.
+    pub(crate) fn never_splits(
+        &self,
+        fx: &Fx<'ctx, 'a>,
+        part: &Part,
+        states: &[OpState<'ctx, 'a>],
+        w: &'a With,
+        s: &'a Stmt,
+    ) -> bool {
+        let reader = compiler_core::opt::index::Reader::new(fx.irf, &*fx.defs);
+        let (Some(lo), Some(hi)) = (reader.vector(part.lower), reader.vector(part.upper)) else { return false };
+        let one_row = lo.first().zip(hi.first()).and_then(|(l, h)| h.minus(l)).is_some_and(|d| d <= 1);
+        let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None };
+        one_row && !(lo.len() == 2 && self.packs_panels(fx, &pcx, states, 2))
+    }
+
     /// Whether a part is a with-loop of static size inside a chunk function:
     /// it runs on that chunk's thread alone, or inside a part whose whole work
     /// was too small to split, so a parallel variant would be code that never

@@ -591,7 +591,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // Cold code (see `compiler_core::ir::Function::cold`) gets no chunk functions.
         let parallel = self.parallel && !fx.irf.cold && self.parallel_eligible(fx, w, &states);
         for part in &w.parts {
-            if parallel && !self.statically_small(fx, part) && !self.nested_in_chunk(fx, part) {
+            if parallel
+                && !self.statically_small(fx, part)
+                && !self.nested_in_chunk(fx, part)
+                && !self.never_splits(fx, part, &states, w, s)
+            {
                 self.parallel_part(fx, s, w, part, &mut states)?;
                 continue;
             }
