@@ -16,16 +16,16 @@
 //! itself, for one bad option. The same holds for whole architectures: LLVM
 //! aborts on our code for `amdgcn` and crashes for `bpfel`. So [`check`]
 //! refuses GPU and other special-purpose architectures (`special_purpose`,
-//! a compiler limitation) and, with a message that says
-//! what is known, a CPU or feature name LLVM 19 does not list for the target
-//! (the lists below are `llc-19 -mcpu=help` for x86 and AArch64; a test
-//! compares them with it), an x86 CPU without 64-bit mode on an x86-64
-//! triple, and the few features x86-64 code cannot be compiled with or
-//! without (`-sse2`, `+soft-float`, …: every feature was tried alone, on and
-//! off, and only these failed; combinations were not tried; on AArch64 no
-//! feature alone ended the process, `+reserve-x1`…`x7` are LLVM errors). For the other architectures LLVM has (RISC-V,
-//! Arm, PowerPC, WebAssembly, …) only the CPU `generic` and no feature list
-//! are taken: a limitation, said as such.
+//! a compiler limitation) and, with a message that says what is known, a CPU
+//! or feature name LLVM 19 does not list for the target (the lists below are
+//! `llc-19 -mcpu=help` for x86 and AArch64; a test compares them with it), an
+//! x86 CPU without 64-bit mode on an x86-64 triple, and the few features
+//! x86-64 code cannot be compiled with or without (`-sse2`, `+soft-float`, …:
+//! every feature was tried alone, on and off, and only these failed;
+//! combinations were not tried; on AArch64 no feature alone ended the
+//! process, `+reserve-x1`…`x7` are LLVM errors). For the other architectures
+//! LLVM has (RISC-V, Arm, PowerPC, WebAssembly, …) only the CPU `generic` and
+//! no feature list are taken: a limitation, said as such.
 
 use crate::{CodegenError, TargetSpec};
 

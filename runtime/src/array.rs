@@ -232,9 +232,7 @@ pub unsafe extern "C" fn wl_copy(ctx: *mut WlCtx, a: *const WlArray) -> *mut WlA
 /// uninitialised: a `modarray` with-loop whose one dense part writes that box
 /// copies only the rest (for a stencil, the border instead of the whole
 /// array). Bounds are clamped to the shape (the with-loop reports bad ones).
-/// The rows are copied in parallel where the context would split a with-loop
-/// of the array's size ([`crate::parallel::wl_parallel_chunks`]; mg3's
-/// 27-point stencil on 128^3, two threads: 14.3-16.5 -> 12.1-12.8 ms).
+/// The rows are copied over the context's threads ([`crate::bulk`]).
 ///
 /// # Safety
 /// `a` is a valid array; `lower` and `upper` valid int vectors of equal
@@ -257,23 +255,12 @@ pub unsafe extern "C" fn wl_copy_outside(
     if out.is_null() || src.size == 0 {
         return out;
     }
-    let k = lo.len();
-    let box_lo: Vec<usize> = (0..k).map(|d| lo[d].clamp(0, shape[d]) as usize).collect();
-    let box_hi: Vec<usize> = (0..k).map(|d| (hi[d].clamp(0, shape[d]) as usize).max(box_lo[d])).collect();
-    let esize = src.esize as usize;
-    let cell: usize = shape[k..].iter().map(|&e| e as usize).product::<usize>() * esize;
-    if k == 0 {
-        // The box is the one cell: the whole array.
+    // SAFETY: `out` is a fresh array of the same shape and element size.
+    let source = crate::bulk::Source::Copy(src.data);
+    let Some(job) = crate::bulk::Outside::clamped(unsafe { (*out).data }, shape, &lo, &hi, src.esize as usize, source)
+    else {
+        // No bounds: the box is the one cell, the whole array.
         return out;
-    }
-    let job = crate::bulk::Outside {
-        // SAFETY: `out` is a fresh array of the same shape and element size.
-        dst: unsafe { (*out).data },
-        shape: shape[..k].iter().map(|&e| e as usize).collect(),
-        box_lo,
-        box_hi,
-        cell,
-        source: crate::bulk::Source::Copy(src.data),
     };
     // SAFETY: both buffers hold the shape; the box is clamped into it.
     unsafe { crate::bulk::write_outside(ctx, &job, src.size) };
@@ -359,7 +346,7 @@ pub unsafe extern "C" fn wl_refcount(a: *const WlArray) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::values::{element, set_element};
     use compiler_core::interp::value::Scalar;
@@ -376,12 +363,23 @@ mod tests {
         a
     }
 
-    fn ints(ctx: *mut WlCtx, xs: &[i64]) -> *mut WlArray {
+    /// An int vector of `xs`, owned by the test.
+    pub(crate) fn ints(ctx: *mut WlCtx, xs: &[i64]) -> *mut WlArray {
         let a = unsafe { wl_alloc(ctx, code_of(BaseType::Int), 1, &(xs.len() as i64)) };
         for (i, &x) in xs.iter().enumerate() {
             unsafe { set_element(a, i, Scalar::Int(BaseType::Int, x)) };
         }
         a
+    }
+
+    /// The index of element `i` of `shape` (row-major).
+    pub(crate) fn index_of(mut i: i64, shape: &[i64]) -> Vec<i64> {
+        let mut iv = vec![0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            iv[d] = i % shape[d];
+            i /= shape[d];
+        }
+        iv
     }
 
     /// Every element outside the box is the source's, on one thread and split
@@ -403,13 +401,7 @@ mod tests {
                 let n: i64 = shape.iter().product();
                 let mut outside = 0;
                 for i in 0..n as usize {
-                    // The index of element i, then whether the box holds it.
-                    let mut rest = i as i64;
-                    let mut iv = vec![0i64; shape.len()];
-                    for d in (0..shape.len()).rev() {
-                        iv[d] = rest % shape[d];
-                        rest /= shape[d];
-                    }
+                    let iv = index_of(i as i64, &shape);
                     let inside = (0..lower.len()).all(|d| lower[d] <= iv[d] && iv[d] < upper[d]);
                     if !inside {
                         outside += 1;

@@ -55,14 +55,23 @@ pub(crate) unsafe fn write_all(ctx: *mut WlCtx, dst: *mut u8, len: usize, elemen
     let block = (BLOCK / unit).max(1) * unit;
     let job = Blocks { dst, len, block, source };
     let blocks = len.div_ceil(block) as i64;
-    let env = &job as *const Blocks as *mut c_void;
     // SAFETY: `job` outlives the calls; chunks write disjoint blocks.
+    unsafe { split(ctx, blocks, elements, write_blocks, &job as *const Blocks as *mut c_void) };
+}
+
+/// Runs `f` over `0..outer` (of an array of `elements` elements) in chunks
+/// over the context's threads, as a with-loop of that size would be split;
+/// on this thread alone with a null context or below the threshold.
+///
+/// # Safety
+/// As [`crate::parallel::wl_parallel_for`]; `ctx` valid or null.
+unsafe fn split(ctx: *mut WlCtx, outer: i64, elements: i64, f: crate::parallel::WlChunkFn, env: *mut c_void) {
     unsafe {
-        let chunks = if ctx.is_null() { 1 } else { crate::parallel::wl_parallel_chunks(ctx, blocks, elements) };
+        let chunks = if ctx.is_null() { 1 } else { crate::parallel::wl_parallel_chunks(ctx, outer, elements) };
         if chunks <= 1 {
-            write_blocks(ctx, env, 0, 0, blocks);
+            f(ctx, env, 0, 0, outer);
         } else {
-            crate::parallel::wl_parallel_for(ctx, blocks, chunks, write_blocks, env);
+            crate::parallel::wl_parallel_for(ctx, outer, chunks, f, env);
         }
     }
 }
@@ -94,12 +103,43 @@ unsafe extern "C" fn write_blocks(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i
 /// A box `lo <= iv < hi` over the leading `shape.len()` axes of an array
 /// whose elements below those axes take `cell` bytes each.
 pub(crate) struct Outside<'a> {
-    pub dst: *mut u8,
-    pub shape: Vec<usize>,
-    pub box_lo: Vec<usize>,
-    pub box_hi: Vec<usize>,
-    pub cell: usize,
-    pub source: Source<'a>,
+    dst: *mut u8,
+    shape: Vec<usize>,
+    box_lo: Vec<usize>,
+    box_hi: Vec<usize>,
+    cell: usize,
+    source: Source<'a>,
+}
+
+impl<'a> Outside<'a> {
+    /// The box `lower <= iv < upper` over the leading `lower.len()` axes of
+    /// an array of `shape` with `esize`-byte elements at `dst`, clamped into
+    /// the shape (a with-loop reports bad bounds itself); `None` when the
+    /// bounds are not that (of different lengths, longer than the rank, or
+    /// empty: the box is then the whole array, one cell).
+    pub fn clamped(
+        dst: *mut u8,
+        shape: &[i64],
+        lower: &[i64],
+        upper: &[i64],
+        esize: usize,
+        source: Source<'a>,
+    ) -> Option<Self> {
+        let k = lower.len();
+        if k == 0 || upper.len() != k || k > shape.len() {
+            return None;
+        }
+        let extent = |d: usize| shape[d].max(0) as usize;
+        let box_lo: Vec<usize> = (0..k).map(|d| (lower[d].max(0) as usize).min(extent(d))).collect();
+        let box_hi: Vec<usize> = (0..k).map(|d| (upper[d].max(0) as usize).min(extent(d)).max(box_lo[d])).collect();
+        let cell = shape[k..].iter().map(|&e| e.max(0) as usize).product::<usize>() * esize;
+        Some(Outside { dst, shape: (0..k).map(extent).collect(), box_lo, box_hi, cell, source })
+    }
+
+    /// The bytes of one index of the box's axes (what lies below them).
+    pub fn cell_bytes(&self) -> usize {
+        self.cell
+    }
 }
 
 /// Writes every cell of `job.dst` outside the box from its source, the rows
@@ -116,16 +156,8 @@ pub(crate) struct Outside<'a> {
 pub(crate) unsafe fn write_outside(ctx: *mut WlCtx, job: &Outside<'_>, elements: i64) {
     let k = job.shape.len();
     let rows: usize = job.shape[..k - 1].iter().product();
-    let env = job as *const Outside as *mut c_void;
     // SAFETY: `job` outlives the calls; chunks write disjoint rows.
-    unsafe {
-        let chunks = if ctx.is_null() { 1 } else { crate::parallel::wl_parallel_chunks(ctx, rows as i64, elements) };
-        if chunks <= 1 {
-            outside_rows(ctx, env, 0, 0, rows as i64);
-        } else {
-            crate::parallel::wl_parallel_for(ctx, rows as i64, chunks, outside_rows, env);
-        }
-    }
+    unsafe { split(ctx, rows as i64, elements, outside_rows, job as *const Outside as *mut c_void) };
 }
 
 /// Writes rows `lo..hi` of an [`Outside`] (a [`crate::parallel::WlChunkFn`]).

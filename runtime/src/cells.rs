@@ -114,12 +114,20 @@ unsafe fn default_pattern(result: *mut WlArray, cell: *const WlArray, bits: u64)
 /// or null.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_fill(ctx: *mut WlCtx, result: *mut WlArray, cell: *const WlArray, bits: u64) {
-    let Some(pattern) = (unsafe { default_pattern(result, cell, bits) }) else { return };
-    let r = unsafe { &*result };
+    if let Some(pattern) = unsafe { default_pattern(result, cell, bits) } {
+        unsafe { fill_whole(ctx, &*result, &pattern) };
+    }
+}
+
+/// Every whole copy of `pattern` that fits in `r`'s data, over the context's threads.
+///
+/// # Safety
+/// `r` is a writable array; `ctx` valid or null.
+unsafe fn fill_whole(ctx: *mut WlCtx, r: &WlArray, pattern: &[u8]) {
     let total = r.size as usize * r.esize as usize;
     let len = total - total % pattern.len();
     // SAFETY: `len` bytes of whole patterns inside the data.
-    unsafe { crate::bulk::write_all(ctx, r.data, len, r.size, crate::bulk::Source::Fill(&pattern)) };
+    unsafe { crate::bulk::write_all(ctx, r.data, len, r.size, crate::bulk::Source::Fill(pattern)) };
 }
 
 /// [`wl_fill`] where no part writes: nothing when the boxes `lowers[k] <= iv
@@ -151,30 +159,18 @@ pub unsafe extern "C" fn wl_fill_uncovered(
     if parts > 0 && n <= shape.len() && compiler_core::opt::util::boxes_cover(&boxes, &shape[..n]) {
         return;
     }
-    if let [(lo, hi)] = boxes.as_slice()
-        && n > 0
-        && hi.len() == n
-        && n <= shape.len()
-    {
-        let Some(pattern) = (unsafe { default_pattern(result, cell, bits) }) else { return };
-        let cell_bytes = shape[n..].iter().map(|&e| e.max(0) as usize).product::<usize>() * r.esize as usize;
-        if cell_bytes % pattern.len() == 0 {
-            let box_lo: Vec<usize> = (0..n).map(|d| lo[d].clamp(0, shape[d]) as usize).collect();
-            let box_hi: Vec<usize> = (0..n).map(|d| (hi[d].clamp(0, shape[d]) as usize).max(box_lo[d])).collect();
-            let job = crate::bulk::Outside {
-                dst: r.data,
-                shape: shape[..n].iter().map(|&e| e.max(0) as usize).collect(),
-                box_lo,
-                box_hi,
-                cell: cell_bytes,
-                source: crate::bulk::Source::Fill(&pattern),
-            };
+    let Some(pattern) = (unsafe { default_pattern(result, cell, bits) }) else { return };
+    if let [(lo, hi)] = boxes.as_slice() {
+        let fill = crate::bulk::Source::Fill(&pattern);
+        let job = crate::bulk::Outside::clamped(r.data, shape, lo, hi, r.esize as usize, fill);
+        // A cell default whose size is not the box's cells' is written whole.
+        if let Some(job) = job.filter(|j| j.cell_bytes() % pattern.len() == 0) {
             // SAFETY: the data holds the shape; the box is clamped into it.
             unsafe { crate::bulk::write_outside(ctx, &job, r.size) };
             return;
         }
     }
-    unsafe { wl_fill(ctx, result, cell, bits) };
+    unsafe { fill_whole(ctx, r, &pattern) };
 }
 
 /// Writes `cell` as cell number `offset` of `result` (whose first `frame_len`
@@ -444,6 +440,7 @@ pub unsafe extern "C" fn wl_reshape(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::array::tests::{index_of, ints};
     use crate::array::{code_of, wl_dec};
     use compiler_core::interp::value::Scalar;
     use compiler_core::syntax::ast::BaseType;
@@ -457,27 +454,9 @@ mod tests {
         a
     }
 
-    fn ints(ctx: *mut WlCtx, xs: &[i64]) -> *mut WlArray {
-        let a = unsafe { wl_alloc(ctx, code_of(BaseType::Int), 1, &(xs.len() as i64)) };
-        for (i, &x) in xs.iter().enumerate() {
-            unsafe { set_element(a, i, Scalar::Int(BaseType::Int, x)) };
-        }
-        a
-    }
-
     /// Whether index `iv` lies in the box `lo <= iv < hi` over its leading axes.
     fn in_box(iv: &[i64], lo: &[i64], hi: &[i64]) -> bool {
         lo.iter().zip(hi).zip(iv).all(|((l, h), i)| l <= i && i < h)
-    }
-
-    /// The index of element `i` of `shape`.
-    fn index_of(mut i: i64, shape: &[i64]) -> Vec<i64> {
-        let mut iv = vec![0; shape.len()];
-        for d in (0..shape.len()).rev() {
-            iv[d] = i % shape[d];
-            i /= shape[d];
-        }
-        iv
     }
 
     /// A `genarray` default with one part goes everywhere outside the part's
