@@ -7,6 +7,7 @@
 //!   is marked dead and skipped, as sac2c's dead-code removal would.
 
 use crate::HashSet;
+use std::sync::Arc;
 
 use super::hir::Expr;
 use super::hir::{Bound, ExprKind, FoldTarget, FunId, Function, LocalId, Program, Stmt, WithOp};
@@ -36,17 +37,20 @@ pub fn analyse(program: &mut Program) {
                     || (pattern_used && !matches!(p.ty.shape, crate::syntax::ast::ShapeSpec::Scalar))
             })
             .collect();
-        let f = &mut program.functions[k];
+        let f = Arc::make_mut(&mut program.functions[k]);
         f.param_used = param_used;
-        let mut body = std::mem::take(&mut f.body);
-        live_stmts(&mut body, HashSet::default(), &purity);
-        program.functions[k].body = body;
+        live_stmts(&mut f.body, HashSet::default(), &purity);
     }
 }
 
+/// Sets every function's `pure`. A function is only written to where its
+/// flag changes: the library's stubs stay shared ([`Program::functions`]).
 fn compute_purity(program: &mut Program) {
     for f in &mut program.functions {
-        f.pure = f.intrinsic.is_none();
+        let pure = f.intrinsic.is_none();
+        if f.pure != pure {
+            Arc::make_mut(f).pure = pure;
+        }
     }
     loop {
         let purity: Vec<bool> = program.functions.iter().map(|f| f.pure).collect();
@@ -58,7 +62,7 @@ fn compute_purity(program: &mut Program) {
             let pure =
                 f.body.iter().all(|s| stmt_pure(s, &purity)) && f.conditions.iter().all(|c| expr_pure(c, &purity));
             if !pure {
-                f.pure = false;
+                Arc::make_mut(f).pure = false;
                 changed = true;
             }
         }

@@ -89,7 +89,7 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
 /// indexes never change after registration: compiles share them.
 #[derive(Clone)]
 struct LibraryStubs {
-    functions: Vec<Function>,
+    functions: Vec<Arc<Function>>,
     sources: Vec<Source<'static>>,
     library_names: Arc<HashMap<Name, Vec<FunId>>>,
     library_by_module: Arc<HashMap<(Name, Name), Vec<FunId>>>,
@@ -114,7 +114,8 @@ enum Source<'a> {
 struct State<'a> {
     lib: &'a Library,
     diags: &'a mut Diagnostics,
-    functions: Vec<Function>,
+    /// Shared with the library's stubs until changed ([`Program::functions`]).
+    functions: Vec<Arc<Function>>,
     sources: Vec<Source<'a>>,
     /// Every library function, by name.
     library_names: Arc<HashMap<Name, Vec<FunId>>>,
@@ -153,7 +154,7 @@ impl<'a> State<'a> {
 
     fn add_function(&mut self, f: Function, source: Source<'a>) -> FunId {
         let id = FunId(self.functions.len() as u32);
-        self.functions.push(f);
+        self.functions.push(Arc::new(f));
         self.sources.push(source);
         id
     }
@@ -445,7 +446,7 @@ impl<'a> State<'a> {
             if self.functions[id.0 as usize].resolved {
                 continue;
             }
-            self.functions[id.0 as usize].resolved = true;
+            Arc::make_mut(&mut self.functions[id.0 as usize]).resolved = true;
             let Source::Ast(def) = self.sources[id.0 as usize] else { continue };
             let is_library = self.functions[id.0 as usize].is_library();
             let env = if is_library { &no_typedefs } else { typedefs };
