@@ -7,7 +7,7 @@
 //!   is marked dead and skipped, as sac2c's dead-code removal would.
 
 use crate::HashSet;
-use std::sync::Arc;
+use std::rc::Rc;
 
 use super::hir::Expr;
 use super::hir::{Bound, ExprKind, FoldTarget, FunId, Function, LocalId, Program, Stmt, WithOp};
@@ -37,7 +37,7 @@ pub fn analyse(program: &mut Program) {
                     || (pattern_used && !matches!(p.ty.shape, crate::syntax::ast::ShapeSpec::Scalar))
             })
             .collect();
-        let f = Arc::make_mut(&mut program.functions[k]);
+        let f = Rc::make_mut(&mut program.functions[k]);
         f.param_used = param_used;
         live_stmts(&mut f.body, HashSet::default(), &purity);
     }
@@ -49,7 +49,7 @@ fn compute_purity(program: &mut Program) {
     for f in &mut program.functions {
         let pure = f.intrinsic.is_none();
         if f.pure != pure {
-            Arc::make_mut(f).pure = pure;
+            Rc::make_mut(f).pure = pure;
         }
     }
     loop {
@@ -62,7 +62,7 @@ fn compute_purity(program: &mut Program) {
             let pure =
                 f.body.iter().all(|s| stmt_pure(s, &purity)) && f.conditions.iter().all(|c| expr_pure(c, &purity));
             if !pure {
-                Arc::make_mut(f).pure = false;
+                Rc::make_mut(f).pure = false;
                 changed = true;
             }
         }

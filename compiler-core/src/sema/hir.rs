@@ -484,12 +484,12 @@ impl Prim {
 /// A resolved program.
 #[derive(Clone, Debug, Default)]
 pub struct Program {
-    /// Every function, library stubs first. Shared (`Arc`): a compile starts
+    /// Every function, library stubs first. Shared (`Rc`): a compile starts
     /// from the library's stubs as made once per thread, and only the
-    /// functions it resolves or changes are copied (`Arc::make_mut`); cloning
+    /// functions it resolves or changes are copied (`Rc::make_mut`); cloning
     /// the thousands of stubs for every compile was a sixth of a trivial
     /// program's compile in the service.
-    pub functions: Vec<std::sync::Arc<Function>>,
+    pub functions: Vec<Rc<Function>>,
     /// User-visible overload sets by name (entry points are looked up here).
     pub user_names: crate::HashMap<Name, Vec<FunId>>,
     pub n_sites: u32,

@@ -89,7 +89,7 @@ pub fn resolve_program(user: &SourceModule, options: &ResolveOptions, diagnostic
 /// indexes never change after registration: compiles share them.
 #[derive(Clone)]
 struct LibraryStubs {
-    functions: Vec<Arc<Function>>,
+    functions: Vec<Rc<Function>>,
     sources: Vec<Source<'static>>,
     library_names: Arc<HashMap<Name, Vec<FunId>>>,
     library_by_module: Arc<HashMap<(Name, Name), Vec<FunId>>>,
@@ -115,7 +115,7 @@ struct State<'a> {
     lib: &'a Library,
     diags: &'a mut Diagnostics,
     /// Shared with the library's stubs until changed ([`Program::functions`]).
-    functions: Vec<Arc<Function>>,
+    functions: Vec<Rc<Function>>,
     sources: Vec<Source<'a>>,
     /// Every library function, by name.
     library_names: Arc<HashMap<Name, Vec<FunId>>>,
@@ -154,7 +154,7 @@ impl<'a> State<'a> {
 
     fn add_function(&mut self, f: Function, source: Source<'a>) -> FunId {
         let id = FunId(self.functions.len() as u32);
-        self.functions.push(Arc::new(f));
+        self.functions.push(Rc::new(f));
         self.sources.push(source);
         id
     }
@@ -446,7 +446,7 @@ impl<'a> State<'a> {
             if self.functions[id.0 as usize].resolved {
                 continue;
             }
-            Arc::make_mut(&mut self.functions[id.0 as usize]).resolved = true;
+            Rc::make_mut(&mut self.functions[id.0 as usize]).resolved = true;
             let Source::Ast(def) = self.sources[id.0 as usize] else { continue };
             let is_library = self.functions[id.0 as usize].is_library();
             let env = if is_library { &no_typedefs } else { typedefs };

@@ -1,7 +1,7 @@
 //! Resolving function bodies: scopes, definite assignment, desugaring.
 
 use crate::{HashMap, HashSet};
-use std::sync::Arc;
+use std::rc::Rc;
 
 use super::hir::{self, Callee, DotKind, Elem, ExprKind, FoldFun, FoldTarget, FunId, LocalId, LocalInfo, Prim, Stmt};
 use super::types::{TypeEnv, resolve_type};
@@ -59,7 +59,7 @@ pub(super) fn resolve_function(state: &mut State<'_>, id: FunId, def: &ast::FunD
         );
     }
     let locals = cx.locals;
-    let f = Arc::make_mut(&mut state.functions[id.0 as usize]);
+    let f = Rc::make_mut(&mut state.functions[id.0 as usize]);
     f.body = body;
     f.conditions = conditions;
     f.locals = locals;
