@@ -72,6 +72,11 @@ fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Spa
         s.op.walk_blocks_mut(&mut |inner| block(inner, cx, fused, remarks));
     }
     'again: loop {
+        // What each statement reads, and whether it prints or may fail, found
+        // once per round and only for the statements a candidate pair needs
+        // (recomputed for every pair, the checks were cubic in a block's
+        // length: a 27-point stencil's hundreds of with-loops).
+        let mut facts: Vec<Option<Facts>> = vec![None; b.stmts.len()];
         for j in 0..b.stmts.len() {
             if !matches!(b.stmts[j].op, Op::With(_)) {
                 continue;
@@ -88,7 +93,10 @@ fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Spa
                         .zip(&s.defs)
                         .any(|(o, d)| matches!(o, WithOp::Filter { .. }) && cx.read_filters.contains(d))
                 };
-                if !read_filter(&b.stmts[i]) && !read_filter(&b.stmts[j]) && fusible(&b.stmts, i, j, cx.consts) {
+                if !read_filter(&b.stmts[i])
+                    && !read_filter(&b.stmts[j])
+                    && fusible(&b.stmts, i, j, cx.consts, &mut facts)
+                {
                     let first = b.stmts.remove(i);
                     let second = &mut b.stmts[j - 1];
                     merge(first, second);
@@ -105,6 +113,48 @@ fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Spa
     }
 }
 
+/// What [`fusible`] asks of a statement of the block.
+#[derive(Clone)]
+struct Facts {
+    /// The values it reads from outside itself.
+    uses: HashSet<ValueId>,
+    /// It prints or calls a function (that may print): nothing moves past it.
+    effect: bool,
+    /// It may fail (see [`util::may_fail`]).
+    may_fail: bool,
+    /// A with-loop: some part's body prints or calls.
+    prints: bool,
+    /// A with-loop: some part's body may fail.
+    body_may_fail: bool,
+}
+
+impl Facts {
+    fn of(s: &Stmt) -> Facts {
+        let (mut prints, mut body_may_fail) = (false, false);
+        if let Op::With(w) = &s.op {
+            for part in &w.parts {
+                part.body.walk(&mut |t| {
+                    prints |=
+                        matches!(&t.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(t.op, Op::Call { .. })
+                });
+                body_may_fail |= util::block_may_fail(&part.body);
+            }
+        }
+        Facts {
+            uses: util::free_uses(s),
+            effect: matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. }),
+            may_fail: util::may_fail(&s.op),
+            prints,
+            body_may_fail,
+        }
+    }
+}
+
+/// Statement `k`'s facts, found on first use.
+fn facts_of<'f>(facts: &'f mut [Option<Facts>], stmts: &[Stmt], k: usize) -> &'f Facts {
+    facts[k].get_or_insert_with(|| Facts::of(&stmts[k]))
+}
+
 fn same_value(a: ValueId, b: ValueId, consts: &HashMap<ValueId, Value>) -> bool {
     a == b
         || match (consts.get(&a), consts.get(&b)) {
@@ -113,7 +163,7 @@ fn same_value(a: ValueId, b: ValueId, consts: &HashMap<ValueId, Value>) -> bool 
         }
 }
 
-fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>) -> bool {
+fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>, facts: &mut [Option<Facts>]) -> bool {
     let (Op::With(a), Op::With(b)) = (&stmts[i].op, &stmts[j].op) else { return false };
     if a.parts.len() != b.parts.len() || a.parts.is_empty() || a.first_match != b.first_match {
         return false;
@@ -136,33 +186,20 @@ fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>)
         }
     }
     // Printing in bodies would interleave differently.
-    let prints = |w: &With| {
-        let mut p = false;
-        for part in &w.parts {
-            part.body.walk(&mut |s| {
-                p |= matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. })
-            });
-        }
-        p
-    };
-    if prints(a) || prints(b) {
+    if facts_of(facts, stmts, i).prints || facts_of(facts, stmts, j).prints {
         return false;
     }
     // The second must not read the first.
-    let first_defs: HashSet<ValueId> = stmts[i].defs.iter().copied().collect();
-    if util::free_uses(&stmts[j]).iter().any(|v| first_defs.contains(v)) {
+    let first_defs = &stmts[i].defs;
+    let reads_first = |f: &Facts| first_defs.iter().any(|d| f.uses.contains(d));
+    if reads_first(facts_of(facts, stmts, j)) {
         return false;
     }
     // The first moves down past what lies between.
-    let a_may_fail = a.parts.iter().any(|p| util::block_may_fail(&p.body));
-    for s in &stmts[i + 1..j] {
-        if util::free_uses(s).iter().any(|v| first_defs.contains(v)) {
-            return false;
-        }
-        if matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. }) {
-            return false;
-        }
-        if a_may_fail && util::may_fail(&s.op) {
+    let a_may_fail = facts_of(facts, stmts, i).body_may_fail;
+    for k in i + 1..j {
+        let s = facts_of(facts, stmts, k);
+        if reads_first(s) || s.effect || (a_may_fail && s.may_fail) {
             return false;
         }
     }
