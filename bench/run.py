@@ -133,10 +133,13 @@ class CompileService:
         self.proc = None
 
     @classmethod
-    def start(cls, hints):
+    def start(cls, hints, server=None):
+        """Builds and starts this checkout's service, or starts `server` (a
+        `withloop-server` binary, as it is)."""
         import re
-        run(["cargo", "build", "--release", "-p", "withloop-server", "-p", "withloop-rt"], cwd=ROOT)
-        server = ROOT / "target" / "release" / "withloop-server"
+        if server is None:
+            run(["cargo", "build", "--release", "-p", "withloop-server", "-p", "withloop-rt"], cwd=ROOT)
+            server = ROOT / "target" / "release" / "withloop-server"
         env = dict(os.environ, WITHLOOP_LISTEN="127.0.0.1:0", RUST_LOG="warn")
         env.pop("DATABASE_URL", None)
         proc = subprocess.Popen([server], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)

@@ -18,10 +18,7 @@ ROUNDS, then two or more server binaries. `--sleep S` pauses before each compile
 """
 import argparse
 import math
-import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,21 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import run  # noqa: E402  (bench/run.py: hints, sizes, the service client)
 
 TRIVIAL = "int main() { return 0; }"
-
-
-def start(binary, shapes):
-    env = dict(os.environ, WITHLOOP_LISTEN="127.0.0.1:0", RUST_LOG="warn")
-    env.pop("DATABASE_URL", None)
-    proc = subprocess.Popen([binary], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    m = re.search(r"http://(\S+)", proc.stderr.readline())
-    if not m:
-        proc.terminate()
-        raise RuntimeError(f"{binary} did not say where it listens")
-    service = run.CompileService(m.group(1), shapes)
-    service.proc = proc
-    # What a warm service has loaded (the library, LLVM's targets).
-    service.post(dict(source=TRIVIAL, emit=["object"], bypass_cache=True))
-    return service
 
 
 def main():
@@ -57,15 +39,10 @@ def main():
     if len(args.servers) < 2:
         ap.error("two or more server binaries")
     kernels = ["trivial"] + run.KERNEL_ENTRIES if args.kernels == "all" else args.kernels.split(",")
-    shapes = {}
-    for h in run.hint_list(run.sizes(False)):
-        target, ty = h.split("=", 1)
-        fn, param = target.split(".", 1)
-        shapes.setdefault(fn, {}).setdefault(param, ty)
     services = []
     try:
         for b in args.servers:
-            services.append(start(b, shapes))
+            services.append(run.CompileService.start(run.hint_list(run.sizes(False)), server=b))
         logs = [0.0] * len(services)
         for k in kernels:
             times = [[] for _ in services]
@@ -77,7 +54,7 @@ def main():
                     if k == "trivial":
                         body = dict(source=TRIVIAL, emit=["object"], bypass_cache=True)
                     else:
-                        body = dict(source=s.source, file_name="kernels.sac", entry=[k], shapes=shapes,
+                        body = dict(source=s.source, file_name="kernels.sac", entry=[k], shapes=s.shapes,
                                     emit=["object"], bypass_cache=True)
                     times[j].append(s.post(body)["compile_ms"])
             for j, t in enumerate(times):
