@@ -28,8 +28,10 @@
 //!   vector, one `a` element per row broadcast, `rows` vector multiply-adds.
 //!   Small IR: LLVM compiles it in a fraction of the time of the other form.
 //! - **Scalar copies** ([`Emitter::jam`]) otherwise: one copy of the body per
-//!   element, accumulators in stack slots (registers after SROA); LLVM's SLP
-//!   vectoriser finds the vectors.
+//!   element, accumulators in stack slots (registers after SROA): independent
+//!   scalar chains. LLVM's SLP vectoriser, which could pack them, is not in our
+//!   pipeline (the C API's pass-builder defaults leave it off; switched on, the
+//!   bench library came out byte-identical, and it costs compile time).
 //!
 //! **Panels.** Where the lanes form's fold body selects vectors that do not
 //! depend on the tile's row (matrix multiplication's `b[k, j]`: every row tile
