@@ -553,7 +553,12 @@ JAX_COMPILE = {}  # kernel -> seconds
 JAX_COMPILE_ONCE = {}  # kernel -> a function that jit-compiles it afresh, its seconds
 
 
-def compile_rounds(name, service, rounds=3):
+# Rounds of compile_rounds: the host's drift moved single compiles by tens of
+# percent (session 36's Zen 4 host), and three left the medians at its mercy.
+COMPILE_ROUNDS = 5
+
+
+def compile_rounds(name, service, rounds=COMPILE_ROUNDS):
     """JAX's jit compile of kernel `name`, our compile service's, and the
     service's of the hinted instance only (`generic: false`), taken in turns
     (`rounds` of each, so the machine's drift falls on all alike): the median
@@ -1137,7 +1142,7 @@ def main():
         if peer_versions:
             lines += peer_summary(by_name)
         if JAX_COMPILE:
-            lines += ["JAX jit compile (median of 3): "
+            lines += [f"JAX jit compile (median of {COMPILE_ROUNDS}): "
                       + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items()) + ".", ""]
         print("\n".join(lines + [threads_summary(rows)]))
         return
@@ -1229,7 +1234,7 @@ def main():
         total = sum(JAX_COMPILE.values())
         each = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in JAX_COMPILE.items())
         lines += [f"- JAX jit (trace + lower + compile of a fresh function, in a process that has compiled once before, "
-                  f"one shape each, median of 3): {each}; total {total * 1e3:.0f} ms. "
+                  f"one shape each, median of {COMPILE_ROUNDS}): {each}; total {total * 1e3:.0f} ms. "
                   f"withloop object / JAX total: {ours['obj'] / total:.2f}× (target ≤ 0.5×)."]
     if "kernels" in ours:
         vs = f"; / JAX total: **{ours['kernels'] / sum(JAX_COMPILE.values()):.2f}×** (target ≤ 0.5×)" if JAX_COMPILE else ""
@@ -1244,7 +1249,8 @@ def main():
     lines += against_jax(ours.get("service", {}), "service",
                          "Each kernel compiled alone by the compile service (`withloop-server`, a warm process as "
                          "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
-                         "`compile_ms` it reports, median of 3, taken in turns with JAX's three compiles of the kernel). Ours also compiles the generic instance that accepts "
+                         f"`compile_ms` it reports, median of {COMPILE_ROUNDS}, taken in turns with JAX's compiles of the "
+                         "kernel). Ours also compiles the generic instance that accepts "
                          "every other shape; JAX compiles the one shape:", "")
     lines += against_jax(ours.get("service_hinted", {}), "hinted only",
                          "The same, compiling the hinted instance only (`options: {generic: false}`, in the same "
