@@ -118,6 +118,11 @@ def against_jax(times, label, title, note):
     return lines
 
 
+# The smallest program: what warms a compile service up (and what
+# bench/ab/service_ab.py times as `trivial`).
+TRIVIAL_PROGRAM = "int main() { return 0; }"
+
+
 class CompileService:
     """The compile service (`withloop-server`, embedded: in-memory cache,
     in-process workers), started for the run: `compile_seconds(kernel)` is
@@ -156,7 +161,7 @@ class CompileService:
         service = cls(m.group(1), shapes)
         service.proc = proc
         # A first compile loads what a warm service has loaded (the library, LLVM's targets).
-        service.post(dict(source="int main() { return 0; }", emit=["object"], bypass_cache=True))
+        service.post(dict(source=TRIVIAL_PROGRAM, emit=["object"], bypass_cache=True))
         return service
 
     def post(self, body):

@@ -26,9 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import run  # noqa: E402  (bench/run.py: hints, sizes, the service client)
 
-TRIVIAL = "int main() { return 0; }"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels")
@@ -52,7 +49,7 @@ def main():
                     s = services[j]
                     time.sleep(args.sleep)
                     if k == "trivial":
-                        body = dict(source=TRIVIAL, emit=["object"], bypass_cache=True)
+                        body = dict(source=run.TRIVIAL_PROGRAM, emit=["object"], bypass_cache=True)
                     else:
                         body = dict(source=s.source, file_name="kernels.sac", entry=[k], shapes=s.shapes,
                                     emit=["object"], bypass_cache=True)
