@@ -5,7 +5,8 @@
 //! ```text
 //! // Kreye's determinant on a 3x3 matrix.
 //! // ==
-//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags; `--disable PASS` for the optimised and native runs)
+//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags; `--disable PASS` for the optimised and native runs;
+//! //                                       `--entry-only`: export only the entry, as `withloop compile --entry`)
 //! // entry: det                           (optional: function to run, default main)
 //! // args: [[1,2],[3,4]] ; 5              (optional: --arg values, `;`-separated)
 //! // shapes: f.a=int[3,3] ; f.b=int[.]     (optional: shape hints, `;`-separated)
@@ -298,6 +299,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     // `--register-tile` checks the structure with the tile.
     let mut native_tile = Some(TEST_TILE);
     let mut tile_structure = false;
+    let mut entry_only = false;
     // `--disable PASS`: the optimised and native runs go without it.
     let mut disabled = std::collections::BTreeSet::new();
     let mut flags = expect.flags.iter();
@@ -306,6 +308,11 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
             inv.frontend.no_prelude = true;
         } else if f == "--register-tile" {
             tile_structure = true;
+        } else if f == "--entry-only" {
+            // Only the entry exported, as the compile service and
+            // `withloop compile --entry` export it: what it does not reach is
+            // left out, and inlining sees the callers it would there.
+            entry_only = true;
         } else if f == "--no-register-tile" {
             native_tile = None;
         } else if f == "--disable" {
@@ -325,6 +332,9 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         }
     }
     inv.entry = expect.entry.clone();
+    if entry_only {
+        inv.frontend.entries = vec![expect.entry.clone().unwrap_or_else(|| "main".into())];
+    }
     inv.args = expect.args.clone();
     inv.frontend.shape_hints = expect.shapes.clone();
     inv.frontend.max_specialisations = expect.maxspec;

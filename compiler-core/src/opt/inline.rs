@@ -18,7 +18,10 @@
 //! `Det(double[9,9])` and every level below it in `Det(double[10,10])`'s loop
 //! were a fifth of the bench suite's optimisation and LLVM code for no gain,
 //! while the unrolled small levels, where the copies let CSE share minors,
-//! still inline (counter `calls_kept_in_loops`). Afterwards, functions no
+//! still inline (counter `calls_kept_in_loops`). So does such a call that is
+//! the whole of a block, its results yielded as they are: the arm of a
+//! dispatch inlined into generic code, where a copy would have nothing to
+//! fuse or fold with (counter `calls_kept_in_arms`). Afterwards, functions no
 //! entry or exported variant reaches any more are removed.
 //!
 //! ```text
@@ -162,10 +165,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             known: HashMap::default(),
             in_loop: false,
             kept_in_loop: 0,
+            kept_in_arm: 0,
             sources: cx.sources,
         };
         ctx.block(&mut body, &mut size, &mut subst, &mut inlined, &mut too_big);
         cx.observe("calls_kept_in_loops", ctx.kept_in_loop);
+        cx.observe("calls_kept_in_arms", ctx.kept_in_arm);
         util::substitute(&mut body, &subst);
         m.functions[i].body = body;
         cx.count("calls_inlined", inlined);
@@ -237,6 +242,8 @@ struct Inliner<'a> {
     in_loop: bool,
     /// Calls left in such loops.
     kept_in_loop: u64,
+    /// Calls left as the one statement of a block (see `block`).
+    kept_in_arm: u64,
     sources: &'a crate::span::SourceMap,
 }
 
@@ -250,6 +257,13 @@ impl Inliner<'_> {
         too_big: &mut Vec<(String, Option<crate::span::Span>)>,
     ) {
         let stmts = std::mem::take(&mut b.stmts);
+        // A block that is one call, its results yielded as they are (the arm
+        // of an inlined dispatch, `if (shape == [10, 10]) Det(a)`): a copy of
+        // a callee that stays a function of its own anyway would have no
+        // neighbours to fuse or fold with, only its own second copy to
+        // optimise and compile (generic `det` held the whole of
+        // `Det(double[10,10])` and `Det(double[9,9])` again).
+        let sole_call = matches!(stmts.as_slice(), [s] if matches!(s.op, Op::Call { .. }) && b.yields == s.defs);
         let mut out = Vec::with_capacity(stmts.len());
         for mut s in stmts {
             s.op.map_operands(&mut |v| util::resolve(subst, v));
@@ -276,8 +290,12 @@ impl Inliner<'_> {
                 out.push(s);
                 continue;
             }
-            if self.in_loop && self.kept_in_loops.get(g).copied().unwrap_or(false) {
-                self.kept_in_loop += 1;
+            if (self.in_loop || sole_call) && self.kept_in_loops.get(g).copied().unwrap_or(false) {
+                if self.in_loop {
+                    self.kept_in_loop += 1;
+                } else {
+                    self.kept_in_arm += 1;
+                }
                 out.push(s);
                 continue;
             }
