@@ -66,7 +66,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
-    fn intrinsic(&self, name: &str, types: &[BasicTypeEnum<'ctx>]) -> R<inkwell::values::FunctionValue<'ctx>> {
+    pub(crate) fn intrinsic(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+    ) -> R<inkwell::values::FunctionValue<'ctx>> {
         Intrinsic::find(name)
             .and_then(|i| i.get_declaration(&self.module, types))
             .ok_or_else(|| CodegenError::Bug(format!("LLVM intrinsic {name}")))

@@ -10,9 +10,9 @@
 //!     for k in lo..hi:
 //!       for ii, jj: acc[ii][jj] = acc[ii][jj] + body(r0 + ii, c0 + jj, k)
 //!     for ii, jj: c[r0 + ii, c0 + jj] = acc[ii][jj]
-//!   else (an edge): row by row, tiles of one row and the tile's columns,
-//!     then each narrower power of two down to 4 columns,
-//!     then single columns (lanes form); the indices one by one (scalar form)
+//!   else (an edge): row by row, a tile of one row and the tile's columns
+//!     whose lanes past the part are masked off (lanes form);
+//!     the indices one by one (scalar form)
 //! ```
 //!
 //! Where the part's bounds are constants that the tile divides, every tile is
@@ -68,6 +68,7 @@ use compiler_core::interp::ops::{BinOp, UnOp};
 use compiler_core::ir::{FoldFn, Op, Part, Stmt, ValueId, WithOp};
 use compiler_core::sema::hir::Prim;
 use compiler_core::syntax::ast::BaseType;
+use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -281,7 +282,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         partial: [bool; 2],
     ) -> R<()> {
         let jam_full = |e: &mut Self, fx: &mut Fx<'ctx, 'a>, states: &[OpState<'ctx, 'a>]| match plan {
-            Some(plan) => e.jam_lanes(fx, pcx, states, plan, panel, outer, r0, c0, t),
+            Some(plan) => e.jam_lanes(fx, pcx, states, plan, panel, outer, r0, c0, t, None),
             None => e.jam(fx, pcx, states, outer, r0, c0, t),
         };
         if partial == [false, false] {
@@ -322,14 +323,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
-    /// The columns `c0..c_stop` (at most `cols`) of row `r` as one-row lane
-    /// tiles of decreasing width: `cols`, then each power of two below it
-    /// down to [`MIN_EDGE_LANES`], each at most once (a binary decomposition),
-    /// then one column at a time. A matrix whose extent the tile does not
-    /// divide so runs its edges as vector code too (index by index, an edge
-    /// column of a product reads a column of `b`, a row's stride per step:
-    /// 10-15% of the whole product's time at 1020x1020); one row at a time
-    /// keeps the edge code small (LLVM's time grows with every copy).
+    /// The columns `c0..c_stop` (at most `cols`) of row `r` as a one-row
+    /// lane tile whose lanes past `c_stop` are masked off: its vector reads
+    /// and its store are LLVM's masked loads and stores, so it neither reads
+    /// nor writes past the part (the masked-off lanes compute on zeros:
+    /// floating-point arithmetic, which never traps). The tile has `cols`
+    /// lanes, or a quarter of them (at least 4) when no more columns are
+    /// left: one register of the target instead of four where the edge is
+    /// narrow (1000x1000 with 32 columns: 8 left, 6% of the product's time
+    /// with all 32 lanes). A matrix whose extent the tile does not divide so
+    /// runs its edges as vector code too (index by index, an edge column of a
+    /// product reads a column of `b`, a row's stride per step: 10-15% of the
+    /// whole product's time at 1020x1020), in two copies of the body: the
+    /// tiles of decreasing width this replaced (32, 16, 8, 4 columns, then
+    /// one at a time) were five, and LLVM's time grows with every copy (a
+    /// generic matrix product's LLVM time: 40 -> 26 ms).
     #[allow(clippy::too_many_arguments)]
     fn edge_lanes(
         &mut self,
@@ -342,32 +350,41 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         (c0, c_stop): (IntValue<'ctx>, IntValue<'ctx>),
         cols: usize,
     ) -> R<()> {
-        let below = (0..usize::BITS).rev().map(|b| 1usize << b).filter(|w| *w < cols && *w >= MIN_EDGE_LANES);
-        let cursor = self.alloca(fx, self.i64().into(), "tile.col")?;
-        self.b.build_store(cursor, c0)?;
-        for w in std::iter::once(cols).chain(below) {
-            let c = self.b.build_load(self.i64(), cursor, "tc")?.into_int_value();
-            let left = self.b.build_int_sub(c_stop, c, "tleft")?;
-            let fits = self.b.build_int_compare(IntPredicate::SGE, left, self.const_i64(w as i64), "tfits")?;
-            let run_bb = self.ctx.append_basic_block(fx.func, "tile.edge.run");
-            let next_bb = self.ctx.append_basic_block(fx.func, "tile.edge.next");
-            self.b.build_conditional_branch(fits, run_bb, next_bb)?;
-            self.b.position_at_end(run_bb);
-            self.jam_lanes(fx, pcx, states, plan, None, outer, r, c, (1, w))?;
-            let c_next = self.b.build_int_add(c, self.const_i64(w as i64), "tc.next")?;
-            self.b.build_store(cursor, c_next)?;
-            self.b.build_unconditional_branch(next_bb)?;
-            self.b.position_at_end(next_bb);
+        let left = self.b.build_int_sub(c_stop, c0, "tleft")?;
+        let narrow = (cols / 4).max(MIN_EDGE_LANES);
+        if narrow >= cols {
+            let mask = self.lane_mask(left, cols)?;
+            return self.jam_lanes(fx, pcx, states, plan, None, outer, r, c0, (1, cols), Some(mask));
         }
-        let c = self.b.build_load(self.i64(), cursor, "tc")?.into_int_value();
-        let (lc, j) = self.open_loop(fx, c, c_stop)?;
-        self.jam_lanes(fx, pcx, states, plan, None, outer, r, j, (1, 1))?;
-        self.close_loop(lc)
+        let few = self.b.build_int_compare(IntPredicate::SLE, left, self.const_i64(narrow as i64), "tfew")?;
+        let narrow_bb = self.ctx.append_basic_block(fx.func, "tile.edge.narrow");
+        let wide_bb = self.ctx.append_basic_block(fx.func, "tile.edge.wide");
+        let done_bb = self.ctx.append_basic_block(fx.func, "tile.edge.done");
+        self.b.build_conditional_branch(few, narrow_bb, wide_bb)?;
+        for (bb, width) in [(narrow_bb, narrow), (wide_bb, cols)] {
+            self.b.position_at_end(bb);
+            let mask = self.lane_mask(left, width)?;
+            self.jam_lanes(fx, pcx, states, plan, None, outer, r, c0, (1, width), Some(mask))?;
+            self.b.build_unconditional_branch(done_bb)?;
+        }
+        self.b.position_at_end(done_bb);
+        Ok(())
+    }
+
+    /// The first `left` of `lanes` lanes (`left` may exceed `lanes`).
+    fn lane_mask(&mut self, left: IntValue<'ctx>, lanes: usize) -> R<VectorValue<'ctx>> {
+        let lanes = u32::try_from(lanes).map_err(|_| CodegenError::Bug("a register tile: too many columns".into()))?;
+        let lane_ty = self.i64().vec_type(lanes);
+        let one = self.b.build_insert_element(lane_ty.get_poison(), left, self.i32().const_zero(), "tleft")?;
+        let left =
+            self.b.build_shuffle_vector(one, lane_ty.get_poison(), self.i32().vec_type(lanes).const_zero(), "tleft")?;
+        let steps: Vec<_> = (0..lanes).map(|l| self.i64().const_int(u64::from(l), false)).collect();
+        let steps = VectorType::const_vector(&steps);
+        Ok(self.b.build_int_compare(IntPredicate::SLT, steps, left, "tmask")?)
     }
 }
 
-/// The narrowest lane tile [`Emitter::edge_lanes`] runs before the last
-/// columns go one at a time.
+/// The narrowest masked edge tile [`Emitter::edge_lanes`] runs.
 const MIN_EDGE_LANES: usize = 4;
 
 /// The buffer a tiled part copies its column tiles' panels to
@@ -469,7 +486,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.bind_element(fx, part, &frame, outer, row, c0)?;
         let mut vectors = HashMap::default();
         for s in pre {
-            self.lane_stmt(fx, plan, &mut vectors, s, lanes)?;
+            self.lane_stmt(fx, plan, &mut vectors, s, lanes, None)?;
         }
         let bound = self.snapshot(fx, part.scalars.iter().flatten().chain(&part.offset).copied(), pre);
         let (l, k) = self.open_fold_loop(fx, q)?;
@@ -485,7 +502,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         for s in cone.into_iter().rev() {
-            self.lane_stmt(fx, plan, &mut vectors, s, lanes)?;
+            self.lane_stmt(fx, plan, &mut vectors, s, lanes, None)?;
         }
         for (at, load) in panel.loads.iter().enumerate() {
             let x = *vectors.get(load).ok_or_else(|| CodegenError::Bug("a panel load is no vector".into()))?;
@@ -682,6 +699,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         r0: IntValue<'ctx>,
         c0: IntValue<'ctx>,
         (rows, cols): Tile,
+        mask: Option<VectorValue<'ctx>>,
     ) -> R<()> {
         let part = pcx.part;
         let bug = |what: &str| CodegenError::Bug(format!("a register tile: {what}"));
@@ -697,7 +715,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let off = self.bind_element(fx, part, &frame, outer, i, c0)?;
             let mut vectors = HashMap::default();
             for s in pre {
-                self.lane_stmt(fx, plan, &mut vectors, s, lanes)?;
+                self.lane_stmt(fx, plan, &mut vectors, s, lanes, mask)?;
             }
             let bound = self.snapshot(fx, part.scalars.iter().flatten().chain(&part.offset).copied(), pre);
             let slot = self.alloca(fx, vty.into(), "tile.acc")?;
@@ -715,7 +733,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                         let x = self.panel_row(p, k, at, vty)?;
                         vectors.insert(s.defs[0], x);
                     }
-                    None => self.lane_stmt(fx, plan, &mut vectors, s, lanes)?,
+                    None => self.lane_stmt(fx, plan, &mut vectors, s, lanes, mask)?,
                 }
             }
             let y = self.lane_value(fx, &vectors, q.body.yields[0], lanes)?;
@@ -744,6 +762,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         for (off, _, _, slot) in &row_state {
             let acc = self.b.build_load(vty, *slot, "tile.result")?;
             let p = self.gep(self.mem_ty(elem), data, &[*off], "tile.row")?;
+            if let Some(mask) = mask {
+                let store = self.intrinsic("llvm.masked.store", &[vty.into(), self.ptr().into()])?;
+                let align = self.i32().const_int(u64::from(elem_bytes(elem)), false);
+                self.call(store, &[acc.into(), p.into(), align.into(), mask.into()])?;
+                continue;
+            }
             let st = self.b.build_store(p, acc)?;
             st.set_alignment(elem_bytes(elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
             self.tag_elem(Some(st), elem)?;
@@ -752,7 +776,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// One statement of a lane-planned tile: a vector operation where the plan
-    /// says so, else the scalar statement (at the first column).
+    /// says so, else the scalar statement (at the first column). `mask`: the
+    /// lanes an edge tile may read (its vector reads are masked loads, zero
+    /// in the other lanes).
     fn lane_stmt(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
@@ -760,6 +786,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         vectors: &mut HashMap<ValueId, VectorValue<'ctx>>,
         s: &'a Stmt,
         lanes: u32,
+        mask: Option<VectorValue<'ctx>>,
     ) -> R<()> {
         let bug = |what: &str| CodegenError::Bug(format!("a lane-planned tile: {what}"));
         let vector = s.defs.first().is_some_and(|d| plan.get(d) == Some(&Lanes::Vector));
@@ -781,6 +808,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 };
                 let p = self.gep(self.mem_ty(b), data, &[off], "lanes")?;
                 let vty = self.mem_ty(b).into_float_type().vec_type(lanes);
+                if let Some(mask) = mask {
+                    let load = self.intrinsic("llvm.masked.load", &[vty.into(), self.ptr().into()])?;
+                    let align = self.i32().const_int(u64::from(elem_bytes(b)), false);
+                    let x = self
+                        .call(load, &[p.into(), align.into(), mask.into(), vty.const_zero().into()])?
+                        .ok_or_else(|| bug("a masked load without a value"))?;
+                    vectors.insert(s.defs[0], x.into_vector_value());
+                    return Ok(());
+                }
                 let x = self.b.build_load(vty, p, "lanes")?;
                 let inst = x.as_instruction_value();
                 if let Some(i) = inst {
