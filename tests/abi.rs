@@ -280,19 +280,35 @@ fn loops_are_not_unrolled_for_unknown_trip_counts() {
         std::fs::read_to_string(&out).expect("llvm ir")
     };
     // Every loop's back edge carries a loop ID (a distinct node whose first
-    // operand is itself) with the option.
+    // operand is itself) with the option; loops over a few iterations (index
+    // components, extents, chunks) with the options that keep them scalar.
     let o0 = ll(0);
-    let option = o0
-        .lines()
-        .find_map(|l| l.strip_suffix(" = !{!\"llvm.loop.unroll.runtime.disable\"}"))
-        .unwrap_or_else(|| panic!("no runtime-unroll option in\n{o0}"))
-        .to_string();
+    let node_of = |text: &str| {
+        o0.lines()
+            .find_map(|l| l.strip_suffix(&format!(" = !{{{text}}}")))
+            .unwrap_or_else(|| panic!("no node !{{{text}}} in\n{o0}"))
+            .to_string()
+    };
+    let option = node_of("!\"llvm.loop.unroll.runtime.disable\"");
+    let small = [
+        node_of("!\"llvm.loop.vectorize.width\", i32 1"),
+        node_of("!\"llvm.loop.interleave.count\", i32 1"),
+        node_of("!\"llvm.loop.unroll.disable\""),
+    ]
+    .join(", ");
     let ids: Vec<&str> = o0.lines().filter_map(|l| l.split_once(", !llvm.loop ").map(|(_, id)| id)).collect();
     assert!(!ids.is_empty(), "no loop IDs in\n{o0}");
+    let mut small_loops = 0;
     for id in &ids {
         let node = format!("\n{id} = distinct !{{{id}, {option}}}");
-        assert!(o0.contains(&node), "loop ID {id} is not `distinct {{self, {option}}}`");
+        let small_node = format!("\n{id} = distinct !{{{id}, {small}}}");
+        small_loops += o0.contains(&small_node) as usize;
+        assert!(
+            o0.contains(&node) || o0.contains(&small_node),
+            "loop ID {id} is neither `distinct {{self, {option}}}` nor `distinct {{self, {small}}}`"
+        );
     }
+    assert!(small_loops > 0, "no loop marked as small in\n{o0}");
     // After O3 no loop has the prologue/remainder copies of run-time unrolling.
     let o3 = ll(3);
     assert!(!o3.contains(".prol:") && !o3.contains(".epil:"), "run-time unrolled:\n{o3}");

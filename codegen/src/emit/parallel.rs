@@ -315,7 +315,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_store(slot, v)?;
             let loc = fx.loc;
             let folds_n = self.const_i64(folds as i64);
-            self.for_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
+            self.for_small_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
                 let at = e.b.build_int_mul(c, folds_n, "at")?;
                 let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
                 let p = e.gep(e.i64(), partials, &[at], "pc")?;
