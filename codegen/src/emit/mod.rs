@@ -1549,3 +1549,15 @@ fn nested_uses(s: &Stmt) -> HashSet<ValueId> {
     });
     nested
 }
+
+/// How many iterations a counted loop ([`Emitter::for_range`]) runs, for
+/// LLVM's loop passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trips {
+    /// Over elements: LLVM may vectorise and interleave it
+    /// ([`Emitter::loop_hints`]).
+    Many,
+    /// A few (an index vector's components, a shape's extents, a parallel
+    /// job's chunks): kept a scalar loop ([`Emitter::small_loop_hints`]).
+    Few,
+}

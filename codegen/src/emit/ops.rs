@@ -18,7 +18,7 @@ use compiler_core::syntax::ast::BaseType;
 use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
-use super::{Emitter, Fx, R, base, elem_bytes, elem_code, scalar_repr, signed};
+use super::{Emitter, Fx, R, Trips, base, elem_bytes, elem_code, scalar_repr, signed};
 use crate::CodegenError;
 use crate::rt;
 
@@ -280,7 +280,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<IntValue<'ctx>> {
         let acc = self.alloca(fx, self.i64().into(), "prod")?;
         self.b.build_store(acc, self.const_i64(1))?;
-        self.for_small_range(fx, lo, hi, &mut |e, _fx, d| {
+        self.for_range(fx, Trips::Few, lo, hi, &mut |e, _fx, d| {
             let x = factor(e, d)?;
             let p = e.b.build_load(e.i64(), acc, "prod")?.into_int_value();
             let p = e.b.build_int_mul(p, x, "prod")?;
@@ -290,37 +290,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(self.b.build_load(self.i64(), acc, "prod")?.into_int_value())
     }
 
-    /// `for i in lo..hi { body(i) }`: a loop over elements, which LLVM may
-    /// vectorise and interleave.
+    /// `for i in lo..hi { body(i) }`, `trips` saying whether LLVM may
+    /// vectorise and interleave it.
     pub fn for_range(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
+        trips: Trips,
         lo: IntValue<'ctx>,
         hi: IntValue<'ctx>,
-        body: &mut dyn FnMut(&mut Self, &mut Fx<'ctx, 'a>, IntValue<'ctx>) -> R<()>,
-    ) -> R<()> {
-        self.counted_loop(fx, lo, hi, false, body)
-    }
-
-    /// `for i in lo..hi { body(i) }` over a few iterations (an index vector's
-    /// components, a shape's extents, a parallel job's chunks): left a
-    /// scalar loop ([`Emitter::small_loop_hints`]).
-    pub fn for_small_range(
-        &mut self,
-        fx: &mut Fx<'ctx, 'a>,
-        lo: IntValue<'ctx>,
-        hi: IntValue<'ctx>,
-        body: &mut dyn FnMut(&mut Self, &mut Fx<'ctx, 'a>, IntValue<'ctx>) -> R<()>,
-    ) -> R<()> {
-        self.counted_loop(fx, lo, hi, true, body)
-    }
-
-    fn counted_loop(
-        &mut self,
-        fx: &mut Fx<'ctx, 'a>,
-        lo: IntValue<'ctx>,
-        hi: IntValue<'ctx>,
-        small: bool,
         body: &mut dyn FnMut(&mut Self, &mut Fx<'ctx, 'a>, IntValue<'ctx>) -> R<()>,
     ) -> R<()> {
         let pre = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
@@ -338,10 +315,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         phi.add_incoming(&[(&next, latch)]);
         let back = self.b.build_conditional_branch(more, loop_bb, exit_bb)?;
-        if small {
-            self.small_loop_hints(back);
-        } else {
-            self.loop_hints(back);
+        match trips {
+            Trips::Few => self.small_loop_hints(back),
+            Trips::Many => self.loop_hints(back),
         }
         self.b.position_at_end(exit_bb);
         Ok(())
@@ -864,7 +840,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let acc = self.alloca(fx, self.i64().into(), "off")?;
                 self.b.build_store(acc, self.const_i64(0))?;
                 let aty2 = aty.clone();
-                self.for_small_range(fx, self.const_i64(0), n, &mut |e, fx, dd| {
+                self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, fx, dd| {
                     let i = e.load_elem(data, dd, b)?.into_int_value();
                     let i = e.widen(i, b)?;
                     let ext = match static_rank(&aty2) {
@@ -1224,7 +1200,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             _ => {
                 let acc = self.alloca(fx, self.i64().into(), "off")?;
                 self.b.build_store(acc, self.const_i64(0))?;
-                self.for_small_range(fx, self.const_i64(0), ns, &mut |e, _fx, dd| {
+                self.for_range(fx, Trips::Few, self.const_i64(0), ns, &mut |e, _fx, dd| {
                     let ext = e.int_elem(shp, &sty, dd)?;
                     let i = e.int_elem(iv, &ity, dd)?;
                     let off = e.b.build_load(e.i64(), acc, "off")?.into_int_value();
@@ -1548,7 +1524,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let decide = self.ctx.append_basic_block(fx.func, "decide");
                 self.b.build_conditional_branch(same_len, compare, decide)?;
                 self.b.position_at_end(compare);
-                self.for_small_range(fx, zero, nx, &mut |e, _fx, i| {
+                self.for_range(fx, Trips::Few, zero, nx, &mut |e, _fx, i| {
                     let a = e.int_elem(xv, &xt, i)?;
                     let b = e.int_elem(yv, &yt, i)?;
                     let ne = e.b.build_int_compare(IntPredicate::NE, a, b, "ne")?;
@@ -1643,7 +1619,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let n = self.vec_len(ivp, &ity)?;
                     let too_long = self.b.build_int_compare(IntPredicate::SGT, n, n_shape, "toolong")?;
                     self.index_failure(fx, too_long, Some(ivp), self.const_i64(0), sv, true, loc)?;
-                    self.for_small_range(fx, self.const_i64(0), n, &mut |e, fx, d| {
+                    self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, fx, d| {
                         let i = e.int_elem(ivp, &ity, d)?;
                         let ext = e.int_elem(sv, &sty, d)?;
                         let out = e.b.build_int_compare(IntPredicate::UGE, i, ext, "oob")?;

@@ -41,7 +41,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 
 use super::ops::static_extent;
 use super::withloop::{Frame, OpState, PartCx, Result as GenResult};
-use super::{Emitter, Fx, R, base, scalar_repr};
+use super::{Emitter, Fx, R, Trips, base, scalar_repr};
 use crate::CodegenError;
 use crate::rt;
 
@@ -315,7 +315,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_store(slot, v)?;
             let loc = fx.loc;
             let folds_n = self.const_i64(folds as i64);
-            self.for_small_range(fx, self.const_i64(1), chunks, &mut |e, fx, c| {
+            self.for_range(fx, Trips::Few, self.const_i64(1), chunks, &mut |e, fx, c| {
                 let at = e.b.build_int_mul(c, folds_n, "at")?;
                 let at = e.b.build_int_add(at, e.const_i64(k), "at")?;
                 let p = e.gep(e.i64(), partials, &[at], "pc")?;
@@ -693,7 +693,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let small = static_n.is_some_and(|k| k < self.static_parallel_min);
         if !self.parallel || fx.irf.cold || small {
             let caps = caps.to_vec();
-            return self.for_range(fx, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
+            return self.for_range(fx, Trips::Many, self.const_i64(0), n, &mut |e, fx, i| body(e, fx, &caps, i));
         }
         let chunks = self.chunks_for(fx, n, n)?;
         // The environment: every captured value that is not a constant.
@@ -780,7 +780,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let ChunkShell { func, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
             self.chunk_shell(fx, prefix, captures, env_ty)?;
         let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
-        self.for_range(&mut cfx, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
+        self.for_range(&mut cfx, Trips::Many, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
         self.b.build_return(None)?;
         self.b.position_at_end(entry_bb);
         self.b.build_unconditional_branch(body_bb)?;

@@ -38,7 +38,7 @@ use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 
 use super::withloop::Frame;
-use super::{Emitter, Fx, R, base, elem_code, scalar_repr};
+use super::{Emitter, Fx, R, Trips, base, elem_code, scalar_repr};
 use crate::CodegenError;
 
 /// The message of R0012 (the interpreter's).
@@ -232,7 +232,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let yty = scalar_of(yelem);
                 let slot = self.alloca(fx, self.scalar_ty(elem), "scan.acc")?;
                 self.b.build_store(slot, st.neutral.0)?;
-                self.for_range(fx, self.const_i64(0), st.size, &mut |e, fx, i| {
+                self.for_range(fx, Trips::Many, self.const_i64(0), st.size, &mut |e, fx, i| {
                     let join = e.skip_uncovered(fx, covered, i)?;
                     let y = e.load_elem(values, i, yelem)?;
                     let acc = e.b.build_load(e.scalar_ty(elem), slot, "acc")?;
@@ -255,7 +255,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
                 let slot = self.alloca(fx, self.ptr().into(), "scan.acc")?;
                 self.b.build_store(slot, init)?;
-                self.for_range(fx, self.const_i64(0), st.size, &mut |e, fx, i| {
+                self.for_range(fx, Trips::Many, self.const_i64(0), st.size, &mut |e, fx, i| {
                     let p = e.gep(e.ptr(), slots, &[i], "slot")?;
                     let y = e.b.build_load(e.ptr(), p, "y")?.into_pointer_value();
                     let none = e.b.build_is_null(y, "none")?;
@@ -336,7 +336,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let partial = first.partial.clone();
         let callee = &self.ir.functions[func.0 as usize];
         let rtys = callee.results.clone();
-        self.for_range(fx, self.const_i64(0), first.size, &mut |e, fx, i| {
+        self.for_range(fx, Trips::Many, self.const_i64(0), first.size, &mut |e, fx, i| {
             let join = e.skip_uncovered(fx, covered, i)?;
             let mut args = partial.clone();
             for l in &ls {
@@ -534,7 +534,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<IntValue<'ctx>> {
         let count = self.alloca(fx, self.i64().into(), "kept")?;
         self.b.build_store(count, self.const_i64(0))?;
-        self.for_range(fx, self.const_i64(0), size, &mut |e, _fx, i| {
+        self.for_range(fx, Trips::Many, self.const_i64(0), size, &mut |e, _fx, i| {
             let n = e.b.build_load(e.i64(), count, "n")?.into_int_value();
             let kept = body(e, i, n)?;
             let one = e.b.build_int_z_extend(kept, e.i64(), "one")?;

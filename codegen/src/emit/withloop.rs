@@ -51,7 +51,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PhiValue, PointerVal
 
 use super::ops::{Ew, static_extent, static_rank};
 use super::scan::{FilterState, ScanState};
-use super::{Emitter, Fx, R, base, elem_code, scalar_repr};
+use super::{Emitter, Fx, R, Trips, base, elem_code, scalar_repr};
 use crate::CodegenError;
 use crate::rt;
 
@@ -329,7 +329,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             None => {
                 let (arr, buf) = self.scratch(fx, len)?;
                 scratch.push(arr);
-                self.for_small_range(fx, self.const_i64(0), len, &mut |e, fx, d| {
+                self.for_range(fx, Trips::Few, self.const_i64(0), len, &mut |e, fx, d| {
                     let x = e.int_elem(sv, &sty, d)?;
                     let neg = e.b.build_int_compare(IntPredicate::SLT, x, e.const_i64(0), "neg")?;
                     e.fail_ints_if(fx, neg, loc, "R0013", &template, x, x)?;
@@ -394,7 +394,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let acc = self.alloca(fx, self.i64().into(), "off")?;
                 self.b.build_store(acc, self.const_i64(0))?;
                 let (ib, fb) = (*buf, f.buf);
-                self.for_small_range(fx, self.const_i64(0), *n, &mut |e, _fx, d| {
+                self.for_range(fx, Trips::Few, self.const_i64(0), *n, &mut |e, _fx, d| {
                     let i = e.buf_get(ib, d)?;
                     let x = e.buf_get(fb, d)?;
                     let off = e.b.build_load(e.i64(), acc, "off")?.into_int_value();
@@ -1343,7 +1343,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     let bad = self.b.build_int_compare(IntPredicate::NE, len, n, "badlen")?;
                     let template = format!("the generator's {what} has {{a}} components but the index has {{b}}");
                     self.fail_ints_if(fx, bad, ploc, "R0006", &template, len, n)?;
-                    self.for_small_range(fx, self.const_i64(0), n, &mut |e, fx, d| {
+                    self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, fx, d| {
                         let x = e.int_elem(p, &ty, d)?;
                         if what == "step" || what == "width" {
                             let bad = e.b.build_int_compare(IntPredicate::SLE, x, e.const_i64(0), "nonpos")?;
@@ -1354,7 +1354,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     })?;
                 }
                 None => {
-                    self.for_small_range(fx, self.const_i64(0), n, &mut |e, _fx, d| {
+                    self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, _fx, d| {
                         e.buf_set(dst, d, e.const_i64(default))
                     })?;
                 }
@@ -1363,7 +1363,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // Non-empty? Then every frame must contain the last corner.
         let empty = self.alloca(fx, self.ctx.bool_type().into(), "empty")?;
         self.b.build_store(empty, self.ctx.bool_type().const_zero())?;
-        self.for_small_range(fx, self.const_i64(0), n, &mut |e, _fx, d| {
+        self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, _fx, d| {
             let (l, h, s, w) = (e.buf_get(lo, d)?, e.buf_get(hi, d)?, e.buf_get(st, d)?, e.buf_get(wd, d)?);
             let ge = e.b.build_int_compare(IntPredicate::SGE, l, h, "ge")?;
             let old = e.b.build_load(e.ctx.bool_type(), empty, "e")?.into_int_value();
@@ -1393,7 +1393,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let bad = self.alloca(fx, self.ctx.bool_type().into(), "bad")?;
             self.b.build_store(bad, self.ctx.bool_type().const_zero())?;
             let fc = f.clone();
-            self.for_small_range(fx, self.const_i64(0), n, &mut |e, _fx, d| {
+            self.for_range(fx, Trips::Few, self.const_i64(0), n, &mut |e, _fx, d| {
                 let l = e.buf_get(lo, d)?;
                 let la = e.buf_get(last, d)?;
                 let neg = e.b.build_int_compare(IntPredicate::SLT, l, e.const_i64(0), "neg")?;
@@ -1534,7 +1534,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
                 Index::Dynamic { buf, n } => {
                     let b = *buf;
-                    self.for_small_range(fx, self.const_i64(0), *n, &mut |e, _fx, d| {
+                    self.for_range(fx, Trips::Few, self.const_i64(0), *n, &mut |e, _fx, d| {
                         let i = e.buf_get(b, d)?;
                         let x = e.as_int(i)?;
                         e.store_elem(data, d, BaseType::Int, x.into())
