@@ -269,6 +269,26 @@ fn c_functions_of_endless_loops_loop() {
 }
 
 #[test]
+fn no_aggregate_stores_for_fast_instruction_selection() {
+    // Cold functions (and `-O0` builds) go through FastISel, which cannot
+    // store an aggregate and hands the rest of the block to SelectionDAG at
+    // several times the cost: stack vectors' shapes are stored extent by
+    // extent.
+    let work = scratch("fastisel");
+    let inv = invocation("kernels.sac", &[]);
+    let out = work.join("k0.ll");
+    let native = withloop_codegen::Options { opt_level: 0, ..Default::default() };
+    let report = compile(&inv, &PipelineOptions::default(), Emit::LlvmIr, &native, Some(&out));
+    assert_eq!(report.exit_code, 0, "{}", report.stderr);
+    let ll = std::fs::read_to_string(&out).expect("llvm ir");
+    let aggregate: Vec<&str> =
+        ll.lines().filter(|l| l.trim_start().starts_with("store [") || l.trim_start().starts_with("store {")).collect();
+    assert!(aggregate.is_empty(), "aggregate stores: {aggregate:#?}");
+    assert!(ll.contains("stackvec.extent"), "no stack vector in the kernels");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
 fn loops_are_not_unrolled_for_unknown_trip_counts() {
     let work = scratch("unroll");
     let inv = invocation("kernels.sac", &[]);

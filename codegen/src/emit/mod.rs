@@ -1179,6 +1179,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let header = self.alloca(fx, header_ty.into(), "stackvec")?;
         for (k, v) in fields.into_iter().enumerate() {
             let at = self.b.build_struct_gep(header_ty, header, k as u32, "stackvec.field")?;
+            if v.is_array_value() {
+                // The shape, extent by extent: FastISel (the code generator of
+                // `-O0` and of the cold part) cannot store an aggregate and
+                // leaves the rest of the block to SelectionDAG, at several
+                // times the cost (relax_apl's cold part: most of its blocks).
+                let extents = self.i64().array_type(1);
+                let first = self.gep(extents, at, &[self.const_i64(0), self.const_i64(0)], "stackvec.extent")?;
+                self.b.build_store(first, self.const_i64(n as i64))?;
+                continue;
+            }
             self.b.build_store(at, v)?;
         }
         self.const_arrays.insert(header, data);
