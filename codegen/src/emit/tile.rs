@@ -374,10 +374,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// The first `left` of `lanes` lanes (`left` may exceed `lanes`).
     fn lane_mask(&mut self, left: IntValue<'ctx>, lanes: usize) -> R<VectorValue<'ctx>> {
         let lanes = u32::try_from(lanes).map_err(|_| CodegenError::Bug("a register tile: too many columns".into()))?;
-        let lane_ty = self.i64().vec_type(lanes);
-        let one = self.b.build_insert_element(lane_ty.get_poison(), left, self.i32().const_zero(), "tleft")?;
-        let left =
-            self.b.build_shuffle_vector(one, lane_ty.get_poison(), self.i32().vec_type(lanes).const_zero(), "tleft")?;
+        let left = self.splat(left.into(), lanes)?;
         let steps: Vec<_> = (0..lanes).map(|l| self.i64().const_int(u64::from(l), false)).collect();
         let steps = VectorType::const_vector(&steps);
         Ok(self.b.build_int_compare(IntPredicate::SLT, steps, left, "tmask")?)
@@ -857,10 +854,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
     }
 
-    /// `x` in every one of `lanes` lanes.
+    /// `x` (a floating-point value or an integer) in every one of `lanes` lanes.
     fn splat(&mut self, x: BasicValueEnum<'ctx>, lanes: u32) -> R<VectorValue<'ctx>> {
-        let x = x.into_float_value();
-        let vty = x.get_type().vec_type(lanes);
+        let vty = match x {
+            BasicValueEnum::IntValue(i) => i.get_type().vec_type(lanes),
+            _ => x.into_float_value().get_type().vec_type(lanes),
+        };
         let one = self.b.build_insert_element(vty.get_poison(), x, self.i32().const_zero(), "splat")?;
         let mask = self.i32().vec_type(lanes).const_zero();
         Ok(self.b.build_shuffle_vector(one, vty.get_poison(), mask, "splat")?)
