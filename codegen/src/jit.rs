@@ -20,7 +20,7 @@ use compiler_core::span::{FileId, SourceMap, Span};
 use inkwell::context::Context;
 use withloop_rt::{ARG_ARRAY, ARG_SCALAR, ARG_STRING, WlArg, WlCtx, WlLoc};
 
-use crate::emit::{Emitter, scalar_repr};
+use crate::emit::scalar_repr;
 use crate::rt::Rt;
 use crate::{CodegenError, Options};
 
@@ -135,9 +135,7 @@ pub fn run_counted(
     }
     let spec = crate::target_spec(options);
     let ctx = Context::create();
-    let mut e = Emitter::new(&ctx, module, sources, options.parallel, crate::emit::Facts::of(module));
-    e.static_parallel_min = crate::static_parallel_min(options);
-    e.exact_folds = options.exact_folds;
+    let mut e = crate::emitter(&ctx, module, sources, options, crate::emit::Facts::of(module));
     e.functions()?;
     e.trampoline(fid.0 as usize, "wl.entry")?;
     let (llmod, tm) = e.finish(&spec, options)?;

@@ -425,9 +425,7 @@ fn emit_module<'ctx>(
     main: bool,
     facts: &emit::Facts,
 ) -> Result<(inkwell::module::Module<'ctx>, machines::Lease), CodegenError> {
-    let mut e = emit::Emitter::new(ctx, module, sources, options.parallel, facts.clone());
-    e.static_parallel_min = static_parallel_min(options);
-    e.exact_folds = options.exact_folds;
+    let mut e = emitter(ctx, module, sources, options, facts.clone());
     e.streams = options.opt_level > 0 && spec.triple.starts_with("x86_64");
     e.partition = partition;
     e.functions()?;
@@ -436,6 +434,21 @@ fn emit_module<'ctx>(
         e.executable_main()?;
     }
     e.finish(spec, options)
+}
+
+/// An emitter of `module` with what `options` asks of the code (for
+/// objects and for the JIT alike).
+pub(crate) fn emitter<'ctx, 'a>(
+    ctx: &'ctx Context,
+    module: &'a IrModule,
+    sources: &'a SourceMap,
+    options: &Options,
+    facts: emit::Facts,
+) -> emit::Emitter<'ctx, 'a> {
+    let mut e = emit::Emitter::new(ctx, module, sources, options.parallel, facts);
+    e.static_parallel_min = static_parallel_min(options);
+    e.exact_folds = options.exact_folds;
+    e
 }
 
 /// The compile-time cut below which a part of known size gets no parallel
