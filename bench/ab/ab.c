@@ -8,13 +8,16 @@
    their ratio B/A, with one element of each result as a cross-check.
 
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
-     target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL]
+     target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
    KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul or floyd, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
-   e.g. `relax__d_X_X__i` for the generic instance). Run it in both orders:
-   the first library loaded can differ by a percent or two. */
+   e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry); EXTENT:
+   the extent of every axis instead of the bench's (e.g. `matmul 1 5 A B -
+   2048`: a product of 2048x2048 matrices, which the entry's dispatch sends
+   to the generic instance). Run it in both orders: the first library loaded
+   can differ by a percent or two. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,8 +82,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown kernel %s\n", kernel);
     return 2;
   }
+  if (argc > 7) {
+    int64_t extent = atoll(argv[7]);
+    if (extent <= 0) {
+      fprintf(stderr, "EXTENT must be positive\n");
+      return 2;
+    }
+    for (int d = 0; d < a.rank; d++) shape[d] = extent;
+  }
   char symbol[128];
-  snprintf(symbol, sizeof symbol, "wl_%s", argc > 6 ? argv[6] : kernel);
+  snprintf(symbol, sizeof symbol, "wl_%s", argc > 6 && strcmp(argv[6], "-") ? argv[6] : kernel);
   int64_t n = 1;
   for (int d = 0; d < a.rank; d++) n *= shape[d];
   double *data = malloc(n * sizeof(double));
