@@ -13,7 +13,9 @@
    KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul or floyd, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
-   e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry); EXTENT:
+   e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry;
+   `SYM_A,SYM_B`: a symbol for each library, e.g. `relax_apl 1 9 L L
+   relax_apl,relax` for composed against hand-fused); EXTENT:
    the extent of every axis instead of the bench's (e.g. `matmul 1 5 A B -
    2048`: a product of 2048x2048 matrices, which the entry's dispatch sends
    to the generic instance). Run it in both orders: the first library loaded
@@ -47,7 +49,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: %s KERNEL THREADS ROUNDS LIB_A LIB_B [SYMBOL]\n", argv[0]);
+    fprintf(stderr, "usage: %s KERNEL THREADS ROUNDS LIB_A LIB_B [SYMBOL|SYM_A,SYM_B|- [EXTENT]]\n", argv[0]);
     return 2;
   }
   const char *kernel = argv[1];
@@ -90,8 +92,16 @@ int main(int argc, char **argv) {
     }
     for (int d = 0; d < a.rank; d++) shape[d] = extent;
   }
-  char symbol[128];
-  snprintf(symbol, sizeof symbol, "wl_%s", argc > 6 && strcmp(argv[6], "-") ? argv[6] : kernel);
+  char symbol[2][128];
+  const char *wanted = argc > 6 && strcmp(argv[6], "-") ? argv[6] : kernel;
+  const char *comma = strchr(wanted, ',');
+  if (comma) {
+    snprintf(symbol[0], sizeof symbol[0], "wl_%.*s", (int)(comma - wanted), wanted);
+    snprintf(symbol[1], sizeof symbol[1], "wl_%s", comma + 1);
+  } else {
+    snprintf(symbol[0], sizeof symbol[0], "wl_%s", wanted);
+    snprintf(symbol[1], sizeof symbol[1], "wl_%s", wanted);
+  }
   int64_t n = 1;
   for (int d = 0; d < a.rank; d++) n *= shape[d];
   double *data = malloc(n * sizeof(double));
@@ -108,9 +118,9 @@ int main(int argc, char **argv) {
   }
   void *fn[2];
   for (int i = 0; i < 2; i++) {
-    fn[i] = dlsym(lib[i], symbol);
+    fn[i] = dlsym(lib[i], symbol[i]);
     if (!fn[i]) {
-      fprintf(stderr, "no %s in %s\n", symbol, argv[4 + i]);
+      fprintf(stderr, "no %s in %s\n", symbol[i], argv[4 + i]);
       return 1;
     }
   }
@@ -125,7 +135,7 @@ int main(int argc, char **argv) {
                                          : ((array_fn)f)(ctx[i], &a, &out);
       double t = now() - t0;
       if (rc) {
-        fprintf(stderr, "%s failed in %s\n", symbol, argv[4 + i]);
+        fprintf(stderr, "%s failed in %s\n", symbol[i], argv[4 + i]);
         return 1;
       }
       if (t < best[i]) best[i] = t;
@@ -133,7 +143,8 @@ int main(int argc, char **argv) {
       release[i](&out);
     }
   }
-  printf("%s %s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f (check %g %g)\n", kernel, symbol, threads, best[0] * 1e3,
+  printf("%s %s/%s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f (check %g %g)\n", kernel, symbol[0], symbol[1], threads,
+         best[0] * 1e3,
          best[1] * 1e3, best[1] / best[0], check[0], check[1]);
   return check[0] == check[1] ? 0 : 1;
 }
