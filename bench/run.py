@@ -357,7 +357,13 @@ def timed_together(impls, reps, min_total=1.0, slow=5.0, round_settle=SETTLE, ta
     round, in their order; the others take turns at going first, as the
     first run after the pause was slower (this host: a shape-specialised
     relaxation 7% behind its generic twin in three tables, where timed
-    alternately the two were equal)."""
+    alternately the two were equal), and every other round runs them in
+    reverse, so that each follows either neighbour as often: a call after
+    the C kernel (which leaves the caches full of its own buffers) was 25%
+    slower than after another SaC call, whose freed blocks the next call
+    reuses warm (a Rocket Lake host: the composed relaxation, which always
+    came after C, 1.08-1.13x the hand-fused one, which never did; equal
+    when either order comes as often)."""
     figures, calls, live = {}, {}, []
     for name, (fn, setup) in impls.items():
         time.sleep(SETTLE)
@@ -383,9 +389,12 @@ def timed_together(impls, reps, min_total=1.0, slow=5.0, round_settle=SETTLE, ta
     turn = 0
     while any(wanted(name) for name in live):
         time.sleep(round_settle)
-        first = turn % len(rotating) if rotating else 0
+        first = (turn // 2) % len(rotating) if rotating else 0
+        order = rotating[first:] + rotating[:first]
+        if turn % 2:
+            order.reverse()
         turn += 1
-        for name in rotating[first:] + rotating[:first] + fixed:
+        for name in order + fixed:
             if not wanted(name):
                 continue
             fn, setup = impls[name]
