@@ -55,6 +55,25 @@ async fn miss_then_memory_then_database_after_a_restart_with_identical_bytes() {
 }
 
 #[tokio::test]
+async fn a_memory_hit_answers_what_the_miss_did_but_for_where_it_came_from() {
+    let router = app(embedded());
+    let body = request(&["object", "header", "report"]);
+    let miss = post(&router, "/v1/compile", body.clone()).await;
+    assert_eq!(miss.status, StatusCode::OK, "{}", miss.text());
+    // The first hit serialises the response and keeps it; the second answers those bytes.
+    let hits = [post(&router, "/v1/compile", body.clone()).await, post(&router, "/v1/compile", body).await];
+    for hit in &hits {
+        assert_eq!(hit.status, StatusCode::OK);
+        assert_eq!(hit.header("content-type").as_deref(), Some("application/json"));
+    }
+    assert_eq!(hits[0].body, hits[1].body);
+    let (mut miss, mut hit) = (miss.json(), hits[0].json());
+    assert_eq!((miss["cache"].take(), hit["cache"].take()), ("miss".into(), "memory".into()));
+    assert_eq!(hit, miss);
+    assert!(hit["report"]["passes"].as_array().is_some_and(|p| !p.is_empty()), "{hit}");
+}
+
+#[tokio::test]
 async fn fifty_concurrent_identical_requests_compile_once() {
     let state = embedded();
     let router = app(state.clone());

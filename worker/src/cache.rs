@@ -51,6 +51,9 @@ pub struct CompilationMeta {
 pub struct Compiled {
     pub meta: CompilationMeta,
     pub bytes: BTreeMap<ArtifactKind, Bytes>,
+    /// The JSON body of a memory-tier hit on it, serialised at the first such
+    /// hit ([`crate::request::CompileResponse::memory_hit_body`]).
+    pub memory_hit_body: std::sync::OnceLock<Bytes>,
 }
 
 impl Compiled {

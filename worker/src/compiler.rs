@@ -261,5 +261,6 @@ fn compiled(prepared: &Prepared, output: BuildOutput, compile_ms: f64) -> Compil
             request: Some(prepared.request.clone()),
         },
         bytes,
+        memory_hit_body: Default::default(),
     }
 }

@@ -151,6 +151,19 @@ pub struct CompileResponse {
 }
 
 impl CompileResponse {
+    /// The JSON body of `CompileResponse::of(compiled, Memory)`, serialised
+    /// once per cached compilation and kept with it: every memory-tier hit
+    /// on a compilation answers the same bytes, and cloning and serialising
+    /// the report for each (its strings escaped anew) was a fifth of a hit's
+    /// CPU under load.
+    pub fn memory_hit_body(compiled: &Compiled) -> serde_json::Result<bytes::Bytes> {
+        if let Some(body) = compiled.memory_hit_body.get() {
+            return Ok(body.clone());
+        }
+        let body = serde_json::to_vec(&CompileResponse::of(compiled, CacheOutcome::Memory))?;
+        Ok(compiled.memory_hit_body.get_or_init(|| body.into()).clone())
+    }
+
     pub fn of(compiled: &Compiled, cache: CacheOutcome) -> CompileResponse {
         let meta = &compiled.meta;
         CompileResponse {

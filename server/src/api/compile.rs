@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+use withloop_worker::cache::CacheOutcome;
 use withloop_worker::request::{CompileRequest, CompileResponse, GenericFallback, Prepared, prepare};
 
 use crate::error::{ApiError, ApiJson, ErrorEnvelope};
@@ -71,6 +72,11 @@ pub async fn compile(
         }
     }
     let (compiled, outcome) = state.compiler.compile_cached(prepared, request.bypass_cache, None).await?;
+    if outcome == CacheOutcome::Memory {
+        let body = CompileResponse::memory_hit_body(&compiled)
+            .map_err(|e| ApiError::internal(format!("serialising the compilation: {e}")))?;
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
+    }
     Ok(Json(CompileResponse::of(&compiled, outcome)).into_response())
 }
 
