@@ -89,6 +89,13 @@ async fn run(args: Args) -> Result<(), String> {
         options.concurrency,
         options.capabilities.join(",")
     );
+    // The first jobs find the compile threads started (see `warm_up`).
+    let threads = options.concurrency;
+    tokio::spawn(async move {
+        if let Err(e) = withloop_worker::compiler::warm_up(threads).await {
+            eprintln!("withloop-worker: warming up the compile threads failed (a compiler bug): {e}");
+        }
+    });
     pool::serve(queue, compiler, options, stopped).await.map_err(|e| format!("the job queue failed: {e}"))
 }
 
