@@ -146,9 +146,10 @@ impl Compiler {
     }
 }
 
-/// What [`warm_up`] compiles: a with-loop over a library operator, so that
-/// the front end builds its per-thread cache of the library's function stubs
-/// and LLVM its target and pipelines, as a first request would.
+/// What [`warm_up`] compiles: a shape-hinted tensor comprehension that uses
+/// the library (`shape`, the `Array` module), so that the front end builds
+/// its per-thread cache of the library's function stubs and LLVM sets up its
+/// target and pipelines, as a first request would.
 const WARM_UP_PROGRAM: &str = "use Array: all;\n\
     double[.] scale(double[.] a) { return { iv -> 2.0 * a[iv] + 1.0 | iv < shape(a) }; }\n";
 
