@@ -60,9 +60,23 @@ impl Compiled {
     /// Bytes it takes (artifacts plus a rough size of the metadata), for the
     /// caches' size bounds.
     pub fn size_bytes(&self) -> u64 {
-        let artifacts: u64 = self.bytes.values().map(|b| b.len() as u64).sum();
-        let report = self.meta.report.to_string().len() as u64;
+        let (artifacts, report) = self.sizes();
         artifacts + report + 1024
+    }
+
+    /// Bytes it takes in the memory tier: [`Self::size_bytes`], and the
+    /// response body a memory-tier hit keeps ([`Compiled::memory_hit_body`]),
+    /// whose size is mostly the report's (counted before the body exists:
+    /// moka weighs an entry when it is inserted).
+    fn memory_bytes(&self) -> u64 {
+        let (artifacts, report) = self.sizes();
+        artifacts + 2 * report + 1024
+    }
+
+    /// The artifacts' bytes and the report's, serialised.
+    fn sizes(&self) -> (u64, u64) {
+        let artifacts: u64 = self.bytes.values().map(|b| b.len() as u64).sum();
+        (artifacts, self.meta.report.to_string().len() as u64)
     }
 }
 
@@ -96,7 +110,7 @@ impl Cache {
     pub fn new(limits: MemoryLimits, store: Option<Store>) -> Cache {
         let memory = moka::future::Cache::builder()
             .max_capacity(limits.max_bytes)
-            .weigher(|_key: &String, c: &Arc<Compiled>| c.size_bytes().min(u32::MAX as u64) as u32)
+            .weigher(|_key: &String, c: &Arc<Compiled>| c.memory_bytes().min(u32::MAX as u64) as u32)
             .time_to_live(limits.time_to_live)
             .build();
         Cache { memory, store }
