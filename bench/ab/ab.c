@@ -144,7 +144,6 @@ int main(int argc, char **argv) {
     }
   }
   printf("%s %s/%s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f (check %g %g)\n", kernel, symbol[0], symbol[1], threads,
-         best[0] * 1e3,
-         best[1] * 1e3, best[1] / best[0], check[0], check[1]);
+         best[0] * 1e3, best[1] * 1e3, best[1] / best[0], check[0], check[1]);
   return check[0] == check[1] ? 0 : 1;
 }

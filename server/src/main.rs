@@ -32,12 +32,7 @@ async fn serve(config: Config) -> Result<(), String> {
     eprintln!("withloop-server listening on http://{address} ({mode}); API docs at http://{address}/docs");
     let workers = state.spawn_workers();
     // The first requests find the compile threads started (see `warm_up`).
-    let threads = state.config.max_compiles();
-    tokio::spawn(async move {
-        if let Err(e) = withloop_worker::compiler::warm_up(threads).await {
-            eprintln!("withloop-server: warming up the compile threads failed (a compiler bug): {e}");
-        }
-    });
+    withloop_worker::compiler::warm_up_in_background(state.config.max_compiles(), "withloop-server");
     let served = axum::serve(listener, withloop_server::app(state))
         .with_graceful_shutdown(withloop_worker::process::shutdown_signal())
         .await

@@ -182,6 +182,17 @@ pub async fn warm_up(threads: usize) -> Result<(), BuildError> {
     Ok(())
 }
 
+/// [`warm_up`] in the background, for a process starting to serve
+/// (`withloop-server`, `withloop-worker`: `who` names it in the message a
+/// failed warm-up leaves on standard error).
+pub fn warm_up_in_background(threads: usize, who: &'static str) {
+    tokio::spawn(async move {
+        if let Err(e) = warm_up(threads).await {
+            eprintln!("{who}: warming up the compile threads failed (a compiler bug): {e}");
+        }
+    });
+}
+
 /// A compile to run on a compile thread.
 type CompileJob = Box<dyn FnOnce() + Send>;
 

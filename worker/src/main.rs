@@ -90,12 +90,7 @@ async fn run(args: Args) -> Result<(), String> {
         options.capabilities.join(",")
     );
     // The first jobs find the compile threads started (see `warm_up`).
-    let threads = options.concurrency;
-    tokio::spawn(async move {
-        if let Err(e) = withloop_worker::compiler::warm_up(threads).await {
-            eprintln!("withloop-worker: warming up the compile threads failed (a compiler bug): {e}");
-        }
-    });
+    withloop_worker::compiler::warm_up_in_background(options.concurrency, "withloop-worker");
     pool::serve(queue, compiler, options, stopped).await.map_err(|e| format!("the job queue failed: {e}"))
 }
 
