@@ -10,7 +10,7 @@
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
-   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul or floyd, on the
+   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd or implies, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
    e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry;
@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
   wl_array a = {0, 2, shape, 0};
   int iters = 10;
   enum kind kind = ARRAY_INT;
+  /* Bytes per element: doubles, or bools (implies), one byte each in the ABI. */
+  size_t element = sizeof(double);
   if (!strcmp(kernel, "relax") || !strcmp(kernel, "relax_iv") || !strcmp(kernel, "relax_apl")) {
     shape[0] = shape[1] = 2000;
   } else if (!strcmp(kernel, "smooth")) {
@@ -80,6 +82,8 @@ int main(int argc, char **argv) {
     shape[0] = shape[1] = 1024, kind = ARRAY_ARRAY;
   } else if (!strcmp(kernel, "floyd")) {
     shape[0] = shape[1] = 512, kind = ARRAY;
+  } else if (!strcmp(kernel, "implies")) {
+    shape[0] = shape[1] = 4000, kind = ARRAY_ARRAY, element = 1;
   } else {
     fprintf(stderr, "unknown kernel %s\n", kernel);
     return 2;
@@ -104,16 +108,26 @@ int main(int argc, char **argv) {
   }
   int64_t n = 1;
   for (int d = 0; d < a.rank; d++) n *= shape[d];
-  double *data = malloc(n * sizeof(double));
-  for (int64_t i = 0; i < n; i++) data[i] = (i % 13) * 0.25 + 1;
+  void *data = malloc(n * element);
+  for (int64_t i = 0; i < n; i++) {
+    if (element == 1)
+      ((uint8_t *)data)[i] = i % 3 == 0;
+    else
+      ((double *)data)[i] = (i % 13) * 0.25 + 1;
+  }
   a.data = data;
   /* A second operand of its own (matmul), as bench/run.py multiplies two
      matrices: the same array twice shares its cache lines between the
      operands, a product no caller has. */
   wl_array b = a;
   if (kind == ARRAY_ARRAY) {
-    double *data_b = malloc(n * sizeof(double));
-    for (int64_t i = 0; i < n; i++) data_b[i] = (i % 7) * 0.5 - 1;
+    void *data_b = malloc(n * element);
+    for (int64_t i = 0; i < n; i++) {
+      if (element == 1)
+        ((uint8_t *)data_b)[i] = i % 5 == 0;
+      else
+        ((double *)data_b)[i] = (i % 7) * 0.5 - 1;
+    }
     b.data = data_b;
   }
   void *fn[2];
@@ -139,7 +153,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       if (t < best[i]) best[i] = t;
-      check[i] = ((double *)out.data)[n / 2 + 7];
+      check[i] = element == 1 ? ((uint8_t *)out.data)[n / 2 + 7] : ((double *)out.data)[n / 2 + 7];
       release[i](&out);
     }
   }
