@@ -153,7 +153,14 @@ int main(int argc, char **argv) {
         return 1;
       }
       if (t < best[i]) best[i] = t;
-      check[i] = element == 1 ? ((uint8_t *)out.data)[n / 2 + 7] : ((double *)out.data)[n / 2 + 7];
+      if (element == 1) {
+        /* bools: how many are true (one element of a 0/1 result checks little) */
+        int64_t ones = 0;
+        for (int64_t k = 0; k < n; k++) ones += ((uint8_t *)out.data)[k] != 0;
+        check[i] = (double)ones;
+      } else {
+        check[i] = ((double *)out.data)[n / 2 + 7];
+      }
       release[i](&out);
     }
   }
