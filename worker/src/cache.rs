@@ -57,6 +57,11 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// A compilation of `meta` with its artifacts' `bytes` (no hit body yet).
+    pub fn new(meta: CompilationMeta, bytes: BTreeMap<ArtifactKind, Bytes>) -> Compiled {
+        Compiled { meta, bytes, memory_hit_body: Default::default() }
+    }
+
     /// Bytes it takes (artifacts plus a rough size of the metadata), for the
     /// caches' size bounds.
     pub fn size_bytes(&self) -> u64 {

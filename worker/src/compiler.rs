@@ -294,8 +294,8 @@ fn compiled(prepared: &Prepared, output: BuildOutput, compile_ms: f64) -> Compil
         bytes.insert(kind, Bytes::from(data));
     }
     let created_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    Compiled {
-        meta: CompilationMeta {
+    Compiled::new(
+        CompilationMeta {
             key: prepared.key.clone(),
             components: prepared.components.clone(),
             created_unix_ms,
@@ -308,8 +308,7 @@ fn compiled(prepared: &Prepared, output: BuildOutput, compile_ms: f64) -> Compil
             request: Some(prepared.request.clone()),
         },
         bytes,
-        memory_hit_body: Default::default(),
-    }
+    )
 }
 
 #[cfg(test)]

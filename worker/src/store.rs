@@ -108,7 +108,7 @@ impl Store {
             bytes.insert(info.kind, Bytes::from(data));
         }
         self.touch(key);
-        Ok(Some(Ok(Compiled { meta, bytes, memory_hit_body: Default::default() })))
+        Ok(Some(Ok(Compiled::new(meta, bytes))))
     }
 
     /// Records a hit of `key`; writes it back (in the background) when the

@@ -36,11 +36,7 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>) -> Resu
     if let Some(store) = state.cache.store() {
         let meta = store.metadata(&key).await.map_err(ApiError::cache_database)?;
         if let Some(meta) = meta {
-            let compiled = withloop_worker::cache::Compiled {
-                meta,
-                bytes: Default::default(),
-                memory_hit_body: Default::default(),
-            };
+            let compiled = withloop_worker::cache::Compiled::new(meta, Default::default());
             return Ok(Json(CompileResponse::of(&compiled, CacheOutcome::Database)));
         }
     }
