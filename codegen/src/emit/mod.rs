@@ -231,11 +231,11 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// loop level (a part's row reads, `withloop.rs`), by their first value:
     /// [`Emitter::block`] skips them.
     pub hoisted: HashSet<ValueId>,
-    /// Offsets of constant indices, `_vect2offset_(shp, c)`, with the extents
-    /// of `shp` (1..) read where the offset was computed (values, so still
+    /// Offsets of constant indices, `_vect2offset_(shp, c)`, with `shp` and
+    /// its extents (1..) read where the offset was computed (values, so still
     /// good where `shp` itself has been released): a chunk function
     /// recomputes such an offset from them (`parallel::RematOffset`).
-    pub offset_extents: HashMap<ValueId, (Vec<IntValue<'ctx>>, Vec<i64>)>,
+    pub offset_extents: HashMap<ValueId, (ValueId, Vec<IntValue<'ctx>>, Vec<i64>)>,
     /// This is a chunk function (a parallel part's or a flat loop's). A chunk
     /// runs on a context of one thread, and when its part runs whole on the
     /// calling thread, the part's work, nested with-loops' included, was below

@@ -429,7 +429,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 if let (Some(extents), Some(index)) = (extents, fx.consts.get(&args[1]).and_then(|c| c.as_int_vec())) {
                     // A chunk function recomputes it as a plain `int` (not a boxed `int[*]`).
                     if index.len() == extents.len() && !index.is_empty() && scalar_repr(ty(d)) {
-                        fx.offset_extents.insert(d, (extents[1..].to_vec(), index));
+                        fx.offset_extents.insert(d, (args[0], extents[1..].to_vec(), index));
                     }
                 }
                 let x = self.as_int(wide)?;
