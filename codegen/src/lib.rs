@@ -271,11 +271,22 @@ pub fn host_spec() -> &'static TargetSpec {
 /// whose combinations LSR enumerates through scalar evolution (mg3's generic
 /// instance: 61 of 119 ms of `llc`; relax_apl 22 of 135 ms). x86-64's
 /// addressing (base + index × scale + displacement) leaves it little to win.
+///
+/// The SLP vectoriser packs nothing (`-slp-max-vf=1`): `default<O3>` runs it
+/// whatever the pass-builder options say (the alias switches it on), and it
+/// took 11-18% of `opt`'s time on the bench kernels (det's unrolled minors,
+/// Black–Scholes, the stencils' address arithmetic; the compile service's
+/// geometric mean against JAX 6-9% lower without it) for code that ran as
+/// fast without it: it changed the machine code of det, blackscholes and
+/// mg3's hot functions only, and each ran within the host's noise (Zen 3,
+/// A/B of the bench library in one process: det 0.92-1.06, blackscholes
+/// 0.96-1.00, mg3 0.996-1.02). The loops' vectoriser does our work: the
+/// register tiles emit vectors themselves (`emit::tile`).
 fn configure_llvm() {
     static CONFIGURED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     CONFIGURED.get_or_init(|| {
         Target::initialize_all(&InitializationConfig::default());
-        set_llvm_options(&["withloop", "-disable-lsr"]);
+        set_llvm_options(&["withloop", "-disable-lsr", "-slp-max-vf=1"]);
     });
 }
 

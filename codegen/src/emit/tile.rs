@@ -29,9 +29,9 @@
 //!   Small IR: LLVM compiles it in a fraction of the time of the other form.
 //! - **Scalar copies** ([`Emitter::jam`]) otherwise: one copy of the body per
 //!   element, accumulators in stack slots (registers after SROA): independent
-//!   scalar chains. LLVM's SLP vectoriser, which could pack them, is not in our
-//!   pipeline (the C API's pass-builder defaults leave it off; switched on, the
-//!   bench library came out byte-identical, and it costs compile time).
+//!   scalar chains. LLVM's SLP vectoriser, which could pack them, packs
+//!   nothing in our pipeline (`configure_llvm`: it cost compile time, and the
+//!   bench's tiles came out the same without it).
 //!
 //! **Panels.** Where the lanes form's fold body selects vectors that do not
 //! depend on the tile's row (matrix multiplication's `b[k, j]`: every row tile
