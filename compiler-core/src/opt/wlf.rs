@@ -690,6 +690,12 @@ struct Seen<'a> {
     producers: HashMap<(ValueId, ValueId, usize), Result<Producer<'a>, String>>,
     /// A consumer part's bounds, canonicalised.
     bounds: HashMap<(ValueId, usize), Result<IndexBox, String>>,
+    /// Whether a producer prints: its with-loop walked once, not once per read.
+    prints: HashMap<ValueId, bool>,
+    /// Per consumer and producer: the producer's selections in each of the
+    /// consumer's parts, counted once, not once per read (an unrolled
+    /// determinant level's part reads its minor hundreds of times).
+    reads: HashMap<(ValueId, ValueId), Vec<usize>>,
 }
 
 /// How a reference is folded: the consumer part's pieces and what each reads.
@@ -714,20 +720,28 @@ fn plan<'a>(
     consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
     seen: &mut Seen<'a>,
 ) -> Result<Plan, String> {
-    let mut effect = false;
-    pstmt
-        .op
-        .walk_blocks(&mut |b| b.walk(&mut |s| effect |= matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect())));
-    if effect {
+    let prints = *seen.prints.entry(rf.array).or_insert_with(|| {
+        let mut effect = false;
+        pstmt.op.walk_blocks(&mut |b| {
+            b.walk(&mut |s| effect |= matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()))
+        });
+        effect
+    });
+    if prints {
         return Err("it prints".into());
     }
+    let reads: Vec<usize> = seen
+        .reads
+        .entry((rf.consumer, rf.array))
+        .or_insert_with(|| consumer.parts.iter().map(|p| count_refs(&p.body, rf.array)).collect())
+        .clone();
     let static_length = match &pstmt.op {
         Op::With(w) => w.parts.first().is_some_and(|p| r.vector(p.lower).is_some()),
         _ => false,
     };
     if !static_length {
         let prod = whole_plan(r, rf, pstmt, op, consumer)?;
-        no_duplicated_work(&prod, rf, consumer, uses, consumers_of, true)?;
+        no_duplicated_work(&prod, rf, &reads, uses, consumers_of, true)?;
         let regions = prod.regions.clone();
         return Ok(Plan { regions, producer: prod.owned(), whole: true, tail: 0 });
     }
@@ -819,16 +833,17 @@ fn plan<'a>(
         }
     }
     let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
-    no_duplicated_work(prod, rf, consumer, uses, consumers_of, used_axes.len() == m)?;
+    no_duplicated_work(prod, rf, &reads, uses, consumers_of, used_axes.len() == m)?;
     Ok(Plan { regions, producer: prod.clone().owned(), whole, tail })
 }
 
 /// Folding must not compute a producer's element more often than the producer
-/// did (unless its parts are cheap): seed 002 §5's criterion.
+/// did (unless its parts are cheap): seed 002 §5's criterion. `reads`: the
+/// producer's selections in each part of the consumer.
 fn no_duplicated_work(
     prod: &Producer,
     rf: &Reference,
-    consumer: &With,
+    reads: &[usize],
     uses: &[u32],
     consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
     every_axis_used: bool,
@@ -836,7 +851,7 @@ fn no_duplicated_work(
     if prod.cheap {
         return Ok(());
     }
-    let refs_here = count_refs(&consumer.parts[rf.part].body, rf.array);
+    let refs_here = reads[rf.part];
     let total_uses = uses[rf.array.0 as usize] as usize;
     if consumers_of.get(&rf.array).is_some_and(|c| c.len() > 1) {
         return Err(
@@ -848,7 +863,7 @@ fn no_duplicated_work(
             "it is read {refs_here} times per element here, so its elements would be computed {refs_here} times"
         ));
     }
-    if total_uses > count_refs_in_consumer(consumer, rf.array) {
+    if total_uses > reads.iter().sum::<usize>() {
         return Err("it is also used elsewhere, so its elements would be computed twice".into());
     }
     if !every_axis_used {
@@ -918,10 +933,6 @@ fn count_refs(b: &Block, array: ValueId) -> usize {
         }
     });
     n
-}
-
-fn count_refs_in_consumer(w: &With, array: ValueId) -> usize {
-    w.parts.iter().map(|p| count_refs(&p.body, array)).sum()
 }
 
 /// Rewrites the consumer according to the plan.
