@@ -10,7 +10,8 @@
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
-   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd or implies, on the
+   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det or
+   blackscholes, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
    e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry;
@@ -39,7 +40,10 @@ typedef void (*release_fn)(wl_array *);
 typedef int32_t (*array_int_fn)(void *, const wl_array *, int32_t, wl_array *);
 typedef int32_t (*array_array_fn)(void *, const wl_array *, const wl_array *, wl_array *);
 typedef int32_t (*array_fn)(void *, const wl_array *, wl_array *);
-enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY };
+typedef int32_t (*array_to_double_fn)(void *, const wl_array *, double *);
+typedef int32_t (*blackscholes_fn)(void *, const wl_array *, const wl_array *, const wl_array *, double, double,
+                                   wl_array *);
+enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY, ARRAY_TO_DOUBLE, BLACKSCHOLES };
 
 static double now(void) {
   struct timespec t;
@@ -84,6 +88,10 @@ int main(int argc, char **argv) {
     shape[0] = shape[1] = 512, kind = ARRAY;
   } else if (!strcmp(kernel, "implies")) {
     shape[0] = shape[1] = 4000, kind = ARRAY_ARRAY, element = 1;
+  } else if (!strcmp(kernel, "det")) {
+    shape[0] = shape[1] = 10, kind = ARRAY_TO_DOUBLE;
+  } else if (!strcmp(kernel, "blackscholes")) {
+    shape[0] = 4000000, a.rank = 1, kind = BLACKSCHOLES;
   } else {
     fprintf(stderr, "unknown kernel %s\n", kernel);
     return 2;
@@ -109,9 +117,16 @@ int main(int argc, char **argv) {
   int64_t n = 1;
   for (int d = 0; d < a.rank; d++) n *= shape[d];
   void *data = malloc(n * element);
+  uint64_t lcg = 1;
   for (int64_t i = 0; i < n; i++) {
     if (element == 1)
       ((uint8_t *)data)[i] = i % 3 == 0;
+    else if (kind == ARRAY_TO_DOUBLE) { /* pseudo-random: a pattern's rows would be dependent (det 0) */
+      lcg = lcg * 6364136223846793005u + 1442695040888963407u;
+      ((double *)data)[i] = (double)(lcg >> 33) / 4294967296.0 - 1;
+    }
+    else if (kind == BLACKSCHOLES) /* spot prices */
+      ((double *)data)[i] = 50 + i % 101;
     else
       ((double *)data)[i] = (i % 13) * 0.25 + 1;
   }
@@ -130,6 +145,13 @@ int main(int argc, char **argv) {
     }
     b.data = data_b;
   }
+  /* Black–Scholes: strikes and times to expiry beside the spot prices. */
+  wl_array strike = a, expiry = a;
+  if (kind == BLACKSCHOLES) {
+    double *x = malloc(n * sizeof(double)), *t = malloc(n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) x[i] = 50 + (i * 7) % 101, t[i] = 0.25 + (i % 8) * 0.25;
+    strike.data = x, expiry.data = t;
+  }
   void *fn[2];
   for (int i = 0; i < 2; i++) {
     fn[i] = dlsym(lib[i], symbol[i]);
@@ -143,16 +165,23 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
       void *f = fn[i];
       wl_array out;
+      double scalar = 0;
       double t0 = now();
-      int32_t rc = kind == ARRAY_INT     ? ((array_int_fn)f)(ctx[i], &a, iters, &out)
-                   : kind == ARRAY_ARRAY ? ((array_array_fn)f)(ctx[i], &a, &b, &out)
-                                         : ((array_fn)f)(ctx[i], &a, &out);
+      int32_t rc = kind == ARRAY_INT         ? ((array_int_fn)f)(ctx[i], &a, iters, &out)
+                   : kind == ARRAY_ARRAY     ? ((array_array_fn)f)(ctx[i], &a, &b, &out)
+                   : kind == ARRAY_TO_DOUBLE ? ((array_to_double_fn)f)(ctx[i], &a, &scalar)
+                   : kind == BLACKSCHOLES    ? ((blackscholes_fn)f)(ctx[i], &a, &strike, &expiry, 0.02, 0.3, &out)
+                                             : ((array_fn)f)(ctx[i], &a, &out);
       double t = now() - t0;
       if (rc) {
         fprintf(stderr, "%s failed in %s\n", symbol[i], argv[4 + i]);
         return 1;
       }
       if (t < best[i]) best[i] = t;
+      if (kind == ARRAY_TO_DOUBLE) {
+        check[i] = scalar;
+        continue;
+      }
       if (element == 1) {
         /* bools: how many are true (one element of a 0/1 result checks little) */
         int64_t ones = 0;

@@ -279,8 +279,8 @@ pub fn host_spec() -> &'static TargetSpec {
 /// geometric mean against JAX 6-9% lower without it) for code that ran as
 /// fast without it: it changed the machine code of det, blackscholes and
 /// mg3's hot functions only, and each ran within the host's noise (Zen 3,
-/// A/B of the bench library in one process: det 0.92-1.06, blackscholes
-/// 0.96-1.00, mg3 0.996-1.02). The loops' vectoriser does our work: the
+/// A/B of the bench library in one process, `bench/ab/ab.c`: det 0.96-1.02,
+/// blackscholes 1.00-1.02, mg3 0.996-1.02). The loops' vectoriser does our work: the
 /// register tiles emit vectors themselves (`emit::tile`).
 fn configure_llvm() {
     static CONFIGURED: std::sync::OnceLock<()> = std::sync::OnceLock::new();

@@ -306,6 +306,7 @@ impl Preprocessor<'_> {
             if active {
                 let run: VecDeque<PTok> = tokens[i..j].iter().cloned().map(PTok::plain).collect();
                 let expanded = self.expand(run);
+                self.output.reserve(expanded.len().min(MAX_OUTPUT_TOKENS.saturating_sub(self.output.len())));
                 for t in expanded {
                     if let TokenKind::Invalid(d) = &t.tok.kind {
                         // Reported here; the parser treats it as an erroneous expression
@@ -603,7 +604,7 @@ impl Preprocessor<'_> {
     // ---------------------------------------------------------------- expansion
 
     fn expand(&mut self, mut queue: VecDeque<PTok>) -> Vec<PTok> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(queue.len());
         let mut budget = MAX_OUTPUT_TOKENS;
         while let Some(t) = queue.pop_front() {
             budget = budget.saturating_sub(1);
