@@ -124,8 +124,7 @@ int main(int argc, char **argv) {
     else if (kind == ARRAY_TO_DOUBLE) { /* pseudo-random: a pattern's rows would be dependent (det 0) */
       lcg = lcg * 6364136223846793005u + 1442695040888963407u;
       ((double *)data)[i] = (double)(lcg >> 33) / 4294967296.0 - 1;
-    }
-    else if (kind == BLACKSCHOLES) /* spot prices */
+    } else if (kind == BLACKSCHOLES) /* spot prices */
       ((double *)data)[i] = 50 + i % 101;
     else
       ((double *)data)[i] = (i % 13) * 0.25 + 1;

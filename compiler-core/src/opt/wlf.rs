@@ -730,18 +730,20 @@ fn plan<'a>(
     if prints {
         return Err("it prints".into());
     }
-    let reads: Vec<usize> = seen
-        .reads
-        .entry((rf.consumer, rf.array))
-        .or_insert_with(|| consumer.parts.iter().map(|p| count_refs(&p.body, rf.array)).collect())
-        .clone();
+    let reads = {
+        let per_part = seen
+            .reads
+            .entry((rf.consumer, rf.array))
+            .or_insert_with(|| consumer.parts.iter().map(|p| count_refs(&p.body, rf.array)).collect());
+        Reads { here: per_part[rf.part], consumer: per_part.iter().sum() }
+    };
     let static_length = match &pstmt.op {
         Op::With(w) => w.parts.first().is_some_and(|p| r.vector(p.lower).is_some()),
         _ => false,
     };
     if !static_length {
         let prod = whole_plan(r, rf, pstmt, op, consumer)?;
-        no_duplicated_work(&prod, rf, &reads, uses, consumers_of, true)?;
+        no_duplicated_work(&prod, rf, reads, uses, consumers_of, true)?;
         let regions = prod.regions.clone();
         return Ok(Plan { regions, producer: prod.owned(), whole: true, tail: 0 });
     }
@@ -833,17 +835,24 @@ fn plan<'a>(
         }
     }
     let used_axes: HashSet<usize> = proj.iter().filter_map(|(a, _)| *a).collect();
-    no_duplicated_work(prod, rf, &reads, uses, consumers_of, used_axes.len() == m)?;
+    no_duplicated_work(prod, rf, reads, uses, consumers_of, used_axes.len() == m)?;
     Ok(Plan { regions, producer: prod.clone().owned(), whole, tail })
 }
 
+/// A producer's selections in the consumer part of a reference, and in the
+/// whole consumer.
+#[derive(Clone, Copy)]
+struct Reads {
+    here: usize,
+    consumer: usize,
+}
+
 /// Folding must not compute a producer's element more often than the producer
-/// did (unless its parts are cheap): seed 002 §5's criterion. `reads`: the
-/// producer's selections in each part of the consumer.
+/// did (unless its parts are cheap): seed 002 §5's criterion.
 fn no_duplicated_work(
     prod: &Producer,
     rf: &Reference,
-    reads: &[usize],
+    reads: Reads,
     uses: &[u32],
     consumers_of: &HashMap<ValueId, HashSet<ValueId>>,
     every_axis_used: bool,
@@ -851,7 +860,7 @@ fn no_duplicated_work(
     if prod.cheap {
         return Ok(());
     }
-    let refs_here = reads[rf.part];
+    let refs_here = reads.here;
     let total_uses = uses[rf.array.0 as usize] as usize;
     if consumers_of.get(&rf.array).is_some_and(|c| c.len() > 1) {
         return Err(
@@ -863,7 +872,7 @@ fn no_duplicated_work(
             "it is read {refs_here} times per element here, so its elements would be computed {refs_here} times"
         ));
     }
-    if total_uses > reads.iter().sum::<usize>() {
+    if total_uses > reads.consumer {
         return Err("it is also used elsewhere, so its elements would be computed twice".into());
     }
     if !every_axis_used {
