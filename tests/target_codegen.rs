@@ -61,7 +61,24 @@ fn large_static_results_are_stored_past_the_caches() {
     let (plain, streaming) = (functions(&ir, "wl.flat.generic"), functions(&ir, "wl.flat.stream.generic"));
     assert_eq!((plain.len(), streaming.len()), (1, 1), "`generic`: a plain and a streaming loop");
     assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
-    assert!(streaming[0].contains("!nontemporal"), "{}", streaming[0]);
+    let streaming = merged_into(&ir, streaming[0]);
+    assert!(streaming.contains("!nontemporal"), "{streaming}");
+}
+
+/// Function `f`, or, where LLVM's `mergefunc` found it identical to another
+/// and left it a call of that one (`generic`'s streaming loop is `big`'s
+/// loop), the function it calls.
+fn merged_into<'t>(ir: &'t str, f: &'t str) -> &'t str {
+    let body = f.split_once('{').map_or("", |(_, b)| b);
+    let calls: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.split_once("call void @wl.").map(|(_, rest)| rest.split('(').next().unwrap_or("")))
+        .collect();
+    match calls.as_slice() {
+        // The name up to its parameters: that function's definition.
+        [callee] if !body.contains("store ") => functions(ir, &format!("wl.{callee}(")).first().copied().unwrap_or(f),
+        _ => f,
+    }
 }
 
 #[test]

@@ -280,13 +280,24 @@ pub fn host_spec() -> &'static TargetSpec {
 /// fast without it: it changed the machine code of det, blackscholes and
 /// mg3's hot functions only, and each ran within the host's noise (Zen 3,
 /// A/B of the bench library in one process, `bench/ab/ab.c`: det 0.96-1.02,
-/// blackscholes 1.00-1.02, mg3 0.996-1.02). The loops' vectoriser does our work: the
-/// register tiles emit vectors themselves (`emit::tile`).
+/// blackscholes 1.00-1.02, mg3 0.996-1.02; on Emerald Rapids, AVX-512, the same
+/// A/B with SLP put back: det 0.99-1.00, blackscholes 0.99-1.00, mg3 0.99-1.01).
+/// The loops' vectoriser does our work: the register tiles emit vectors
+/// themselves (`emit::tile`).
+///
+/// `WITHLOOP_LLVM_ARGS` (whitespace-separated) adds LLVM options after these,
+/// once per process: for measuring LLVM's settings (`-time-passes`, an A/B of
+/// `-slp-max-vf=0`) without a rebuild.
 fn configure_llvm() {
     static CONFIGURED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     CONFIGURED.get_or_init(|| {
         Target::initialize_all(&InitializationConfig::default());
-        set_llvm_options(&["withloop", "-disable-lsr", "-slp-max-vf=1"]);
+        // Options from the environment come last and win (`-slp-max-vf=0`
+        // puts SLP back: how an A/B of an LLVM option needs no rebuild).
+        let extra = std::env::var("WITHLOOP_LLVM_ARGS").unwrap_or_default();
+        let mut args = vec!["withloop", "-disable-lsr", "-slp-max-vf=1"];
+        args.extend(extra.split_whitespace());
+        set_llvm_options(&args);
     });
 }
 

@@ -1399,13 +1399,23 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
 /// would have run it (it is off there, see `configure_llvm`: on x86-64 it
 /// cost compile time and bought nothing; targets with narrower addressing
 /// modes keep it).
+///
+/// Above `-O0`, identical functions are merged first (`mergefunc`: callers
+/// call one of them, a function whose address is taken becomes a jump to it),
+/// so LLVM optimises and compiles each once: the instances of an element-wise
+/// function for different shapes have the same flat chunk loop (the AKS
+/// instance's, streaming, is the AKD instance's streaming one), and each
+/// copy cost the whole pipeline. Negation hinted at 4000x4000 with its AKD
+/// and AUD instances: LLVM's instructions 155M -> 139M (callgrind, both
+/// phases); the other bench kernels have no such copies and pay nothing
+/// measurable for the pass.
 pub(crate) fn llvm_pipeline(opt_level: u8, x86_64: bool) -> String {
     let level = opt_level.min(3);
-    if level == 0 || x86_64 {
-        format!("default<O{level}>")
-    } else {
-        format!("default<O{level}>,function(loop-mssa(canon-freeze,loop-reduce))")
+    if level == 0 {
+        return "default<O0>".to_string();
     }
+    let pipeline = format!("mergefunc,default<O{level}>");
+    if x86_64 { pipeline } else { pipeline + ",function(loop-mssa(canon-freeze,loop-reduce))" }
 }
 
 pub(crate) fn is_undef(v: BasicValueEnum<'_>) -> bool {
