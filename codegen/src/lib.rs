@@ -280,7 +280,7 @@ pub fn host_spec() -> &'static TargetSpec {
 /// fast without it: it changed the machine code of det, blackscholes and
 /// mg3's hot functions only, and each ran within the host's noise (Zen 3,
 /// A/B of the bench library in one process, `bench/ab/ab.c`: det 0.96-1.02,
-/// blackscholes 1.00-1.02, mg3 0.996-1.02; on Emerald Rapids, AVX-512, the same
+/// blackscholes 1.00-1.02, mg3 0.996-1.02; on an AVX-512 Xeon (family 6 model 207) the same
 /// A/B with SLP put back: det 0.99-1.00, blackscholes 0.99-1.00, mg3 0.99-1.01).
 /// The loops' vectoriser does our work: the register tiles emit vectors
 /// themselves (`emit::tile`).
