@@ -1407,8 +1407,9 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
 /// instance's, streaming, is the AKD instance's streaming one), and each
 /// copy cost the whole pipeline. Negation hinted at 4000x4000 with its AKD
 /// and AUD instances: LLVM's instructions 155M -> 139M (callgrind, both
-/// phases); the other bench kernels have no such copies and pay nothing
-/// measurable for the pass.
+/// phases); kernels without such copies (each bench kernel as the compile
+/// service gets it, one hint per parameter: `bench/ab/compile_cost.py`)
+/// pay nothing measurable for the pass.
 pub(crate) fn llvm_pipeline(opt_level: u8, x86_64: bool) -> String {
     let level = opt_level.min(3);
     if level == 0 {
