@@ -259,7 +259,7 @@ fn hoist(
     let stmts = std::mem::take(&mut b.stmts);
     let mut kept = Vec::with_capacity(stmts.len());
     for s in stmts {
-        let invariant = util::free_uses(&s).iter().all(|v| !inside.contains(v));
+        let invariant = !util::reads_any(&s, &inside);
         let is_check = movable(&s.op);
         if invariant && (total(&s.op) || component_of_vector(f, consts, &s.op)) {
             *hoisted += 1;

@@ -437,6 +437,20 @@ pub fn free_uses(s: &Stmt) -> crate::HashSet<ValueId> {
     used
 }
 
+/// Whether statement `s` reads any of `values` from outside itself: whether
+/// [`free_uses`] meets `values`, without building that set for the
+/// statements without nested blocks (most of them), whose operands are all
+/// they read (LICM asks this of every statement of every loop body).
+pub fn reads_any(s: &Stmt, values: &crate::HashSet<ValueId>) -> bool {
+    match &s.op {
+        Op::If { .. } | Op::Loop { .. } | Op::With(_) => free_uses(s).iter().any(|v| values.contains(v)),
+        Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) | Op::Pattern { args, .. } => {
+            args.iter().any(|v| values.contains(v))
+        }
+        op => op.operands().iter().any(|v| values.contains(v)),
+    }
+}
+
 /// Every value a block defines, nested blocks and bound values included.
 pub fn defined_in(b: &Block) -> crate::HashSet<ValueId> {
     let mut out = crate::HashSet::default();
