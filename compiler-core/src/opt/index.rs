@@ -616,7 +616,9 @@ pub enum Def {
 
 /// Definitions of every constant, primitive and array literal in a function.
 pub fn defs(f: &Function) -> HashMap<ValueId, Def> {
-    let mut out = HashMap::default();
+    // Sized for every value the function has made (most are such definitions):
+    // grown from empty, the map rehashed a dozen times per call.
+    let mut out = HashMap::with_capacity_and_hasher(f.values.len(), Default::default());
     f.body.walk(&mut |s| match &s.op {
         Op::Const(c) => {
             out.insert(s.defs[0], Def::Const(c.clone()));
