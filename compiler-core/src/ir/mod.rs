@@ -460,48 +460,56 @@ impl Op {
 
     /// The values this op reads directly (not inside its nested blocks).
     pub fn operands(&self) -> Vec<ValueId> {
+        let mut v = Vec::new();
+        self.for_each_operand(&mut |x| v.push(x));
+        v
+    }
+
+    /// Calls `f` on each value this op reads directly, in [`Op::operands`]'s
+    /// order, without collecting them (for passes that visit every statement).
+    pub fn for_each_operand(&self, f: &mut dyn FnMut(ValueId)) {
         match self {
-            Op::Const(_) | Op::Fail { .. } => Vec::new(),
-            Op::Narrow(v) => vec![*v],
-            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.clone(),
-            Op::If { cond, .. } => vec![*cond],
-            Op::Loop { init, .. } => init.clone(),
-            Op::Pattern { args, .. } => args.clone(),
+            Op::Const(_) | Op::Fail { .. } => {}
+            Op::Narrow(v) | Op::If { cond: v, .. } => f(*v),
+            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) | Op::Pattern { args, .. } => {
+                args.iter().for_each(|a| f(*a))
+            }
+            Op::Loop { init, .. } => init.iter().for_each(|a| f(*a)),
             Op::Check(c) => match &c.check {
-                Check::SameShape(a, b) => vec![*a, *b],
-                Check::InBounds { index, shape } => vec![*index, *shape],
-                Check::Assert(v) | Check::Conforms(v, _) => vec![*v],
+                Check::SameShape(a, b) | Check::InBounds { index: a, shape: b } => {
+                    f(*a);
+                    f(*b);
+                }
+                Check::Assert(v) | Check::Conforms(v, _) => f(*v),
             },
             Op::With(w) => {
-                let mut v = Vec::new();
                 for op in &w.ops {
                     match op {
                         WithOp::Genarray { shape, default } => {
-                            v.push(*shape);
-                            v.extend(default);
+                            f(*shape);
+                            default.iter().for_each(|d| f(*d));
                         }
-                        WithOp::Modarray { array } => v.push(*array),
+                        WithOp::Modarray { array } => f(*array),
                         WithOp::Scan { shape, partial, neutral, .. } => {
-                            v.push(*shape);
-                            v.extend(partial);
-                            v.push(*neutral);
+                            f(*shape);
+                            partial.iter().for_each(|p| f(*p));
+                            f(*neutral);
                         }
-                        WithOp::Filter { shape } => v.push(*shape),
+                        WithOp::Filter { shape } => f(*shape),
                         WithOp::Fold { partial, neutral, fixpoint, .. } => {
-                            v.extend(partial);
-                            v.push(*neutral);
-                            v.extend(fixpoint);
+                            partial.iter().for_each(|p| f(*p));
+                            f(*neutral);
+                            fixpoint.iter().for_each(|p| f(*p));
                         }
                     }
                 }
                 for p in &w.parts {
-                    v.push(p.lower);
-                    v.push(p.upper);
-                    v.extend(p.step);
-                    v.extend(p.width);
+                    f(p.lower);
+                    f(p.upper);
+                    p.step.iter().for_each(|x| f(*x));
+                    p.width.iter().for_each(|x| f(*x));
                 }
-                v.extend(w.reuse.iter().flatten());
-                v
+                w.reuse.iter().flatten().for_each(|r| f(*r));
             }
         }
     }

@@ -15,11 +15,11 @@ pub fn use_counts(f: &Function) -> Vec<u32> {
     let mut counts = vec![0u32; f.values.len()];
     fn block(b: &Block, counts: &mut [u32]) {
         for s in &b.stmts {
-            for v in s.op.operands() {
+            s.op.for_each_operand(&mut |v| {
                 if let Some(c) = counts.get_mut(v.0 as usize) {
                     *c += 1;
                 }
-            }
+            });
             s.op.walk_blocks(&mut |inner| block(inner, counts));
         }
         for y in &b.yields {
@@ -422,7 +422,9 @@ pub fn free_uses(s: &Stmt) -> crate::HashSet<ValueId> {
     let mut used = crate::HashSet::default();
     let mut defined = crate::HashSet::default();
     fn go(op: &Op, used: &mut crate::HashSet<ValueId>, defined: &mut crate::HashSet<ValueId>) {
-        used.extend(op.operands());
+        op.for_each_operand(&mut |v| {
+            used.insert(v);
+        });
         defined.extend(op.bound_values());
         op.walk_blocks(&mut |b| {
             for s in &b.stmts {
