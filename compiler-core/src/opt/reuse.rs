@@ -137,9 +137,9 @@ fn block(b: &mut Block, outer_local: &HashSet<ValueId>, cx: &Cx, counts: &mut (u
 pub(super) fn last_uses(b: &Block) -> crate::HashMap<ValueId, usize> {
     let mut last = crate::HashMap::default();
     for (k, s) in b.stmts.iter().enumerate() {
-        for v in util::free_uses(s) {
+        util::for_each_free_use(s, &mut |v| {
             last.insert(v, k);
-        }
+        });
     }
     for &y in &b.yields {
         last.insert(y, b.stmts.len());

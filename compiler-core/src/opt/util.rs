@@ -453,6 +453,16 @@ pub fn reads_any(s: &Stmt, values: &crate::HashSet<ValueId>) -> bool {
     }
 }
 
+/// Calls `f` on each value [`free_uses`] gives, without building that set for
+/// a statement without nested blocks (its operands, in order, a value read
+/// twice given twice).
+pub fn for_each_free_use(s: &Stmt, f: &mut dyn FnMut(ValueId)) {
+    match &s.op {
+        Op::If { .. } | Op::Loop { .. } | Op::With(_) => free_uses(s).into_iter().for_each(f),
+        op => op.for_each_operand(f),
+    }
+}
+
 /// Every value a block defines, nested blocks and bound values included.
 pub fn defined_in(b: &Block) -> crate::HashSet<ValueId> {
     let mut out = crate::HashSet::default();
