@@ -153,12 +153,7 @@ class CompileService:
             proc.terminate()
             proc.wait()
             raise RuntimeError("withloop-server did not say where it listens")
-        shapes = {}
-        for h in hints:
-            target, ty = h.split("=", 1)
-            fn, param = target.split(".", 1)
-            shapes.setdefault(fn, {}).setdefault(param, ty)
-        service = cls(m.group(1), shapes)
+        service = cls(m.group(1), service_shapes(hints))
         service.proc = proc
         # A first compile loads what a warm service has loaded (the library, LLVM's targets).
         service.post(dict(source=TRIVIAL_PROGRAM, emit=["object"], bypass_cache=True))
@@ -184,6 +179,17 @@ class CompileService:
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait()
+
+
+def service_shapes(hints):
+    """The shape hints a service compile gets: per function and parameter, the
+    first of `hints` (`{fn: {param: type}}`)."""
+    shapes = {}
+    for h in hints:
+        target, ty = h.split("=", 1)
+        fn, param = target.split(".", 1)
+        shapes.setdefault(fn, {}).setdefault(param, ty)
+    return shapes
 
 
 def hint_list(sz):

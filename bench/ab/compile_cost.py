@@ -40,14 +40,9 @@ def inclusive(annotated, symbol):
 
 
 def first_hints(kernel):
-    """The service's shape hints for `kernel`: the bench's first per parameter."""
-    seen, args = set(), []
-    for h in run.hint_list(run.sizes(False)):
-        target = h.split("=", 1)[0]
-        if target.split(".", 1)[0] == kernel and target not in seen:
-            seen.add(target)
-            args += ["--shape", h]
-    return args
+    """`--shape` arguments for `kernel` as the service gets its hints (`run.service_shapes`)."""
+    params = run.service_shapes(run.hint_list(run.sizes(False))).get(kernel, {})
+    return [a for param, ty in params.items() for a in ("--shape", f"{kernel}.{param}={ty}")]
 
 
 def main():

@@ -292,8 +292,7 @@ fn configure_llvm() {
     static CONFIGURED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     CONFIGURED.get_or_init(|| {
         Target::initialize_all(&InitializationConfig::default());
-        // Options from the environment come last and win (`-slp-max-vf=0`
-        // puts SLP back: how an A/B of an LLVM option needs no rebuild).
+        // The environment's last: they win.
         let extra = std::env::var("WITHLOOP_LLVM_ARGS").unwrap_or_default();
         let mut args = vec!["withloop", "-disable-lsr", "-slp-max-vf=1"];
         args.extend(extra.split_whitespace());

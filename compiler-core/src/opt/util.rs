@@ -439,18 +439,12 @@ pub fn free_uses(s: &Stmt) -> crate::HashSet<ValueId> {
     used
 }
 
-/// Whether statement `s` reads any of `values` from outside itself: whether
-/// [`free_uses`] meets `values`, without building that set for the
-/// statements without nested blocks (most of them), whose operands are all
-/// they read (LICM asks this of every statement of every loop body).
+/// Whether statement `s` reads any of `values` from outside itself (LICM asks
+/// this of every statement of every loop body: see [`for_each_free_use`]).
 pub fn reads_any(s: &Stmt, values: &crate::HashSet<ValueId>) -> bool {
-    match &s.op {
-        Op::If { .. } | Op::Loop { .. } | Op::With(_) => free_uses(s).iter().any(|v| values.contains(v)),
-        Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) | Op::Pattern { args, .. } => {
-            args.iter().any(|v| values.contains(v))
-        }
-        op => op.operands().iter().any(|v| values.contains(v)),
-    }
+    let mut any = false;
+    for_each_free_use(s, &mut |v| any |= values.contains(&v));
+    any
 }
 
 /// Calls `f` on each value [`free_uses`] gives, without building that set for
