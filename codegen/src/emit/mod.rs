@@ -1448,9 +1448,11 @@ pub(crate) fn llvm_pipeline(opt_level: u8, x86_64: bool) -> String {
 /// with the bench library's hints is `default<O3>`'s but for the order of
 /// the index arithmetic in five of det's functions (the Laplace expansion's
 /// minor elimination for 6x6 to 8x8 and its 9x9 and 10x10 chunks; det's
-/// times within noise, `bench/ab/ab.c`), at 6% fewer instructions in LLVM's
-/// optimisation pipeline (callgrind, `opt` on the bench library's module:
-/// 2,791M -> 2,614M; negation's alone 41M -> 37M). A new LLVM brings its own
+/// times within noise, `bench/ab/ab.c`), at 7.5% fewer instructions in
+/// LLVM's optimisation pipeline (callgrind, `opt` on the bench library's
+/// module: 2,822M -> 2,610M; negation's alone 41M -> 37M); the 13 kernels
+/// as the compile service gets them, all of LLVM's work: 3,266M -> 3,146M
+/// (`bench/ab/compile_cost.py`). A new LLVM brings its own
 /// `default<O3>`: compare this list with what it prints before moving.
 fn o3_pipeline() -> String {
     // The pipeline's two most used pass settings.
