@@ -262,16 +262,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let fx = self.wrapper_fx(symbol, fn_ty, Linkage::External, Some(i32t.const_int(1, false).into()), irf)?;
         let func = fx.func;
         // Glue run once per call from C: wrapping descriptors, one call, unwrapping
-        // results. Optimising it cost LLVM time and gained nothing measurable,
-        // but only a call of a dispatch wrapper may stay unoptimised: a wrapper
-        // checks the stack and can fail, so it always may return and has
-        // effects. An instance whose body is an endless loop without effects
-        // is inferred `noreturn` and `memory(none)`, and LLVM 19 then drops an
-        // unoptimised caller's call of it (the C function returned at once
-        // instead of looping); the optimised C function inlines it instead.
-        if self.ir.functions[k].kind == compiler_core::ir::FunctionKind::Wrapper {
-            self.unoptimised(func, false);
-        }
+        // results. Optimising it cost LLVM time and gained nothing measurable
+        // (an instance's C function: 4-10% of LLVM's instructions for a
+        // one-kernel compile, `bench/ab/compile_cost.py`). An instance whose
+        // body is an endless loop without effects is inferred `noreturn` and
+        // `memory(none)`, and the code generator drops an unoptimised caller's
+        // call of such a function (the C function returned at once instead of
+        // looping): `emit::keep_unoptimised_calls` takes those facts back
+        // once LLVM's pipeline has used them.
+        self.unoptimised(func, false);
         let nth = |i: usize| func.get_nth_param(i as u32).ok_or_else(|| CodegenError::Bug("export parameter".into()));
 
         // A null context cannot carry an error: return -1 at once.

@@ -1385,6 +1385,7 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
     module
         .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
+    keep_unoptimised_calls(module);
     if options.vector_math {
         crate::vecmath::use_libmvec(module, &crate::target_spec(options));
     }
@@ -1392,6 +1393,38 @@ pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, optio
         parallel::mark_streaming_stores(module);
     }
     Ok(())
+}
+
+/// Takes back, from each function an unoptimised (`optnone`) function calls,
+/// what LLVM's pipeline inferred about its effects and its return
+/// (`memory`, `noreturn`, `willreturn`), once the pipeline is done with
+/// them: the code generator would drop a call to a function it believes
+/// has no effects, and an unoptimised caller (the C functions, [`crate::abi`])
+/// has not inlined its callee as an optimised one would. An endless loop
+/// without effects (`tests/abi/spin.sac`) is inferred `noreturn` and
+/// `memory(none)`; its C function then returned at once instead of looping.
+/// Only code generation is left to use the facts, and a call kept costs
+/// nothing the callee's own machine code does not.
+fn keep_unoptimised_calls(module: &Module<'_>) {
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    let optnone = Attribute::get_named_enum_kind_id("optnone");
+    let facts = ["memory", "noreturn", "willreturn"].map(Attribute::get_named_enum_kind_id);
+    for caller in module.get_functions() {
+        if caller.get_enum_attribute(AttributeLoc::Function, optnone).is_none() {
+            continue;
+        }
+        for inst in instructions(caller) {
+            let Ok(call) = inkwell::values::CallSiteValue::try_from(inst) else { continue };
+            let Some(callee) = call.get_called_fn_value() else { continue };
+            if callee.count_basic_blocks() == 0 {
+                continue;
+            }
+            for kind in facts {
+                callee.remove_enum_attribute(AttributeLoc::Function, kind);
+                call.remove_enum_attribute(AttributeLoc::Function, kind);
+            }
+        }
+    }
 }
 
 /// LLVM's pass pipeline at `opt_level`: `default<O0…O3>`, and on targets other
