@@ -263,8 +263,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let func = fx.func;
         // Glue run once per call from C: wrapping descriptors, one call, unwrapping
         // results. Optimising it cost LLVM time and gained nothing measurable
-        // (an instance's C function: 4-10% of LLVM's instructions for a
-        // one-kernel compile, `bench/ab/compile_cost.py`). An instance whose
+        // (optimising the C functions of a kernel's variants was 1-10% of
+        // LLVM's instructions for its compile, `bench/ab/compile_cost.py`:
+        // det 1%, dot 10%). An instance whose
         // body is an endless loop without effects is inferred `noreturn` and
         // `memory(none)`, and the code generator drops an unoptimised caller's
         // call of such a function (the C function returned at once instead of

@@ -1479,16 +1479,16 @@ pub(crate) fn llvm_pipeline(opt_level: u8, x86_64: bool) -> String {
 /// an unconditional `simple-loop-unswitch`, which ran on every loop. It is
 /// left out. The machine code of bench/kernels.sac and bench/kernels.l0
 /// with the bench library's hints is `default<O3>`'s but for the order of
-/// the index arithmetic in five of det's functions (the Laplace expansion's
-/// minor elimination for 6x6 to 8x8 and its 9x9 and 10x10 chunks; det's
-/// times within noise, `bench/ab/ab.c`), at 7.5% fewer instructions in
+/// the index arithmetic in three of det's functions (the Laplace expansion's
+/// minor elimination for 6x6 to 8x8; det's times within noise,
+/// `bench/ab/ab.c`), at 7.5% fewer instructions in
 /// LLVM's optimisation pipeline (callgrind, `opt` on the bench library's
 /// module: 2,822M -> 2,610M; negation's alone 41M -> 37M); the 13 kernels
 /// as the compile service gets them, all of LLVM's work: 3,266M -> 3,146M
 /// (`bench/ab/compile_cost.py`). A new LLVM brings its own
 /// `default<O3>`: compare this list with what it prints before moving.
 fn o3_pipeline() -> String {
-    // The pipeline's two most used pass settings.
+    // The pass settings `default<O3>` uses; `ic` and `cfg` recur most.
     let ic = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
     let cfg = "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;\
                keep-loops;no-hoist-common-insts;no-sink-common-insts;speculate-blocks;simplify-cond-branch;\
