@@ -417,6 +417,8 @@ fn very_large_functions_are_left_unoptimised() {
         .unwrap_or("")
         .to_string();
     assert!(!chunk.is_empty() && !optnone(&chunk), "a chunk function is optimised as usual ({chunk})");
+    let variant = group_of("wl_relax_apl__d_X_X__i");
+    assert!(!variant.is_empty() && optnone(&variant), "the variant's C function is not left unoptimised ({variant})");
     let _ = std::fs::remove_dir_all(&work);
 }
 
