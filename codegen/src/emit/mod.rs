@@ -531,6 +531,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// suffix keeps two programs' functions apart); functions other parts
     /// define are declarations.
     pub fn declare_functions(&mut self) {
+        // Functions some IR function calls (the others are called from C only).
+        let mut called = vec![false; self.ir.functions.len()];
+        for f in &self.ir.functions {
+            for g in compiler_core::opt::util::callees(f) {
+                if let Some(c) = called.get_mut(g.0 as usize) {
+                    *c = true;
+                }
+            }
+        }
         for (k, f) in self.ir.functions.iter().enumerate() {
             let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![self.ptr().into()];
             params.extend(f.results.iter().map(|_| BasicMetadataTypeEnum::from(self.ptr())));
@@ -552,6 +561,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 // Rarely run code: LLVM leaves it unoptimised (a fraction of the
                 // compile time of optimising it).
                 self.unoptimised(func, true);
+            } else if f.kind == ir::FunctionKind::Wrapper && !called[k] {
+                // An entry's dispatch wrapper that only its C function calls:
+                // a few shape compares once per call from C, glue as the C
+                // function is (`abi`). One called from SaC code (a recursive
+                // function's, a library function's) stays optimised.
+                self.unoptimised(func, false);
             }
             self.funcs.push(func);
         }
