@@ -419,6 +419,9 @@ fn very_large_functions_are_left_unoptimised() {
     assert!(!chunk.is_empty() && !optnone(&chunk), "a chunk function is optimised as usual ({chunk})");
     let variant = group_of("wl_relax_apl__d_X_X__i");
     assert!(!variant.is_empty() && optnone(&variant), "the variant's C function is not left unoptimised ({variant})");
+    // The entry's dispatch wrapper, which only its C function calls, is glue too.
+    let wrapper = group_of("wl.relax_apl__wrapper_double_int");
+    assert!(!wrapper.is_empty() && optnone(&wrapper), "the entry's wrapper is not left unoptimised ({wrapper})");
     let _ = std::fs::remove_dir_all(&work);
 }
 
