@@ -125,6 +125,9 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// Per IR function: what one call costs ([`compiler_core::opt::util::function_work`]),
     /// so that a part of few indices that call a costly function is split.
     pub call_work: Vec<i64>,
+    /// Per IR function: whether another IR function calls it (otherwise only
+    /// its C function does).
+    pub called: Vec<bool>,
 }
 
 /// What the emitter knows of the whole module, computed once per compile
@@ -133,14 +136,24 @@ pub(crate) struct Emitter<'ctx, 'a> {
 pub(crate) struct Facts {
     pub effectful: Vec<bool>,
     pub call_work: Vec<i64>,
+    pub called: Vec<bool>,
 }
 
 impl Facts {
-    /// Both analyses of `ir`.
+    /// The analyses of `ir`.
     pub fn of(ir: &ir::Module) -> Facts {
+        let mut called = vec![false; ir.functions.len()];
+        for f in &ir.functions {
+            for g in compiler_core::opt::util::callees(f) {
+                if let Some(c) = called.get_mut(g.0 as usize) {
+                    *c = true;
+                }
+            }
+        }
         Facts {
             effectful: compiler_core::opt::util::effectful_functions(ir),
             call_work: compiler_core::opt::util::function_work(ir),
+            called,
         }
     }
 }
@@ -480,6 +493,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             tbaa: Tbaa::new(ctx),
             effectful: facts.effectful,
             call_work: facts.call_work,
+            called: facts.called,
         }
     }
 
@@ -531,15 +545,6 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// suffix keeps two programs' functions apart); functions other parts
     /// define are declarations.
     pub fn declare_functions(&mut self) {
-        // Functions some IR function calls (the others are called from C only).
-        let mut called = vec![false; self.ir.functions.len()];
-        for f in &self.ir.functions {
-            for g in compiler_core::opt::util::callees(f) {
-                if let Some(c) = called.get_mut(g.0 as usize) {
-                    *c = true;
-                }
-            }
-        }
         for (k, f) in self.ir.functions.iter().enumerate() {
             let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![self.ptr().into()];
             params.extend(f.results.iter().map(|_| BasicMetadataTypeEnum::from(self.ptr())));
@@ -561,7 +566,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 // Rarely run code: LLVM leaves it unoptimised (a fraction of the
                 // compile time of optimising it).
                 self.unoptimised(func, true);
-            } else if f.kind == ir::FunctionKind::Wrapper && !called[k] {
+            } else if f.kind == ir::FunctionKind::Wrapper && !self.called[k] {
                 // An entry's dispatch wrapper that only its C function calls:
                 // a few shape compares once per call from C, glue as the C
                 // function is (`abi`). One called from SaC code (a recursive
