@@ -58,6 +58,7 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
             noinline: f.inline == crate::syntax::ast::Inline::Noinline,
             cold: false,
             library: f.is_library(),
+            specialises: None,
             span: f.name_span,
         });
         ml.inst_func.insert(i, id);
@@ -100,6 +101,21 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
         while !seen.insert(f.name.clone()) {
             k += 1;
             f.name = format!("{base}__{k}");
+        }
+    }
+    // A call-site specialisation names the declared instance it narrows.
+    for &i in &typed.reachable {
+        let inst = typed.instance(i);
+        let (Reason::CallSite(_), true, Some(&fid)) = (&inst.reason, inst.specialised, ml.inst_func.get(&i)) else {
+            continue;
+        };
+        let declared = typed.reachable.iter().find_map(|j| {
+            let other = typed.instance(*j);
+            (other.fun == inst.fun && matches!(other.reason, Reason::Declared)).then(|| ml.inst_func.get(j)).flatten()
+        });
+        if let Some(g) = declared {
+            let name = ml.module.functions[g.0 as usize].name.clone();
+            ml.module.functions[fid.0 as usize].specialises = Some(name);
         }
     }
     ml.module
@@ -152,6 +168,7 @@ impl ModuleLower<'_> {
             noinline: false,
             cold: false,
             library,
+            specialises: None,
             span: members.first().map_or(Span::new(crate::span::FileId(0), 0, 0), |i| {
                 self.program.function(self.typed.instance(*i).fun).name_span
             }),
@@ -166,7 +183,10 @@ impl ModuleLower<'_> {
     ///
     /// Every instance of a user function is among them, as seed 003 has it
     /// (specialisations "should" be dispatched: a generic caller that meets
-    /// a specialised shape at run time runs the specialised code). A library
+    /// a specialised shape at run time runs the specialised code), until the
+    /// optimiser finds a specialisation that only the dispatch still calls
+    /// (`opt::inline`: its dispatched calls then run the declared instance,
+    /// [`Function::specialises`]). A library
     /// function's specialisation for a call site's types
     /// ([`Reason::CallSite`]: `-` for `double[4000,4000]` where an AKS
     /// instance negates) is left out where the function's declared instance
@@ -320,6 +340,7 @@ fn placeholder() -> Function {
         noinline: false,
         cold: false,
         library: false,
+        specialises: None,
         span: Span::new(crate::span::FileId(0), 0, 0),
     }
 }
@@ -508,9 +529,14 @@ impl FnBuilder {
                 }
             }
         }
+        // The call is located at the callee's declaration, where no call
+        // written in the source is: wherever inlining copies this arm, its
+        // call is known as a dispatched one (`opt::inline` retargets those
+        // of specialisations no static call needs any more).
+        let call_span = ml.program.function(inst.fun).name_span;
         let call = |this: &mut Self, out: &mut Vec<Stmt>| -> Vec<ValueId> {
             let res = inst.results.clone();
-            this.emit(out, Op::Call { func: callee, args: params.to_vec() }, res, span)
+            this.emit(out, Op::Call { func: callee, args: params.to_vec() }, res, call_span)
         };
         if conds.is_empty() {
             return call(self, out);

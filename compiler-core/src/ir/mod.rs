@@ -143,6 +143,12 @@ pub struct Function {
     pub cold: bool,
     /// Comes from library code.
     pub library: bool,
+    /// For an instance specialised for the argument types at a call site
+    /// (`Det__d_7_7`), the link name of the declared instance it narrows
+    /// (`Det__d_X_X`): a call that dispatch reached it by may call that one
+    /// instead (see `opt::inline`, dispatched specialisations). `None` for
+    /// declared and hinted instances, wrappers and everything else.
+    pub specialises: Option<String>,
     pub span: Span,
 }
 

@@ -746,6 +746,7 @@ pub fn parse_module(text: &str, span: Span) -> PResult<Module> {
             noinline: others.contains(&"noinline"),
             cold: others.contains(&"cold"),
             library: others.contains(&"library"),
+            specialises: others.iter().find_map(|w| w.strip_prefix("specialises ")).map(str::to_string),
             span,
         });
     }

@@ -402,6 +402,9 @@ pub fn function_text(module: &Module, f: &Function) -> String {
     if f.library {
         attrs.push("library".into());
     }
+    if let Some(g) = &f.specialises {
+        attrs.push(format!("specialises {g}"));
+    }
     writeln!(p.out, "fn {}({}) -> ({})  [{}]\n{{", f.name, params.join(", "), results.join(", "), attrs.join(", "))
         .ok();
     for s in &f.body.stmts {

@@ -101,6 +101,7 @@ pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<M
             noinline: false,
             cold: false,
             library: false,
+            specialises: None,
             span: f.name_span,
         });
         ml.funcs.insert(f.name.clone(), (id, f.params.iter().map(|p| p.ty.clone()).collect(), f.ret.clone()));
@@ -791,6 +792,7 @@ impl FnLower<'_, '_> {
                     noinline: false,
                     cold: false,
                     library: false,
+                    specialises: None,
                     span: *lspan,
                 };
                 let mut env = Vec::new();

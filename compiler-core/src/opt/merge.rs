@@ -104,6 +104,7 @@ fn canonical(f: &Function) -> Function {
         noinline: f.noinline,
         cold: f.cold,
         library: f.library,
+        specialises: f.specialises.clone(),
         span: f.span,
     };
     let mut cloner = Cloner { src: Some(&f.values), map: HashMap::default() };

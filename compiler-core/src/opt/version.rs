@@ -498,6 +498,7 @@ fn outline(
         noinline: true,
         cold: true,
         library: f.library,
+        specialises: None,
         span: f.span,
     };
     let mut cl = Cloner { src: Some(&f.values), map: HashMap::default() };
