@@ -437,14 +437,17 @@ fn reblame(b: &mut Block, call: Blame, sources: &crate::span::SourceMap) {
 /// minors), the function exists for the dispatch alone: a whole unrolled 7x7
 /// determinant optimised and compiled again, as were the 6x6 down to 3x3
 /// levels, about half of generic det's compile. Such a function's dispatched
-/// calls (an argument's static type wider than the parameter it fills: only
-/// the dispatch's run-time test established the shape) call the declared
-/// instance it narrows instead ([`Function::specialises`], which accepts
+/// calls (a wrapper's arms and their copies inlined elsewhere, which
+/// `ir::lower` locates at the callee's declaration, where no call written in
+/// the source is) call the declared instance it narrows instead ([`Function::specialises`], which accepts
 /// every shape it did), and the function goes. Specialisations some static
 /// call still calls (`Det(double[9,9])`, called from the 10x10 level's loop)
 /// stay dispatch targets, as do hinted and exported instances. The price: a
 /// generic call at such a shape runs the generic code (counter
-/// `dispatch_targets_generalised`, a remark per function).
+/// `dispatch_targets_generalised`, a remark per function). IR read back from
+/// its text form has no spans, so every call there looks dispatched: a
+/// specialisation's static calls then run the declared instance too, slower
+/// but with the same results (its results must fit where the call's go).
 fn generalise_dispatched(m: &mut Module, cx: &mut PassCx) {
     let n = m.functions.len();
     let by_name: HashMap<&str, usize> = m.functions.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
