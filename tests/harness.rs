@@ -5,7 +5,7 @@
 //! ```text
 //! // Kreye's determinant on a 3x3 matrix.
 //! // ==
-//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags; `--disable PASS` for the optimised and native runs;
+//! // flags: --noprelude -DN=3 -Iinclude   (optional: driver flags; `--disable PASS` for the optimised and native runs and the structure checks;
 //! //                                       `--entry-only`: export only the entry, as `withloop compile --entry`)
 //! // entry: det                           (optional: function to run, default main)
 //! // args: [[1,2],[3,4]] ; 5              (optional: --arg values, `;`-separated)
@@ -300,7 +300,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let mut native_tile = Some(TEST_TILE);
     let mut tile_structure = false;
     let mut entry_only = false;
-    // `--disable PASS`: the optimised and native runs go without it.
+    // `--disable PASS`: the optimised and native runs, and the structure,
+    // remark and counter checks, go without it.
     let mut disabled = std::collections::BTreeSet::new();
     let mut flags = expect.flags.iter();
     while let Some(f) = flags.next() {
@@ -363,7 +364,7 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
     ir_text_round_trips(&inv)?;
-    check_optimisation(&inv, &expect, tile_structure.then_some(TEST_TILE))?;
+    check_optimisation(&inv, &expect, tile_structure.then_some(TEST_TILE), &disabled)?;
     // The same program through the IR must behave identically.
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
@@ -441,11 +442,23 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
 }
 
 /// Structure, remark and counter expectations against the optimised program.
-fn check_optimisation(inv: &Invocation, expect: &Expect, register_tile: Option<[i64; 2]>) -> Result<(), Failed> {
+fn check_optimisation(
+    inv: &Invocation,
+    expect: &Expect,
+    register_tile: Option<[i64; 2]>,
+    disabled: &std::collections::BTreeSet<String>,
+) -> Result<(), Failed> {
     if expect.structure.is_none() && expect.remarks.is_empty() && expect.counters.is_empty() {
         return Ok(());
     }
-    let options = opt::PipelineOptions { verify: true, no_timing: true, register_tile, ..Default::default() };
+    // With the passes the flags switch off, as the optimised run has them.
+    let options = opt::PipelineOptions {
+        verify: true,
+        no_timing: true,
+        register_tile,
+        disabled: disabled.clone(),
+        ..Default::default()
+    };
     let (fe, module, outcome) = withloop_cli::optimised(inv, &options).map_err(|r| r.stderr)?;
     let report = opt::report::build("", &outcome, &fe.program, &fe.typed, &fe.sources, true, false);
     if let Some(want) = &expect.structure {

@@ -185,7 +185,7 @@ impl ModuleLower<'_> {
     /// (specialisations "should" be dispatched: a generic caller that meets
     /// a specialised shape at run time runs the specialised code), until the
     /// optimiser finds a specialisation that only the dispatch still calls
-    /// (`opt::inline`: its dispatched calls then run the declared instance,
+    /// (`opt::retire`: its dispatched calls then run the declared instance,
     /// [`Function::specialises`]). A library
     /// function's specialisation for a call site's types
     /// ([`Reason::CallSite`]: `-` for `double[4000,4000]` where an AKS
@@ -531,7 +531,7 @@ impl FnBuilder {
         }
         // The call is located at the callee's declaration, where no call
         // written in the source is: wherever inlining copies this arm, its
-        // call is known as a dispatched one (`opt::inline` retargets those
+        // call is known as a dispatched one (`opt::retire` retargets those
         // of specialisations no static call needs any more).
         let call_span = ml.program.function(inst.fun).name_span;
         let call = |this: &mut Self, out: &mut Vec<Stmt>| -> Vec<ValueId> {

@@ -146,7 +146,7 @@ pub struct Function {
     /// For an instance specialised for the argument types at a call site
     /// (`Det__d_7_7`), the link name of the declared instance it narrows
     /// (`Det__d_X_X`): a call that dispatch reached it by may call that one
-    /// instead (see `opt::inline`, dispatched specialisations). `None` for
+    /// instead (see `opt::retire`). `None` for
     /// declared and hinted instances, wrappers and everything else.
     pub specialises: Option<String>,
     pub span: Span,

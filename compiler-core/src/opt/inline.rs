@@ -21,13 +21,9 @@
 //! still inline (counter `calls_kept_in_loops`). So does such a call that is
 //! the whole of a block, its results yielded as they are: the arm of a
 //! dispatch inlined into generic code, where a copy would have nothing to
-//! fuse or fold with (counter `calls_kept_in_arms`). A call-site
-//! specialisation that only dispatch still calls, every static call of it
-//! inlined (`Det(double[7,7])`, copied into the unrolled 8x8 level), is no
-//! longer a dispatch target: its dispatched calls run the declared instance it
-//! narrows (counter `dispatch_targets_generalised`, see
-//! [`generalise_dispatched`]). Afterwards, functions no entry or exported
-//! variant reaches any more are removed.
+//! fuse or fold with (counter `calls_kept_in_arms`). Afterwards, functions no
+//! entry or exported variant reaches any more are removed (and `retire`,
+//! the next pass, retires the specialisations only dispatch still calls).
 //!
 //! ```text
 //! fn main() -> (int[3]) {                 fn main() -> (int[3]) {
@@ -47,11 +43,7 @@
 //!
 //! Limits: recursive functions (and whole recursive cycles) are never inlined; a
 //! caller does not grow beyond [`MAX_CALLER`] statements (a remark says so);
-//! fold functions stay calls. A generic call at the shape of a generalised
-//! specialisation runs the generic code: behind a 10x10 hint, Kreye's
-//! determinant of a 7x7 matrix through the generic entry took 0.32 ms
-//! instead of 0.004 (the 9x9 and 8x8 levels, which stay functions, are still
-//! dispatched to); the service's compile of that det halved (432 -> 218 ms).
+//! fold functions stay calls.
 
 use crate::HashMap;
 
@@ -220,7 +212,6 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         }
     }
     cx.count("fold_functions_inlined", prim_folds);
-    generalise_dispatched(m, cx);
     removed += remove_dead_functions(m);
     if removed > 0 {
         cx.removed_functions();
@@ -425,110 +416,6 @@ fn reblame(b: &mut Block, call: Blame, sources: &crate::span::SourceMap) {
             s.blame = call;
         }
         s.op.walk_blocks_mut(&mut |inner| reblame(inner, call, sources));
-    }
-}
-
-/// Call-site specialisations that only dispatch still reaches leave it.
-///
-/// A specialisation (`Det(double[7,7])`, made for the recursive call in
-/// `Det(double[8,8])`) is a dispatch target too: a generic caller that meets
-/// a 7x7 matrix at run time runs it (seed 003). Once every static call of it
-/// has been inlined (the unrolled 8x8 level copies it, where CSE shares the
-/// minors), the function exists for the dispatch alone: a whole unrolled 7x7
-/// determinant optimised and compiled again, as were the 6x6 down to 3x3
-/// levels, about half of generic det's compile. Such a function's dispatched
-/// calls (a wrapper's arms and their copies inlined elsewhere, which
-/// `ir::lower` locates at the callee's declaration, where no call written in
-/// the source is) call the declared instance it narrows instead ([`Function::specialises`], which accepts
-/// every shape it did), and the function goes. Specialisations some static
-/// call still calls (`Det(double[9,9])`, called from the 10x10 level's loop)
-/// stay dispatch targets, as do hinted and exported instances. The price: a
-/// generic call at such a shape runs the generic code (counter
-/// `dispatch_targets_generalised`, a remark per function). IR read back from
-/// its text form has no spans, so every call there looks dispatched: a
-/// specialisation's static calls then run the declared instance too, slower
-/// but with the same results (its results must fit where the call's go).
-fn generalise_dispatched(m: &mut Module, cx: &mut PassCx) {
-    let n = m.functions.len();
-    let by_name: HashMap<&str, usize> = m.functions.iter().enumerate().map(|(i, f)| (f.name.as_str(), i)).collect();
-    // Per function: the declared instance its calls go to instead, while
-    // every use of it seen is a dispatched call.
-    let mut general: Vec<Option<usize>> = m
-        .functions
-        .iter()
-        .enumerate()
-        .map(|(i, f)| f.specialises.as_deref().and_then(|g| by_name.get(g).copied()).filter(|g| *g != i))
-        .collect();
-    for (_, f) in &m.entries {
-        general[f.0 as usize] = None;
-    }
-    for f in &m.variants {
-        general[f.0 as usize] = None;
-    }
-    let mut called = vec![false; n];
-    for caller in &m.functions {
-        caller.body.walk(&mut |s| match &s.op {
-            Op::Call { func, .. } => {
-                let g = func.0 as usize;
-                called[g] = true;
-                let Some(t) = general[g] else { return };
-                let (callee, target) = (&m.functions[g], &m.functions[t]);
-                // Dispatch arms call at the callee's declaration (`ir::lower`),
-                // calls written in the source at the call.
-                let dispatched = s.span == callee.span;
-                // The declared instance's results must fit where the call's go.
-                let fits = s.defs.len() == target.results.len()
-                    && s.defs.iter().zip(&target.results).all(|(d, r)| r.subset_of(caller.ty(*d)));
-                if !(dispatched && fits) {
-                    general[g] = None;
-                }
-            }
-            Op::With(w) => {
-                for op in &w.ops {
-                    if let WithOp::Fold { fun: FoldFn::Call(g) | FoldFn::Lane { func: g, .. }, .. }
-                    | WithOp::Scan { fun: FoldFn::Call(g) | FoldFn::Lane { func: g, .. }, .. } = op
-                    {
-                        general[g.0 as usize] = None;
-                    }
-                }
-            }
-            _ => {}
-        });
-    }
-    let retarget: Vec<Option<usize>> = general.iter().zip(&called).map(|(t, c)| t.filter(|_| *c)).collect();
-    if retarget.iter().all(Option::is_none) {
-        return;
-    }
-    let mut calls = vec![0u64; n];
-    for f in &mut m.functions {
-        let mut changed = false;
-        f.body.walk_mut(&mut |s| {
-            if let Op::Call { func, .. } = &mut s.op {
-                if let Some(t) = retarget[func.0 as usize] {
-                    calls[func.0 as usize] += 1;
-                    *func = FuncId(t as u32);
-                    changed = true;
-                }
-            }
-        });
-        if changed {
-            cx.changed_function(&f.name);
-        }
-    }
-    for (g, t) in retarget.iter().enumerate() {
-        let Some(t) = t else { continue };
-        let (f, target) = (&m.functions[g], &m.functions[*t]);
-        let plural = if calls[g] == 1 { "" } else { "s" };
-        cx.remark(
-            RemarkKind::Applied,
-            &f.name,
-            Some(f.span),
-            format!(
-                "`{}` is no longer a dispatch target: every static call of it was inlined; its {} dispatched call{plural} run `{}`",
-                f.name, calls[g], target.name
-            ),
-        );
-        cx.count("dispatch_targets_generalised", 1);
     }
 }
 

@@ -37,6 +37,7 @@ pub mod interchange;
 pub mod ive;
 pub mod licm;
 pub mod merge;
+pub mod retire;
 pub mod reuse;
 pub mod simplify;
 pub mod snapshot;
@@ -76,6 +77,7 @@ pub const PIPELINE: &[Stage] = &[
         name: "array",
         passes: &[
             inline::PASS,
+            retire::PASS,
             merge::PASS,
             simplify::PASS,
             cse::PASS,
