@@ -104,16 +104,19 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
         }
     }
     // A call-site specialisation names the declared instance it narrows.
+    let mut declared = HashMap::default();
+    for &j in &typed.reachable {
+        let other = typed.instance(j);
+        if let (Reason::Declared, Some(&g)) = (&other.reason, ml.inst_func.get(&j)) {
+            declared.entry(other.fun).or_insert(g);
+        }
+    }
     for &i in &typed.reachable {
         let inst = typed.instance(i);
         let (Reason::CallSite(_), true, Some(&fid)) = (&inst.reason, inst.specialised, ml.inst_func.get(&i)) else {
             continue;
         };
-        let declared = typed.reachable.iter().find_map(|j| {
-            let other = typed.instance(*j);
-            (other.fun == inst.fun && matches!(other.reason, Reason::Declared)).then(|| ml.inst_func.get(j)).flatten()
-        });
-        if let Some(g) = declared {
+        if let Some(&g) = declared.get(&inst.fun) {
             let name = ml.module.functions[g.0 as usize].name.clone();
             ml.module.functions[fid.0 as usize].specialises = Some(name);
         }

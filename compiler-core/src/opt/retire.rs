@@ -69,6 +69,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &m.variants {
         general[f.0 as usize] = None;
     }
+    // Most programs have no such specialisation: no walk of every body each round.
+    if general.iter().all(Option::is_none) {
+        return;
+    }
     let mut called = vec![false; n];
     for caller in &m.functions {
         caller.body.walk(&mut |s| match &s.op {
