@@ -10,7 +10,7 @@
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
-   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det or
+   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det, dot or
    blackscholes, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
@@ -41,9 +41,10 @@ typedef int32_t (*array_int_fn)(void *, const wl_array *, int32_t, wl_array *);
 typedef int32_t (*array_array_fn)(void *, const wl_array *, const wl_array *, wl_array *);
 typedef int32_t (*array_fn)(void *, const wl_array *, wl_array *);
 typedef int32_t (*array_to_double_fn)(void *, const wl_array *, double *);
+typedef int32_t (*arrays_to_double_fn)(void *, const wl_array *, const wl_array *, double *);
 typedef int32_t (*blackscholes_fn)(void *, const wl_array *, const wl_array *, const wl_array *, double, double,
                                    wl_array *);
-enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY, ARRAY_TO_DOUBLE, BLACKSCHOLES };
+enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY, ARRAY_TO_DOUBLE, ARRAYS_TO_DOUBLE, BLACKSCHOLES };
 
 static double now(void) {
   struct timespec t;
@@ -88,6 +89,8 @@ int main(int argc, char **argv) {
     shape[0] = shape[1] = 512, kind = ARRAY;
   } else if (!strcmp(kernel, "implies")) {
     shape[0] = shape[1] = 4000, kind = ARRAY_ARRAY, element = 1;
+  } else if (!strcmp(kernel, "dot")) {
+    shape[0] = 20000000, a.rank = 1, kind = ARRAYS_TO_DOUBLE;
   } else if (!strcmp(kernel, "det")) {
     shape[0] = shape[1] = 10, kind = ARRAY_TO_DOUBLE;
   } else if (!strcmp(kernel, "blackscholes")) {
@@ -134,7 +137,7 @@ int main(int argc, char **argv) {
      matrices: the same array twice shares its cache lines between the
      operands, a product no caller has. */
   wl_array b = a;
-  if (kind == ARRAY_ARRAY) {
+  if (kind == ARRAY_ARRAY || kind == ARRAYS_TO_DOUBLE) {
     void *data_b = malloc(n * element);
     for (int64_t i = 0; i < n; i++) {
       if (element == 1)
@@ -169,6 +172,7 @@ int main(int argc, char **argv) {
       int32_t rc = kind == ARRAY_INT         ? ((array_int_fn)f)(ctx[i], &a, iters, &out)
                    : kind == ARRAY_ARRAY     ? ((array_array_fn)f)(ctx[i], &a, &b, &out)
                    : kind == ARRAY_TO_DOUBLE ? ((array_to_double_fn)f)(ctx[i], &a, &scalar)
+                   : kind == ARRAYS_TO_DOUBLE ? ((arrays_to_double_fn)f)(ctx[i], &a, &b, &scalar)
                    : kind == BLACKSCHOLES    ? ((blackscholes_fn)f)(ctx[i], &a, &strike, &expiry, 0.02, 0.3, &out)
                                              : ((array_fn)f)(ctx[i], &a, &out);
       double t = now() - t0;
@@ -177,7 +181,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       if (t < best[i]) best[i] = t;
-      if (kind == ARRAY_TO_DOUBLE) {
+      if (kind == ARRAY_TO_DOUBLE || kind == ARRAYS_TO_DOUBLE) {
         check[i] = scalar;
         continue;
       }

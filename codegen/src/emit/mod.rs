@@ -1402,6 +1402,9 @@ fn instruction_count(func: inkwell::values::FunctionValue<'_>) -> usize {
 pub fn optimise(module: &Module<'_>, tm: &inkwell::targets::TargetMachine, options: &Options) -> R<()> {
     let x86_64 = tm.get_triple().as_str().to_string_lossy().starts_with("x86_64");
     let passes = llvm_pipeline(options.opt_level, x86_64);
+    if options.vector_math && options.opt_level > 0 {
+        crate::vecmath::widen_math(module, &crate::target_spec(options));
+    }
     module
         .run_passes(&passes, tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError::Llvm(format!("optimisation: {}", e.to_string_lossy())))?;
