@@ -112,7 +112,10 @@ fn is_libmvec_scalar(name: &str) -> bool {
 /// preferred 256 bits were as fast or faster (a dot product of 20M elements
 /// 11% slower in 512-bit vectors on one AVX-512 Xeon, relax 2-6%), and
 /// Black–Scholes, the kernel these calls dominate, ran 0.73-0.88 of its
-/// time with them (Sapphire Rapids, one and two threads).
+/// time with them (Sapphire Rapids, one and two threads; 0.84-0.85 on a
+/// Xeon whose CPUID says Rocket Lake). Not measured: Zen 4 (which runs a
+/// 512-bit operation as two halves) and Skylake-X (whose clock drops under
+/// heavy 512-bit code).
 pub(crate) fn widen_math(module: &Module<'_>, spec: &TargetSpec) -> usize {
     let triple = &spec.triple;
     if !(triple.starts_with("x86_64") && triple.contains("linux") && triple.contains("gnu") && spec.has("avx512f")) {
