@@ -486,6 +486,14 @@ fn register_tiles_for_avx_targets_jam_the_fold() {
     assert_eq!(withloop_codegen::register_tile(&target("znver3", "")), Some([4, 8]));
     assert_eq!(withloop_codegen::register_tile(&target("x86-64-v4", "-avx512f")), Some([4, 8]));
     assert_eq!(withloop_codegen::register_tile(&target("westmere", "")), None);
+    // Matrix products run as the runtime's product where its AVX2 tiles beat
+    // the register tiles: AVX2 and FMA without AVX-512.
+    assert!(withloop_codegen::matrix_products(&avx2));
+    assert!(withloop_codegen::matrix_products(&target("znver3", "")));
+    assert!(withloop_codegen::matrix_products(&target("x86-64-v4", "-avx512f")));
+    assert!(!withloop_codegen::matrix_products(&avx512));
+    assert!(!withloop_codegen::matrix_products(&target("sapphirerapids", "")));
+    assert!(!withloop_codegen::matrix_products(&sse));
     let ll = |native: &withloop_codegen::Options, name: &str| {
         let out = work.join(name);
         let pipeline = PipelineOptions { register_tile: withloop_codegen::register_tile(native), ..Default::default() };

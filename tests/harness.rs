@@ -299,6 +299,9 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     // `--register-tile` checks the structure with the tile.
     let mut native_tile = Some(TEST_TILE);
     let mut tile_structure = false;
+    // `--matrix-products`: matrix products run as the runtime's product
+    // (`gemm`), in the structure checks and natively, as for AVX2 targets.
+    let mut matrix_products = false;
     let mut entry_only = false;
     // `--disable PASS`: the optimised and native runs, and the structure,
     // remark and counter checks, go without it.
@@ -309,6 +312,8 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
             inv.frontend.no_prelude = true;
         } else if f == "--register-tile" {
             tile_structure = true;
+        } else if f == "--matrix-products" {
+            matrix_products = true;
         } else if f == "--entry-only" {
             // Only the entry exported, as the compile service and
             // `withloop compile --entry` export it: what it does not reach is
@@ -364,21 +369,30 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let report = run(&inv);
     let stdout = String::from_utf8_lossy(&report.stdout).to_string();
     ir_text_round_trips(&inv)?;
-    check_optimisation(&inv, &expect, tile_structure.then_some(TEST_TILE), &disabled)?;
+    check_optimisation(&inv, &expect, tile_structure.then_some(TEST_TILE), matrix_products, &disabled)?;
     // The same program through the IR must behave identically.
     let mut through_ir = inv.clone();
     through_ir.engine = Engine::Ir;
     same_behaviour("the unoptimised IR", &report, &run(&through_ir))?;
     let mut optimised = inv.clone();
-    optimised.engine =
-        Engine::Optimised(opt::PipelineOptions { verify: true, disabled: disabled.clone(), ..Default::default() });
+    optimised.engine = Engine::Optimised(opt::PipelineOptions {
+        verify: true,
+        matrix_products,
+        disabled: disabled.clone(),
+        ..Default::default()
+    });
     same_behaviour("the optimised IR", &report, &run(&optimised))?;
     // And natively, compiled by LLVM.
     let mut native = inv.clone();
     // Two threads and no size threshold: every with-loop that may run in
     // parallel does, so the parallel paths are checked on every test.
     let parallel = withloop_codegen::Options { threads: Some(2), parallel_min: Some(1), ..Default::default() };
-    let tiled = opt::PipelineOptions { register_tile: native_tile, disabled: disabled.clone(), ..Default::default() };
+    let tiled = opt::PipelineOptions {
+        register_tile: native_tile,
+        matrix_products,
+        disabled: disabled.clone(),
+        ..Default::default()
+    };
     native.engine = Engine::Native(tiled.clone(), parallel);
     let native_report = run(&native);
     if same_behaviour("native code", &report, &native_report).is_err() {
@@ -446,6 +460,7 @@ fn check_optimisation(
     inv: &Invocation,
     expect: &Expect,
     register_tile: Option<[i64; 2]>,
+    matrix_products: bool,
     disabled: &std::collections::BTreeSet<String>,
 ) -> Result<(), Failed> {
     if expect.structure.is_none() && expect.remarks.is_empty() && expect.counters.is_empty() {
@@ -456,6 +471,7 @@ fn check_optimisation(
         verify: true,
         no_timing: true,
         register_tile,
+        matrix_products,
         disabled: disabled.clone(),
         ..Default::default()
     };

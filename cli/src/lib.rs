@@ -237,16 +237,16 @@ fn run_here(inv: &Invocation) -> Report {
                 report.exit_code = EXIT_RUNTIME_ERROR;
                 return report;
             }
-            if let Engine::Optimised(options) | Engine::Native(options, _) = &engine {
-                if let Err(broken) = opt::optimise(&mut module, &fe.sources, options) {
-                    report.stderr.push_str(&format!(
-                        "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
-                        broken.pass,
-                        broken.problems.join("\n  ")
-                    ));
-                    report.exit_code = EXIT_RUNTIME_ERROR;
-                    return report;
-                }
+            if let Engine::Optimised(options) | Engine::Native(options, _) = &engine
+                && let Err(broken) = opt::optimise(&mut module, &fe.sources, options)
+            {
+                report.stderr.push_str(&format!(
+                    "error[B0001]: the `{}` pass left the IR malformed (a compiler bug):\n  {}\n",
+                    broken.pass,
+                    broken.problems.join("\n  ")
+                ));
+                report.exit_code = EXIT_RUNTIME_ERROR;
+                return report;
             }
             if let Engine::Native(_, codegen) = &engine {
                 let mut sink = |b: &[u8]| stdout.extend_from_slice(b);

@@ -211,10 +211,12 @@ impl PassArgs {
         Ok(options)
     }
 
-    /// [`Self::options`] for native code: with the target's register tile.
+    /// [`Self::options`] for native code: with the target's register tile,
+    /// and whether its matrix products run as the runtime's product.
     fn native_options(&self, native: &NativeArgs) -> Result<opt::PipelineOptions, String> {
         let mut options = self.options()?;
         options.register_tile = withloop_codegen::register_tile(&native.options());
+        options.matrix_products = withloop_codegen::matrix_products(&native.options());
         Ok(options)
     }
 }

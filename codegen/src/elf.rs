@@ -84,11 +84,11 @@ pub fn merge(objects: &[Vec<u8>]) -> Result<Vec<u8>, String> {
             if s.link != 0 && s.flags & SHF_LINK_ORDER == 0 {
                 return Err(format!("section `{}` links to another section", s.name));
             }
-            if s.name == ".note.GNU-stack" {
-                if let Some(kept) = stack_note {
-                    map[k] = Some(kept);
-                    continue;
-                }
+            if s.name == ".note.GNU-stack"
+                && let Some(kept) = stack_note
+            {
+                map[k] = Some(kept);
+                continue;
             }
             let index = out.sections.len() as u32 + 1;
             out.sections.push(OutSection {

@@ -326,10 +326,11 @@ pub fn leave_out_generic(module: &mut crate::ir::Module, typed: &Typed) -> Vec<S
         // The entry's instances its wrapper calls, split by hint.
         let mut called: Vec<FuncId> = Vec::new();
         module.function(wrapper).body.walk(&mut |s| {
-            if let Op::Call { func, .. } = &s.op {
-                if instance_of_entry(*func, module) && !called.contains(func) {
-                    called.push(*func);
-                }
+            if let Op::Call { func, .. } = &s.op
+                && instance_of_entry(*func, module)
+                && !called.contains(func)
+            {
+                called.push(*func);
             }
         });
         let (kept, dropped): (Vec<FuncId>, Vec<FuncId>) =
@@ -364,23 +365,23 @@ fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], messa
     use crate::ir::{Op, Stmt};
     let mut out = Vec::with_capacity(block.stmts.len());
     for mut s in std::mem::take(&mut block.stmts) {
-        if let Op::Call { func, .. } = &s.op {
-            if dropped.contains(func) {
-                let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
-                let mut failure = Stmt::new(Vec::new(), fail, s.span);
-                failure.blame = s.blame;
-                out.push(failure);
-                // A failure never yields; placeholders keep the block well-formed.
-                for d in &s.defs {
-                    let ty = f.ty(*d).clone();
-                    let stand_in = crate::ir::lower::placeholder_stmts(&mut |t| f.new_value(t, None), *d, &ty, s.span);
-                    out.extend(stand_in.into_iter().map(|mut c| {
-                        c.blame = s.blame;
-                        c
-                    }));
-                }
-                continue;
+        if let Op::Call { func, .. } = &s.op
+            && dropped.contains(func)
+        {
+            let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
+            let mut failure = Stmt::new(Vec::new(), fail, s.span);
+            failure.blame = s.blame;
+            out.push(failure);
+            // A failure never yields; placeholders keep the block well-formed.
+            for d in &s.defs {
+                let ty = f.ty(*d).clone();
+                let stand_in = crate::ir::lower::placeholder_stmts(&mut |t| f.new_value(t, None), *d, &ty, s.span);
+                out.extend(stand_in.into_iter().map(|mut c| {
+                    c.blame = s.blame;
+                    c
+                }));
             }
+            continue;
         }
         s.op.walk_blocks_mut(&mut |b| fail_calls(b, dropped, message, f));
         out.push(s);

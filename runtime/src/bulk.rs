@@ -208,7 +208,7 @@ unsafe extern "C" fn outside_rows(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i
 /// Both ranges are valid and do not overlap.
 unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     unsafe {
-        if len <= 64 && len % 8 == 0 {
+        if len <= 64 && len.is_multiple_of(8) {
             for w in 0..len / 8 {
                 let x = (src.add(8 * w) as *const u64).read_unaligned();
                 (dst.add(8 * w) as *mut u64).write_unaligned(x);

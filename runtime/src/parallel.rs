@@ -38,7 +38,7 @@ const WORKER_STACK: usize = 8 << 20;
 const CHUNKS_PER_THREAD: i64 = 4;
 
 /// The threads the context asks for.
-fn threads_of(c: &WlCtx) -> i64 {
+pub(crate) fn threads_of(c: &WlCtx) -> i64 {
     if c.threads > 0 { c.threads as i64 } else { machine_threads() }
 }
 

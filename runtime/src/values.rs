@@ -113,10 +113,10 @@ pub fn array_to_value(a: &WlArray) -> Value {
         }
         t => Elems::Int(t, (0..n).map(|i| element(a, i).as_i64().unwrap_or(0)).collect()),
     };
-    if shape.is_empty() {
-        if let Some(s) = elems.get(0) {
-            return Value::Scalar(s);
-        }
+    if shape.is_empty()
+        && let Some(s) = elems.get(0)
+    {
+        return Value::Scalar(s);
     }
     Value::Array(Arc::new(Array { shape, elems }))
 }

@@ -436,6 +436,7 @@ pub fn optimise(request: &BuildRequest, progress: &mut dyn FnMut(Phase)) -> Resu
     let pipeline = opt::PipelineOptions {
         disabled: request.disabled_passes.clone(),
         register_tile: withloop_codegen::register_tile(&request.codegen),
+        matrix_products: withloop_codegen::matrix_products(&request.codegen),
         ..Default::default()
     };
     let mut started: Vec<&'static str> = Vec::new();

@@ -67,11 +67,9 @@ impl Compiler {
         bypass: bool,
         progress: Option<Progress>,
     ) -> Result<(Arc<Compiled>, CacheOutcome), Failure> {
-        if !bypass {
-            if let Some(c) = self.cache.in_memory(&prepared.key).await {
-                self.metrics.lookup(Lookup::Memory);
-                return Ok((c, CacheOutcome::Memory));
-            }
+        if !bypass && let Some(c) = self.cache.in_memory(&prepared.key).await {
+            self.metrics.lookup(Lookup::Memory);
+            return Ok((c, CacheOutcome::Memory));
         }
         let flight = {
             let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());

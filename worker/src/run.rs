@@ -535,10 +535,10 @@ fn result_json(v: &Value, format: ResultFormat) -> Json {
         Value::Str(s) => json!({ "type": "string", "data": String::from_utf8_lossy(s) }),
         Value::Scalar(s) => scalar_json(*s),
         Value::Array(a) => {
-            if format == ResultFormat::Npy {
-                if let Some(bytes) = npy::encode(v) {
-                    return json!({ "npy": base64::engine::general_purpose::STANDARD.encode(bytes) });
-                }
+            if format == ResultFormat::Npy
+                && let Some(bytes) = npy::encode(v)
+            {
+                return json!({ "npy": base64::engine::general_purpose::STANDARD.encode(bytes) });
             }
             let data: Vec<Json> = (0..a.elems.len()).filter_map(|i| a.elems.get(i)).map(scalar_json).collect();
             json!({ "type": a.elems.base().name(), "shape": a.shape, "data": data })

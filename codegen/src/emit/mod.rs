@@ -367,10 +367,10 @@ pub(crate) fn stack_vectors(f: &Function, skip: &dyn Fn(ValueId) -> bool) -> Has
 pub(crate) fn parameter_aliases(f: &Function) -> HashSet<ValueId> {
     let mut aliases: HashSet<ValueId> = f.params.iter().copied().collect();
     f.body.walk(&mut |s| {
-        if let Op::Narrow(src) = &s.op {
-            if aliases.contains(src) {
-                aliases.extend(s.defs.iter().copied());
-            }
+        if let Op::Narrow(src) = &s.op
+            && aliases.contains(src)
+        {
+            aliases.extend(s.defs.iter().copied());
         }
     });
     for p in &f.params {
@@ -869,10 +869,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let plan = plan_block(fx.irf, b, owned, &fx.borrowed);
         // Owned values never used die at once.
         for v in &plan.dead_on_arrival {
-            if let Some(x) = fx.vals.get(v).copied() {
-                if self.counted(fx.irf.ty(*v)) {
-                    self.dec(x)?;
-                }
+            if let Some(x) = fx.vals.get(v).copied()
+                && self.counted(fx.irf.ty(*v))
+            {
+                self.dec(x)?;
             }
         }
         for (i, s) in b.stmts.iter().enumerate() {
@@ -890,10 +890,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 if moved.contains(v) {
                     continue;
                 }
-                if let Some(x) = fx.vals.get(v).copied() {
-                    if self.counted(fx.irf.ty(*v)) {
-                        self.dec(x)?;
-                    }
+                if let Some(x) = fx.vals.get(v).copied()
+                    && self.counted(fx.irf.ty(*v))
+                {
+                    self.dec(x)?;
                 }
             }
         }

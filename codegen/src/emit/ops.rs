@@ -435,6 +435,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.as_int(wide)?;
                 self.scalar_result(fx, x.into(), BaseType::Int, d)
             }
+            Prim::MatMul if !scalar_repr(ty(args[0])) && !scalar_repr(ty(args[1])) && !scalar_repr(ty(d)) => {
+                self.matmul(fx, args)
+            }
             Prim::Reshape
                 if !scalar_repr(ty(args[0]))
                     && !scalar_repr(ty(args[1]))
@@ -465,6 +468,55 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             _ => self.prim_generic(fx, prim, args, d),
         }
+    }
+
+    /// `matmul(a, b, frame, upper)` (the `gemm` pass's): a new `frame[0] ×
+    /// frame[1]` array of doubles filled by the runtime's blocked product
+    /// (`wl_gemm_f64`), its multiply-adds fused unless folds are exact.
+    fn matmul(&mut self, fx: &mut Fx<'ctx, 'a>, args: &[ValueId]) -> R<BasicValueEnum<'ctx>> {
+        let (aty, bty) = (fx.irf.ty(args[0]).clone(), fx.irf.ty(args[1]).clone());
+        let a = self.value(fx, args[0])?.into_pointer_value();
+        let b = self.value(fx, args[1])?.into_pointer_value();
+        let m = self.int_component(fx, args[2], 0)?;
+        let n = self.int_component(fx, args[2], 1)?;
+        let l = self.int_component(fx, args[3], 0)?;
+        let lda = self.extent_of(a, &aty, 1)?;
+        let ldb = self.extent_of(b, &bty, 1)?;
+        let shape = self.i64_buffer(fx, 2, "shape")?;
+        for (k, e) in [m, n].into_iter().enumerate() {
+            let p = self.gep(self.i64(), shape, &[self.const_i64(k as i64)], "ext")?;
+            self.b.build_store(p, e)?;
+        }
+        let out = self.alloc_array(fx, BaseType::Double, self.const_i64(2), shape)?;
+        let (ad, bd, cd) = (self.data_ptr(a)?, self.data_ptr(b)?, self.data_ptr(out)?);
+        let fused = self.i32().const_int(u64::from(!self.exact_folds), false);
+        let call = [
+            fx.ctxp.into(),
+            m.into(),
+            n.into(),
+            l.into(),
+            ad.into(),
+            lda.into(),
+            bd.into(),
+            ldb.into(),
+            cd.into(),
+            fused.into(),
+        ];
+        self.call(self.rt.gemm_f64, &call)?;
+        self.check_error(fx)?;
+        Ok(out.into())
+    }
+
+    /// Component `k` of int vector `v` as an `i64`: a constant, or read from
+    /// the vector's elements.
+    fn int_component(&mut self, fx: &Fx<'ctx, 'a>, v: ValueId, k: usize) -> R<IntValue<'ctx>> {
+        if let Some(c) = fx.consts.get(&v).and_then(|c| c.as_int_vec()).and_then(|c| c.get(k).copied()) {
+            return Ok(self.const_i64(c));
+        }
+        let p = self.value(fx, v)?.into_pointer_value();
+        let data = self.data_ptr(p)?;
+        let x = self.load_elem(data, self.const_i64(k as i64), BaseType::Int)?.into_int_value();
+        Ok(self.b.build_int_s_extend_or_bit_cast(x, self.i64(), "wide")?)
     }
 
     /// `x + y` / `x - y` on `int` scalars where one operand is an offset or

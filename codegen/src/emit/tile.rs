@@ -743,13 +743,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 // multiply-adds per cycle where FMA shares the adders' ports.
                 const ALLOW_CONTRACT: u32 = 32;
                 for v in [y, next] {
-                    if let Some(i) = v.as_instruction_value() {
-                        if matches!(
+                    if let Some(i) = v.as_instruction_value()
+                        && matches!(
                             i.get_opcode(),
                             inkwell::values::InstructionOpcode::FMul | inkwell::values::InstructionOpcode::FAdd
-                        ) {
-                            i.set_fast_math_flags(ALLOW_CONTRACT);
-                        }
+                        )
+                    {
+                        i.set_fast_math_flags(ALLOW_CONTRACT);
                     }
                 }
             }

@@ -578,15 +578,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let end = self.ctx.append_basic_block(fx.func, "wl.end");
         // first_match: which indices of the primary frame a part already covered.
         let mut mask = None;
-        if w.first_match && w.parts.len() > 1 {
-            if let Some(f) = states.iter().find_map(|st| st.frame()).cloned() {
-                let size = self.frame_product(fx, &f, self.const_i64(0))?;
-                let m = self
-                    .call(self.rt.calloc, &[size.into(), self.const_i64(1).into()])?
-                    .ok_or_else(|| CodegenError::Bug("calloc".into()))?
-                    .into_pointer_value();
-                mask = Some(m);
-            }
+        if w.first_match
+            && w.parts.len() > 1
+            && let Some(f) = states.iter().find_map(|st| st.frame()).cloned()
+        {
+            let size = self.frame_product(fx, &f, self.const_i64(0))?;
+            let m = self
+                .call(self.rt.calloc, &[size.into(), self.const_i64(1).into()])?
+                .ok_or_else(|| CodegenError::Bug("calloc".into()))?
+                .into_pointer_value();
+            mask = Some(m);
         }
         // Cold code (see `compiler_core::ir::Function::cold`) gets no chunk functions.
         let parallel = self.parallel && !fx.irf.cold && self.parallel_eligible(fx, w, &states);
@@ -620,19 +621,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut lane_results: Vec<BasicValueEnum<'ctx>> = Vec::new();
         for (k, st) in states.iter().enumerate() {
             let d = s.defs[k];
-            if let OpState::Scan(first) = st {
-                if let FoldFn::Lane { lane, lanes, .. } = first.fun {
-                    if *lane == 0 {
-                        let group: Vec<&ScanState<'ctx, 'a>> = states[k..(k + lanes).min(states.len())]
-                            .iter()
-                            .filter_map(|st| if let OpState::Scan(x) = st { Some(&**x) } else { None })
-                            .collect();
-                        lane_results = self.scan_finish_lanes(fx, &group)?;
-                    }
-                    let x = *lane_results.get(*lane).ok_or_else(|| CodegenError::Bug("a scan lane's result".into()))?;
-                    fx.vals.insert(d, x);
-                    continue;
+            if let OpState::Scan(first) = st
+                && let FoldFn::Lane { lane, lanes, .. } = first.fun
+            {
+                if *lane == 0 {
+                    let group: Vec<&ScanState<'ctx, 'a>> = states[k..(k + lanes).min(states.len())]
+                        .iter()
+                        .filter_map(|st| if let OpState::Scan(x) = st { Some(&**x) } else { None })
+                        .collect();
+                    lane_results = self.scan_finish_lanes(fx, &group)?;
                 }
+                let x = *lane_results.get(*lane).ok_or_else(|| CodegenError::Bug("a scan lane's result".into()))?;
+                fx.vals.insert(d, x);
+                continue;
             }
             let x: BasicValueEnum<'ctx> = match st {
                 OpState::Gen { result: Result::Eager { arr, .. }, .. } => (*arr).into(),
@@ -1168,17 +1169,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     Some((a, b)) => Some((self.blocks_upto(a, g.step[d])?, self.blocks_upto(b, g.step[d])?)),
                     None => None,
                 };
-                if d == n - 2 {
-                    if let (Some(panel), Some(plan), Some((c0, c_stop))) = (&panel, &plan, tiles[1]) {
-                        // Rows to come (the chunk's or the part's): the panel
-                        // is read only where the product reads it.
-                        let (first, last) = match chunk {
-                            Some(c) => c,
-                            None => (g.lo[d], g.hi[d]),
-                        };
-                        let rows = self.b.build_int_compare(IntPredicate::SLT, first, last, "rows")?;
-                        self.pack_panel(fx, pcx, states, plan, panel, &idx, g.lo[d], (c0, c_stop), rows)?;
-                    }
+                if d == n - 2
+                    && let (Some(panel), Some(plan), Some((c0, c_stop))) = (&panel, &plan, tiles[1])
+                {
+                    // Rows to come (the chunk's or the part's): the panel
+                    // is read only where the product reads it.
+                    let (first, last) = match chunk {
+                        Some(c) => c,
+                        None => (g.lo[d], g.hi[d]),
+                    };
+                    let rows = self.b.build_int_compare(IntPredicate::SLT, first, last, "rows")?;
+                    self.pack_panel(fx, pcx, states, plan, panel, &idx, g.lo[d], (c0, c_stop), rows)?;
                 }
                 let (lb, start, stop) = self.open_blocks(fx, &g, d, chunk)?;
                 open.push(lb);
@@ -1820,11 +1821,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let reassociable = matches!(fun, FoldFn::Prim(Prim::Bin(BinOp::Add | BinOp::Mul)))
             && matches!(base(ty), BaseType::Float | BaseType::Double)
             && scalar_repr(ty);
-        if reassociable && !self.exact_folds {
-            if let Some(i) = next.as_instruction_value() {
-                const ALLOW_REASSOC: u32 = 1;
-                i.set_fast_math_flags(ALLOW_REASSOC);
-            }
+        if reassociable
+            && !self.exact_folds
+            && let Some(i) = next.as_instruction_value()
+        {
+            const ALLOW_REASSOC: u32 = 1;
+            i.set_fast_math_flags(ALLOW_REASSOC);
         }
         if self.counted(ty) {
             self.dec(acc)?;
@@ -2029,11 +2031,11 @@ fn row_reads<'a>(fx: &Fx<'_, 'a>, w: &'a With, part: &'a Part) -> R<Vec<&'a Stmt
             if elsewhere.contains(&v) {
                 return bug("at an index that depends on more than the row");
             }
-            if let Some(&j) = at.get(&v) {
-                if !needed[j] {
-                    needed[j] = true;
-                    work.push(j);
-                }
+            if let Some(&j) = at.get(&v)
+                && !needed[j]
+            {
+                needed[j] = true;
+                work.push(j);
             }
         }
     }

@@ -132,20 +132,18 @@ fn match_dims(dims: &[DimPattern], shape: &[i64], env: &mut Bindings) -> bool {
                 }
                 let saved = env.clone();
                 let mut ok = true;
-                if let DimCount::Var(v) | DimCount::AtLeast(v, _) = count {
-                    if let Some(false) = bind_int(env, v, len as i64) {
-                        ok = false;
-                    }
+                if let DimCount::Var(v) | DimCount::AtLeast(v, _) = count
+                    && let Some(false) = bind_int(env, v, len as i64)
+                {
+                    ok = false;
                 }
-                if ok {
-                    if let Some(n) = name {
-                        let part = shape[..len].to_vec();
-                        match env.get(n) {
-                            Some(Binding::Vector(v)) => ok = *v == part,
-                            Some(Binding::Int(_)) => ok = false,
-                            None => {
-                                env.insert(n.clone(), Binding::Vector(part));
-                            }
+                if ok && let Some(n) = name {
+                    let part = shape[..len].to_vec();
+                    match env.get(n) {
+                        Some(Binding::Vector(v)) => ok = *v == part,
+                        Some(Binding::Int(_)) => ok = false,
+                        None => {
+                            env.insert(n.clone(), Binding::Vector(part));
                         }
                     }
                 }

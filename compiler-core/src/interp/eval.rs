@@ -226,23 +226,23 @@ impl<'p> Interp<'p> {
         let inst = typed.instance(i);
         if static_call {
             for (p, a) in inst.params.iter().zip(&args) {
-                if let Some(v) = a {
-                    if !p.admits(v) {
-                        // `[+]` also stands for "rank at least 2, 3, …": say which.
-                        let rank = match p.shape {
-                            crate::sema::ty::Shape::AtLeast(r) if r > 1 => format!(" of rank at least {r}"),
-                            _ => String::new(),
-                        };
-                        return Err(self.error(
-                            codes::INTERNAL_ERROR,
-                            format!(
-                                "a {} reached instance `{}`, which was compiled for {p}{rank}",
-                                describe_value(v),
-                                inst.symbol
-                            ),
-                            span,
-                        ));
-                    }
+                if let Some(v) = a
+                    && !p.admits(v)
+                {
+                    // `[+]` also stands for "rank at least 2, 3, …": say which.
+                    let rank = match p.shape {
+                        crate::sema::ty::Shape::AtLeast(r) if r > 1 => format!(" of rank at least {r}"),
+                        _ => String::new(),
+                    };
+                    return Err(self.error(
+                        codes::INTERNAL_ERROR,
+                        format!(
+                            "a {} reached instance `{}`, which was compiled for {p}{rank}",
+                            describe_value(v),
+                            inst.symbol
+                        ),
+                        span,
+                    ));
                 }
             }
         }
@@ -380,20 +380,21 @@ impl<'p> Interp<'p> {
         let sig = self.signature(id);
         let mut env = Bindings::default();
         for (p, a) in f.params.iter().zip(args) {
-            if let Some(v) = &a {
-                if !sig.plain && !match_pattern(&p.ty.shape, v.shape(), &mut env) {
-                    return Err(self.error(
-                        codes::CONDITION_FAILED,
-                        format!(
-                            "argument `{}` of shape {} does not match `{}` in `{}`",
-                            p.name,
-                            shape_text(v.shape()),
-                            p.ty,
-                            f.signature()
-                        ),
-                        span,
-                    ));
-                }
+            if let Some(v) = &a
+                && !sig.plain
+                && !match_pattern(&p.ty.shape, v.shape(), &mut env)
+            {
+                return Err(self.error(
+                    codes::CONDITION_FAILED,
+                    format!(
+                        "argument `{}` of shape {} does not match `{}` in `{}`",
+                        p.name,
+                        shape_text(v.shape()),
+                        p.ty,
+                        f.signature()
+                    ),
+                    span,
+                ));
             }
             frame[p.local.0 as usize] = a;
         }
@@ -557,14 +558,14 @@ impl<'p> Interp<'p> {
         let f = self.stack.last().map(|(_, id)| *id);
         if let Some(fid) = f {
             let info = &self.program.function(fid).locals[local.0 as usize];
-            if let Some(ty) = &info.declared {
-                if !self.conforms(&v, ty, &mut Bindings::default()) {
-                    return Err(self.error(
-                        codes::TYPE_ASSERTION_FAILED,
-                        format!("`{}` is declared {ty} but is assigned {}", info.name, describe_value(&v)),
-                        span,
-                    ));
-                }
+            if let Some(ty) = &info.declared
+                && !self.conforms(&v, ty, &mut Bindings::default())
+            {
+                return Err(self.error(
+                    codes::TYPE_ASSERTION_FAILED,
+                    format!("`{}` is declared {ty} but is assigned {}", info.name, describe_value(&v)),
+                    span,
+                ));
             }
         }
         frame[local.0 as usize] = Some(v);
@@ -710,12 +711,12 @@ impl<'p> Interp<'p> {
         // The frame shape dot bounds refer to: the first operator that has one.
         let frame_shape: Option<Vec<usize>> = states.iter().find_map(|s| s.frame_shape());
         let mut covered: Option<Vec<bool>> = None;
-        if w.first_match && w.parts.len() > 1 {
-            if let Some(fs) = &frame_shape {
-                let n =
-                    shape_size(fs).ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", w.span))?;
-                covered = Some(vec![false; n]);
-            }
+        if w.first_match
+            && w.parts.len() > 1
+            && let Some(fs) = &frame_shape
+        {
+            let n = shape_size(fs).ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", w.span))?;
+            covered = Some(vec![false; n]);
         }
         'parts: for part in &w.parts {
             let generator = self.generator(frame, part, frame_shape.as_deref())?;

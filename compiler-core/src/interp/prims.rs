@@ -315,6 +315,11 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
             }
             Ok(Value::from_parts(a.shape().to_vec(), elems))
         }
+        Prim::MatMul => {
+            let frame = int_vector(&args[2], "the frame")?;
+            let upper = int_vector(&args[3], "the fold's bound")?;
+            matmul(&args[0], &args[1], &frame, &upper)
+        }
         Prim::All => match &args[0] {
             Value::Scalar(Scalar::Bool(b)) => Ok(Value::Scalar(Scalar::Bool(*b))),
             Value::Array(a) => match &a.elems {
@@ -346,6 +351,46 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
 }
 
 /// Copies `src` into a new array whose axis `k` is `src`'s axis `perm[k]`.
+/// `c[i, j] = fold(+, 0.0, a[i, k] * b[k, j])` for `[i, j] < frame`, `k < upper[0]`:
+/// each fold from 0.0 in the order of `k`, a multiplication then an addition.
+fn matmul(a: &Value, b: &Value, frame: &[i64], upper: &[i64]) -> OpResult<Value> {
+    let (Value::Array(x), Value::Array(y)) = (a, b) else {
+        return Err(err(codes::RUNTIME_TYPE_MISMATCH, "a matrix product needs two matrices"));
+    };
+    let (Elems::Double(xs), Elems::Double(ys)) = (&x.elems, &y.elems) else {
+        return Err(err(codes::RUNTIME_TYPE_MISMATCH, "a matrix product needs two double matrices"));
+    };
+    let (&[m, n], &[l]) = (frame, upper) else {
+        return Err(err(codes::SHAPE_MISMATCH, "a matrix product needs a frame of two and a bound of one"));
+    };
+    let (&[ar, ac], &[br, bc]) = (x.shape.as_slice(), y.shape.as_slice()) else {
+        return Err(err(codes::SHAPE_MISMATCH, "a matrix product needs two matrices"));
+    };
+    let dims = |v: i64| usize::try_from(v).unwrap_or(0);
+    let (m, n, l) = (dims(m), dims(n), dims(l));
+    if (m > 0 && n > 0 && l > 0) && (m > ar || l > ac || l > br || n > bc) {
+        return Err(err(
+            codes::INDEX_OUT_OF_BOUNDS,
+            format!("a {m}x{l} by {l}x{n} product reads outside a [{ar},{ac}] or a [{br},{bc}] matrix"),
+        ));
+    }
+    let size =
+        m.checked_mul(n).ok_or_else(|| err(codes::INVALID_ARGUMENT, "a matrix product's result is too large"))?;
+    let Elems::Double(mut c) = Elems::with_capacity(BaseType::Double, size).map_err(too_large)? else {
+        return Err(err(codes::INTERNAL_ERROR, "a matrix product's buffer"));
+    };
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0f64;
+            for k in 0..l {
+                s += xs[i * ac + k] * ys[k * bc + j];
+            }
+            c.push(s);
+        }
+    }
+    Ok(Value::from_parts(vec![m, n], Elems::Double(c)))
+}
+
 fn permute(src: &Value, perm: &[usize]) -> OpResult<Value> {
     let in_shape = src.shape().to_vec();
     let out_shape: Vec<usize> = perm.iter().map(|&p| in_shape[p]).collect();
@@ -400,13 +445,13 @@ fn dot_select(kinds: &[DotKind], a: &Value, indices: &[Value]) -> OpResult<Value
     }
     let shape = a.shape();
     for (d, ax) in axes.iter().enumerate() {
-        if let Some(i) = ax {
-            if *i < 0 || *i as usize >= shape[d] {
-                return Err(err(
-                    codes::INDEX_OUT_OF_BOUNDS,
-                    format!("index {i} on axis {d} is out of bounds for shape {}", shape_text(shape)),
-                ));
-            }
+        if let Some(i) = ax
+            && (*i < 0 || *i as usize >= shape[d])
+        {
+            return Err(err(
+                codes::INDEX_OUT_OF_BOUNDS,
+                format!("index {i} on axis {d} is out of bounds for shape {}", shape_text(shape)),
+            ));
         }
     }
     let free: Vec<usize> = (0..rank).filter(|d| axes[*d].is_none()).collect();

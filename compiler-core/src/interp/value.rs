@@ -295,10 +295,10 @@ impl Value {
     /// Builds a value from a shape and elements; rank 0 becomes a scalar.
     /// The caller guarantees `elems.len() == prod(shape)`.
     pub fn from_parts(shape: Vec<usize>, elems: Elems) -> Value {
-        if shape.is_empty() {
-            if let Some(s) = elems.get(0) {
-                return Value::Scalar(s);
-            }
+        if shape.is_empty()
+            && let Some(s) = elems.get(0)
+        {
+            return Value::Scalar(s);
         }
         Value::Array(Arc::new(Array { shape, elems }))
     }

@@ -447,11 +447,12 @@ impl Interp<'_> {
         }
         let frame_shape: Option<Vec<usize>> = states.iter().find_map(|s| s.frame().map(<[usize]>::to_vec));
         let mut covered: Option<Vec<bool>> = None;
-        if w.first_match && w.parts.len() > 1 {
-            if let Some(fs) = &frame_shape {
-                let n = shape_size(fs).ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", at))?;
-                covered = Some(vec![false; n]);
-            }
+        if w.first_match
+            && w.parts.len() > 1
+            && let Some(fs) = &frame_shape
+        {
+            let n = shape_size(fs).ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", at))?;
+            covered = Some(vec![false; n]);
         }
         'parts: for part in &w.parts {
             let gat = self.sub_span(part.span, at);

@@ -79,10 +79,11 @@ pub fn lower(program: &hir::Program, typed: &Typed, sources: &SourceMap) -> Modu
             ml.module.entries.push((name.clone(), f));
         }
         for i in &typed.wrapper(w).instances {
-            if let Some(&f) = ml.inst_func.get(i) {
-                if !ml.module.variants.contains(&f) && !ml.module.function(f).library {
-                    ml.module.variants.push(f);
-                }
+            if let Some(&f) = ml.inst_func.get(i)
+                && !ml.module.variants.contains(&f)
+                && !ml.module.function(f).library
+            {
+                ml.module.variants.push(f);
             }
         }
     }
@@ -151,10 +152,10 @@ impl ModuleLower<'_> {
         let mut joined = results.clone();
         for i in &members {
             for (j, r) in self.typed.instance(*i).results.iter().enumerate() {
-                if let Some(t) = joined.get_mut(j) {
-                    if t.elem == r.elem {
-                        t.shape = t.shape.join(&r.shape);
-                    }
+                if let Some(t) = joined.get_mut(j)
+                    && t.elem == r.elem
+                {
+                    t.shape = t.shape.join(&r.shape);
                 }
             }
         }
@@ -850,13 +851,13 @@ impl FnLower<'_, '_> {
                 let mut merged: Vec<(usize, ValueId, ValueId)> = Vec::new();
                 let mut clashing: Vec<usize> = Vec::new();
                 for (l, (t, e)) in after_then.iter().zip(&after_else).enumerate() {
-                    if let (Some(t), Some(e)) = (t, e) {
-                        if Some(*t) != before[l] || Some(*e) != before[l] {
-                            if !some_branch_fails && self.b.ty(*t).elem != self.b.ty(*e).elem {
-                                clashing.push(l);
-                            } else {
-                                merged.push((l, *t, *e));
-                            }
+                    if let (Some(t), Some(e)) = (t, e)
+                        && (Some(*t) != before[l] || Some(*e) != before[l])
+                    {
+                        if !some_branch_fails && self.b.ty(*t).elem != self.b.ty(*e).elem {
+                            clashing.push(l);
+                        } else {
+                            merged.push((l, *t, *e));
                         }
                     }
                 }
@@ -1388,11 +1389,11 @@ impl FnLower<'_, '_> {
                     WithOp::Modarray { array } => Some(Ty::new(self.b.ty(*array).elem, Shape::AtLeast(0))),
                     _ => w.cell_hint.map(|b| Ty::new(Elem::Base(b), Shape::scalar())),
                 });
-                if let (Some(t), Some(y)) = (want, part.body.yields.get(k).copied()) {
-                    if self.b.ty(y).elem != t.elem {
-                        let p = self.b.placeholder_of(&mut part.body.stmts, &t, span);
-                        part.body.yields[k] = p;
-                    }
+                if let (Some(t), Some(y)) = (want, part.body.yields.get(k).copied())
+                    && self.b.ty(y).elem != t.elem
+                {
+                    let p = self.b.placeholder_of(&mut part.body.stmts, &t, span);
+                    part.body.yields[k] = p;
                 }
             }
         }

@@ -75,6 +75,7 @@ pub fn prim_from_name(name: &str) -> Option<Prim> {
         Prim::Vect2Offset,
         Prim::IdxSel,
         Prim::IdxModarray,
+        Prim::MatMul,
         Prim::All,
         Prim::MinVectors,
         Prim::MaxVectors,

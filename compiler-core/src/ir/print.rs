@@ -109,6 +109,7 @@ pub fn prim_name(p: &Prim) -> String {
         Prim::Vect2Offset => "vect2offset".into(),
         Prim::IdxSel => "idx_sel".into(),
         Prim::IdxModarray => "idx_modarray".into(),
+        Prim::MatMul => "matmul".into(),
         Prim::All => "all".into(),
         Prim::DotSelect(k) => format!("dotsel_{}", dot_code(k)),
         Prim::FrameArrange(k) => format!("arrange_{}", dot_code(k)),
@@ -170,10 +171,10 @@ pub const MATH_FNS: &[MathFn] = &[
 
 pub fn const_text(v: &Value) -> String {
     // Non-finite floats need a marker to read back as float, not double.
-    if let Value::Scalar(crate::interp::value::Scalar::Float(f)) = v {
-        if !f.is_finite() {
-            return format!("{}f", value_literal(&Value::Scalar(crate::interp::value::Scalar::Double(*f as f64))));
-        }
+    if let Value::Scalar(crate::interp::value::Scalar::Float(f)) = v
+        && !f.is_finite()
+    {
+        return format!("{}f", value_literal(&Value::Scalar(crate::interp::value::Scalar::Double(*f as f64))));
     }
     let _ = (Elem::Base(BaseType::Int), 0);
     value_literal(v)

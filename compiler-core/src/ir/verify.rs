@@ -72,10 +72,10 @@ impl Verifier<'_> {
         for y in &b.yields {
             self.use_(*y, &format!("the yield of {what}"));
         }
-        if let Some(n) = expect {
-            if b.yields.len() != n {
-                self.err(format!("{what} yields {} value(s), expected {n}", b.yields.len()));
-            }
+        if let Some(n) = expect
+            && b.yields.len() != n
+        {
+            self.err(format!("{what} yields {} value(s), expected {n}", b.yields.len()));
         }
         self.scope.pop();
     }
@@ -116,10 +116,10 @@ impl Verifier<'_> {
             }
             Op::With(w) => Some(w.ops.len()),
         };
-        if let Some(e) = expected {
-            if e != n_defs {
-                self.err(format!("{name} defines {n_defs} value(s), expected {e}"));
-            }
+        if let Some(e) = expected
+            && e != n_defs
+        {
+            self.err(format!("{name} defines {n_defs} value(s), expected {e}"));
         }
         // Nested blocks and bound values.
         match &s.op {
@@ -131,13 +131,10 @@ impl Verifier<'_> {
                 self.block(else_block, Some(n_defs), "an else-branch");
                 for (k, d) in s.defs.iter().enumerate() {
                     for b in [then_block, else_block] {
-                        if let Some(y) = b.yields.get(k) {
-                            if self.elem(*y) != self.elem(*d) {
-                                self.err(format!(
-                                    "an `if` branch yields %{} of another element type than %{}",
-                                    y.0, d.0
-                                ));
-                            }
+                        if let Some(y) = b.yields.get(k)
+                            && self.elem(*y) != self.elem(*d)
+                        {
+                            self.err(format!("an `if` branch yields %{} of another element type than %{}", y.0, d.0));
                         }
                     }
                 }
@@ -156,10 +153,10 @@ impl Verifier<'_> {
                     }
                 }
                 self.block(cond, Some(1), "a loop condition");
-                if let Some(c) = cond.yields.first() {
-                    if self.elem(*c) != Some(Elem::Base(BaseType::Bool)) {
-                        self.err(format!("loop condition %{} is not bool", c.0));
-                    }
+                if let Some(c) = cond.yields.first()
+                    && self.elem(*c) != Some(Elem::Base(BaseType::Bool))
+                {
+                    self.err(format!("loop condition %{} is not bool", c.0));
                 }
                 self.block(body, Some(params.len()), "a loop body");
                 self.scope.pop();

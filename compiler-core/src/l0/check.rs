@@ -436,11 +436,11 @@ impl Cx<'_> {
                 Some(Val::fresh(Type::Bool))
             }
             ExprKind::If(c, t, f) => {
-                if let Some(cv) = self.expr(c) {
-                    if cv.ty != Type::Bool {
-                        let d = mismatch(c.span, &Type::Bool, &cv.ty, "the condition");
-                        self.report(d);
-                    }
+                if let Some(cv) = self.expr(c)
+                    && cv.ty != Type::Bool
+                {
+                    let d = mismatch(c.span, &Type::Bool, &cv.ty, "the condition");
+                    self.report(d);
                 }
                 // Consumption in one branch does not affect the other; after the
                 // `if`, whatever either consumed is consumed.
@@ -564,29 +564,29 @@ impl Cx<'_> {
                             }
                         }
                     }
-                    if let Some(v) = &v {
-                        if v.ty.shape_of() != elem.shape_of() {
-                            let d = mismatch(value.span, &elem, &v.ty, "the new value");
-                            cx.report(d);
-                            ok = false;
-                        }
+                    if let Some(v) = &v
+                        && v.ty.shape_of() != elem.shape_of()
+                    {
+                        let d = mismatch(value.span, &elem, &v.ty, "the new value");
+                        cx.report(d);
+                        ok = false;
                     }
                     // The value is computed before the source is consumed: reading
                     // elements of the source is fine (`a with [i] <- a[i] + x`), but
                     // the new value may not share the source's memory.
                     let aliases: BTreeSet<VarId> = cx.vars[id].aliases.iter().flatten().copied().chain([id]).collect();
-                    if let Some(v) = &v {
-                        if !v.all_aliases().is_disjoint(&aliases) {
-                            let d = Diagnostic::error(
-                                codes::CONSUMED_IN_SEQUENCE,
-                                format!("the new value aliases `{src}`, which this update consumes"),
-                            )
-                            .at(value.span, "aliases the source")
-                            .with_label(*src_span, "consumed here")
-                            .with_hint("update with a `copy(…)` of the value");
-                            cx.report(d);
-                            return false;
-                        }
+                    if let Some(v) = &v
+                        && !v.all_aliases().is_disjoint(&aliases)
+                    {
+                        let d = Diagnostic::error(
+                            codes::CONSUMED_IN_SEQUENCE,
+                            format!("the new value aliases `{src}`, which this update consumes"),
+                        )
+                        .at(value.span, "aliases the source")
+                        .with_label(*src_span, "consumed here")
+                        .with_hint("update with a `copy(…)` of the value");
+                        cx.report(d);
+                        return false;
                     }
                     cx.consume(&aliases, *src_span, from);
                     ok && v.is_some()
@@ -804,12 +804,12 @@ impl Cx<'_> {
             let mut vals = Vec::new();
             for (a, p) in args.iter().zip(&sig.params) {
                 let v = self.expr(a);
-                if let Some(v) = &v {
-                    if !v.ty.fits(p) {
-                        let d = mismatch(a.span, p, &v.ty, &format!("this argument of `{fun}`"));
-                        self.report(d);
-                        return None;
-                    }
+                if let Some(v) = &v
+                    && !v.ty.fits(p)
+                {
+                    let d = mismatch(a.span, p, &v.ty, &format!("this argument of `{fun}`"));
+                    self.report(d);
+                    return None;
                 }
                 vals.push(v);
             }

@@ -609,20 +609,20 @@ impl Parser<'_> {
         // `let b = a with [i] <- v in …`
         if let (Pat::Id(dest, dest_span), Tok::Ident(src), Tok::Ident(w)) =
             (&pat, self.peek().clone(), self.peek_at(1).clone())
+            && w == "with"
+            && !KEYWORDS.contains(&src.as_str())
         {
-            if w == "with" && !KEYWORDS.contains(&src.as_str()) {
-                let src_span = self.bump().span;
-                self.bump();
-                self.expect_p("[")?;
-                let indices = self.list("]")?;
-                let lt = self.expect_p("<")?;
-                let minus = self.span();
-                if !self.is_p("-") || minus.start != lt.end {
-                    return self.error(codes::UNEXPECTED_TOKEN, "`<-`");
-                }
-                self.bump();
-                return self.let_with_rest(start, (dest.clone(), *dest_span), (src, src_span), indices);
+            let src_span = self.bump().span;
+            self.bump();
+            self.expect_p("[")?;
+            let indices = self.list("]")?;
+            let lt = self.expect_p("<")?;
+            let minus = self.span();
+            if !self.is_p("-") || minus.start != lt.end {
+                return self.error(codes::UNEXPECTED_TOKEN, "`<-`");
             }
+            self.bump();
+            return self.let_with_rest(start, (dest.clone(), *dest_span), (src, src_span), indices);
         }
         let value = self.expr()?;
         self.expect_word("in")?;

@@ -37,10 +37,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     cx.each_function(m, |f, cx| {
         let mut literals: HashMap<ValueId, Vec<ValueId>> = HashMap::default();
         f.body.walk(&mut |s| {
-            if let Op::Array(elems) = &s.op {
-                if elems.len() <= MAX_ELEMENTS {
-                    literals.insert(s.defs[0], elems.clone());
-                }
+            if let Op::Array(elems) = &s.op
+                && elems.len() <= MAX_ELEMENTS
+            {
+                literals.insert(s.defs[0], elems.clone());
             }
         });
         if literals.is_empty() {

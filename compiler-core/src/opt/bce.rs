@@ -393,18 +393,21 @@ impl<'r> Walk<'_, 'r> {
                     // From here on (in this block) the shapes are equal, component by
                     // component: a passed check of vectors of one known length (the
                     // alternative, one of them `[]`, needs length 0).
-                    if let (Some(x), Some(y)) = (reader.vector(*a), reader.vector(*b)) {
-                        if x.len() == y.len() && !x.is_empty() {
-                            facts.extend(x.iter().zip(&y).map(|(p, q)| p.sub(q)).filter(|d| !d.terms.is_empty()));
-                        }
+                    if let (Some(x), Some(y)) = (reader.vector(*a), reader.vector(*b))
+                        && x.len() == y.len()
+                        && !x.is_empty()
+                    {
+                        facts.extend(x.iter().zip(&y).map(|(p, q)| p.sub(q)).filter(|d| !d.terms.is_empty()));
                     }
                 }
                 Op::Check(CheckOp { check: Check::Assert(c), .. }) => {
                     // From here on (in this block) `x == y`.
-                    if let Some(Def::Prim(Prim::Bin(crate::interp::ops::BinOp::Eq), args)) = reader.defs.def(*c) {
-                        if args.len() == 2 && reader.is_int_scalar(args[0]) && reader.is_int_scalar(args[1]) {
-                            facts.push(reader.scalar(args[0]).sub(&reader.scalar(args[1])));
-                        }
+                    if let Some(Def::Prim(Prim::Bin(crate::interp::ops::BinOp::Eq), args)) = reader.defs.def(*c)
+                        && args.len() == 2
+                        && reader.is_int_scalar(args[0])
+                        && reader.is_int_scalar(args[1])
+                    {
+                        facts.push(reader.scalar(args[0]).sub(&reader.scalar(args[1])));
                     }
                 }
                 Op::Prim { prim: Prim::Sel | Prim::Modarray, args, checked: true, .. } => {
@@ -422,12 +425,11 @@ impl<'r> Walk<'_, 'r> {
                     });
                     if whole || guarded {
                         self.prims.push(s.defs[0]);
-                    } else if let Some(comps) = self.shapes.of_array(reader, array, 0) {
-                        if reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
-                            && proven(reader, ranges, &self.checked, self.choices, facts, &self.known, idx, &comps)
-                        {
-                            self.prims.push(s.defs[0]);
-                        }
+                    } else if let Some(comps) = self.shapes.of_array(reader, array, 0)
+                        && reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
+                        && proven(reader, ranges, &self.checked, self.choices, facts, &self.known, idx, &comps)
+                    {
+                        self.prims.push(s.defs[0]);
                     }
                 }
                 Op::Loop { init, params, cond, body, test_first: true } => {
@@ -642,11 +644,12 @@ fn rewrite(b: &mut Block, checks: &[(ValueId, ValueId)], prims: &[ValueId], remo
         _ => true,
     });
     for s in &mut b.stmts {
-        if let Op::Prim { checked, .. } = &mut s.op {
-            if *checked && s.defs.first().is_some_and(|d| prims.contains(d)) {
-                *checked = false;
-                *unchecked += 1;
-            }
+        if let Op::Prim { checked, .. } = &mut s.op
+            && *checked
+            && s.defs.first().is_some_and(|d| prims.contains(d))
+        {
+            *checked = false;
+            *unchecked += 1;
         }
         s.op.walk_blocks_mut(&mut |inner| rewrite(inner, checks, prims, removed, unchecked));
     }

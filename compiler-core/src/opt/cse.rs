@@ -137,10 +137,10 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
         Op::Const(c) => Some(Key::Const(format!("{} {}", type_text(f.ty(s.defs[0])), const_text(c)))),
         Op::Prim { prim, args, in_place: false, .. } if !prim.has_effect() && *prim != Prim::Error => {
             let mut args = args.clone();
-            if let Prim::Bin(op) = prim {
-                if commutative(*op) {
-                    args.sort();
-                }
+            if let Prim::Bin(op) = prim
+                && commutative(*op)
+            {
+                args.sort();
             }
             Some(Key::Prim(prim.clone(), f.ty(s.defs[0]).clone(), args))
         }

@@ -142,10 +142,10 @@ fn consumer(
     if !fold_or_filter || !single_dense(w) {
         return None;
     }
-    if let [WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(op)), neutral, .. }] = &w.ops[..] {
-        if consts.get(neutral).is_some_and(|z| !acts_as_identity(*op, z)) {
-            return None;
-        }
+    if let [WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(op)), neutral, .. }] = &w.ops[..]
+        && consts.get(neutral).is_some_and(|z| !acts_as_identity(*op, z))
+    {
+        return None;
     }
     let p = &w.parts[0];
     let zero = consts.get(&p.lower).and_then(util::int_vec).is_some_and(|v| v == [0]);
@@ -312,10 +312,11 @@ fn fresh(f: &mut Function, cl: &mut Cloner, v: ValueId) -> ValueId {
 fn find_with(b: &Block, def: ValueId) -> Option<With> {
     let mut found = None;
     b.walk(&mut |s| {
-        if found.is_none() && s.defs.first() == Some(&def) {
-            if let Op::With(w) = &s.op {
-                found = Some((**w).clone());
-            }
+        if found.is_none()
+            && s.defs.first() == Some(&def)
+            && let Op::With(w) = &s.op
+        {
+            found = Some((**w).clone());
         }
     });
     found

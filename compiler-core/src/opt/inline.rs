@@ -196,13 +196,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         f.body.walk_mut(&mut |s| {
             if let Op::With(w) = &mut s.op {
                 for op in &mut w.ops {
-                    if let WithOp::Fold { fun, .. } = op {
-                        if let FoldFn::Call(g) = fun {
-                            if let Some(Some(p)) = as_prim.get(g.0 as usize) {
-                                *fun = FoldFn::Prim(p.clone());
-                                prim_folds += 1;
-                            }
-                        }
+                    if let WithOp::Fold { fun, .. } = op
+                        && let FoldFn::Call(g) = fun
+                        && let Some(Some(p)) = as_prim.get(g.0 as usize)
+                    {
+                        *fun = FoldFn::Prim(p.clone());
+                        prim_folds += 1;
                     }
                 }
             }

@@ -32,6 +32,7 @@ pub mod dce;
 pub mod elementwise;
 pub mod filterfusion;
 pub mod fusion;
+pub mod gemm;
 pub mod inline;
 pub mod interchange;
 pub mod ive;
@@ -101,6 +102,7 @@ pub const PIPELINE: &[Stage] = &[
         passes: &[
             snapshot::PASS,
             bce::PASS,
+            gemm::PASS,
             tile::PASS,
             interchange::PASS,
             ive::PASS,
@@ -146,6 +148,10 @@ pub struct PipelineOptions {
     /// The register tile (rows, columns) of `tile`, when the target has
     /// one worth using (the code generator says: `register_tile`).
     pub register_tile: Option<[i64; 2]>,
+    /// Matrix products run as the runtime's blocked product (`gemm`), where
+    /// that is faster than the register tiles (the code generator says:
+    /// `matrix_products`).
+    pub matrix_products: bool,
 }
 
 impl PipelineOptions {
@@ -499,11 +505,11 @@ pub fn optimise_observed(
                 if options.dump_after.as_deref() == Some(pass.name) {
                     outcome.dumps.push((stage.name, rounds, ir::print::module_text(module)));
                 }
-                if options.verify {
-                    if let Err(problems) = ir::verify::verify(module) {
-                        outcome.passes = stats;
-                        return Err(Box::new(BrokenIr { pass: pass.name, problems, outcome }));
-                    }
+                if options.verify
+                    && let Err(problems) = ir::verify::verify(module)
+                {
+                    outcome.passes = stats;
+                    return Err(Box::new(BrokenIr { pass: pass.name, problems, outcome }));
                 }
             }
             missed = round_missed;

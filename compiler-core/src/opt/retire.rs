@@ -111,12 +111,12 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     for f in &mut m.functions {
         let mut changed = false;
         f.body.walk_mut(&mut |s| {
-            if let Op::Call { func, .. } = &mut s.op {
-                if let Some(t) = retarget[func.0 as usize] {
-                    calls[func.0 as usize] += 1;
-                    *func = FuncId(t as u32);
-                    changed = true;
-                }
+            if let Op::Call { func, .. } = &mut s.op
+                && let Some(t) = retarget[func.0 as usize]
+            {
+                calls[func.0 as usize] += 1;
+                *func = FuncId(t as u32);
+                changed = true;
             }
         });
         if changed {

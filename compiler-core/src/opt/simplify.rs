@@ -276,12 +276,11 @@ impl Simplify {
             }
             // The replacement is the same value: it has both types.
             let (dt, tt) = (f.ty(*d).clone(), f.ty(t).clone());
-            if dt.elem == tt.elem {
-                if let Some(m) = tt.shape.meet(&dt.shape) {
-                    if m != tt.shape {
-                        f.values[t.0 as usize].ty.shape = m;
-                    }
-                }
+            if dt.elem == tt.elem
+                && let Some(m) = tt.shape.meet(&dt.shape)
+                && m != tt.shape
+            {
+                f.values[t.0 as usize].ty.shape = m;
             }
             self.subst.insert(*d, t);
             if let Some(c) = self.consts.get(&t).cloned() {
@@ -438,10 +437,10 @@ impl Simplify {
                                 }
                                 _ => crate::sema::prim_ty::vector_len(f.ty(*shape)).map(Shape::rank),
                             };
-                            if let Some(frame) = frame {
-                                if let Some(cell) = genarray_cell(w, k, *default, |v| f.ty(v)) {
-                                    self.refine(f, d, &frame.concat(&cell));
-                                }
+                            if let Some(frame) = frame
+                                && let Some(cell) = genarray_cell(w, k, *default, |v| f.ty(v))
+                            {
+                                self.refine(f, d, &frame.concat(&cell));
                             }
                         }
                         WithOp::Modarray { array } => {
@@ -467,10 +466,10 @@ impl Simplify {
                         let joined = ta.shape.join(&tb.shape);
                         self.refine(f, *d, &joined);
                     }
-                    if let (Some(x), Some(y)) = (self.shape_src.get(&a).cloned(), self.shape_src.get(&b).cloned()) {
-                        if x == y {
-                            self.shape_src.insert(*d, x);
-                        }
+                    if let (Some(x), Some(y)) = (self.shape_src.get(&a).cloned(), self.shape_src.get(&b).cloned())
+                        && x == y
+                    {
+                        self.shape_src.insert(*d, x);
                     }
                 }
             }
@@ -609,11 +608,11 @@ impl Simplify {
 
     fn refine(&mut self, f: &mut Function, v: ValueId, shape: &Shape) {
         let cur = f.ty(v).shape.clone();
-        if let Some(m) = cur.meet(shape) {
-            if m != cur {
-                f.values[v.0 as usize].ty.shape = m;
-                self.counts.refined += 1;
-            }
+        if let Some(m) = cur.meet(shape)
+            && m != cur
+        {
+            f.values[v.0 as usize].ty.shape = m;
+            self.counts.refined += 1;
         }
     }
 
@@ -621,10 +620,10 @@ impl Simplify {
         let tys: Vec<Ty> = args.iter().map(|a| f.ty(*a).clone()).collect();
         let refs: Vec<Option<&Ty>> = tys.iter().map(Some).collect();
         let vals: Vec<Option<&Value>> = args.iter().map(|a| self.consts.get(a)).collect();
-        if let Ok(Some(t)) = prim_type(prim, &refs, &vals) {
-            if t.elem == f.ty(d).elem {
-                self.refine(f, d, &t.shape);
-            }
+        if let Ok(Some(t)) = prim_type(prim, &refs, &vals)
+            && t.elem == f.ty(d).elem
+        {
+            self.refine(f, d, &t.shape);
         }
     }
 
@@ -640,10 +639,10 @@ impl Simplify {
                 let vals: Option<Vec<Value>> = args.iter().map(|a| self.konst(*a).cloned()).collect();
                 if let Some(vals) = vals {
                     let n: usize = vals.iter().map(|v| v.len()).sum();
-                    if n <= MAX_FOLDED_ELEMENTS {
-                        if let Ok(v) = crate::interp::stack_values(vals) {
-                            return self.replace_by_const(f, s, v);
-                        }
+                    if n <= MAX_FOLDED_ELEMENTS
+                        && let Ok(v) = crate::interp::stack_values(vals)
+                    {
+                        return self.replace_by_const(f, s, v);
                     }
                 }
                 Action::Keep(s)
@@ -904,15 +903,15 @@ impl Simplify {
             Prim::IdxModarray if f.ty(args[2]).shape.is_scalar() && f.ty(args[2]).elem == f.ty(args[0]).elem => {
                 let written = matches!(self.defs.get(&args[0]), Some(Def::Array(_))) || self.konst(args[0]).is_some();
                 let at = self.konst(args[1]).and_then(util::int_scalar);
-                if let (true, Some(at), Some(n)) = (written, at, crate::sema::prim_ty::vector_len(f.ty(args[0]))) {
-                    if (0..n as i64).contains(&at) {
-                        let mut out = Vec::new();
-                        if let Some(mut elems) = self.index_components(f, args[0], &mut out, s.span) {
-                            elems[at as usize] = args[2];
-                            self.counts.folded += 1;
-                            out.push(Stmt { defs: vec![d], op: Op::Array(elems), span: s.span, blame: s.blame });
-                            return Action::Splice(out);
-                        }
+                if let (true, Some(at), Some(n)) = (written, at, crate::sema::prim_ty::vector_len(f.ty(args[0])))
+                    && (0..n as i64).contains(&at)
+                {
+                    let mut out = Vec::new();
+                    if let Some(mut elems) = self.index_components(f, args[0], &mut out, s.span) {
+                        elems[at as usize] = args[2];
+                        self.counts.folded += 1;
+                        out.push(Stmt { defs: vec![d], op: Op::Array(elems), span: s.span, blame: s.blame });
+                        return Action::Splice(out);
                     }
                 }
             }
@@ -937,20 +936,20 @@ impl Simplify {
                 let count = self.konst(args[0]).and_then(util::int_scalar);
                 let len = crate::sema::prim_ty::vector_len(f.ty(args[1]));
                 let int_vector = f.ty(args[1]).elem == util::int_ty().elem;
-                if let (Some(c), Some(len), true) = (count, len, int_vector) {
-                    if let Some(c) = usize::try_from(c).ok().filter(|&c| c <= len) {
-                        let range = if *prim == Prim::Take { 0..c } else { c..len };
-                        if !range.is_empty() {
-                            self.counts.folded += 1;
-                            let mut out = Vec::new();
-                            let comps: Vec<ValueId> =
-                                range.map(|k| util::emit_component(f, &mut out, args[1], k, s.span)).collect();
-                            for t in &mut out {
-                                t.blame = s.blame;
-                            }
-                            out.push(Stmt { defs: vec![d], op: Op::Array(comps), span: s.span, blame: s.blame });
-                            return Action::Splice(out);
+                if let (Some(c), Some(len), true) = (count, len, int_vector)
+                    && let Some(c) = usize::try_from(c).ok().filter(|&c| c <= len)
+                {
+                    let range = if *prim == Prim::Take { 0..c } else { c..len };
+                    if !range.is_empty() {
+                        self.counts.folded += 1;
+                        let mut out = Vec::new();
+                        let comps: Vec<ValueId> =
+                            range.map(|k| util::emit_component(f, &mut out, args[1], k, s.span)).collect();
+                        for t in &mut out {
+                            t.blame = s.blame;
                         }
+                        out.push(Stmt { defs: vec![d], op: Op::Array(comps), span: s.span, blame: s.blame });
+                        return Action::Splice(out);
                     }
                 }
             }
@@ -969,40 +968,40 @@ impl Simplify {
                 // scalar arithmetic (`[i, j]` in `[m, 6]`: `i * 6 + j`).
                 if let (Some(Def::Array(elems)), Some(shape)) =
                     (self.defs.get(&args[1]).cloned(), self.konst(args[0]).and_then(util::int_vec))
+                    && elems.len() == shape.len()
+                    && !elems.is_empty()
                 {
-                    if elems.len() == shape.len() && !elems.is_empty() {
-                        let mut stmts = Vec::new();
-                        let int = util::int_ty();
-                        let mut acc: Option<ValueId> = None;
-                        let mut stride: i64 = 1;
-                        for (k, e) in elems.iter().enumerate().rev() {
-                            let term = if stride == 1 {
-                                *e
-                            } else {
-                                let c = util::emit_const(f, &mut stmts, Value::Scalar(Scalar::int(stride)), s.span);
-                                util::emit_prim(f, &mut stmts, Prim::Bin(BinOp::Mul), vec![*e, c], int.clone(), s.span)
-                            };
-                            acc = Some(match acc {
-                                None => term,
-                                Some(x) => util::emit_prim(
-                                    f,
-                                    &mut stmts,
-                                    Prim::Bin(BinOp::Add),
-                                    vec![term, x],
-                                    int.clone(),
-                                    s.span,
-                                ),
-                            });
-                            stride = stride.saturating_mul(shape[k]);
-                        }
-                        for t in &mut stmts {
-                            t.blame = s.blame;
-                        }
-                        self.counts.folded += 1;
-                        let x = acc.expect("non-empty");
-                        self.forward(f, &[d], &[x]);
-                        return Action::Splice(stmts);
+                    let mut stmts = Vec::new();
+                    let int = util::int_ty();
+                    let mut acc: Option<ValueId> = None;
+                    let mut stride: i64 = 1;
+                    for (k, e) in elems.iter().enumerate().rev() {
+                        let term = if stride == 1 {
+                            *e
+                        } else {
+                            let c = util::emit_const(f, &mut stmts, Value::Scalar(Scalar::int(stride)), s.span);
+                            util::emit_prim(f, &mut stmts, Prim::Bin(BinOp::Mul), vec![*e, c], int.clone(), s.span)
+                        };
+                        acc = Some(match acc {
+                            None => term,
+                            Some(x) => util::emit_prim(
+                                f,
+                                &mut stmts,
+                                Prim::Bin(BinOp::Add),
+                                vec![term, x],
+                                int.clone(),
+                                s.span,
+                            ),
+                        });
+                        stride = stride.saturating_mul(shape[k]);
                     }
+                    for t in &mut stmts {
+                        t.blame = s.blame;
+                    }
+                    self.counts.folded += 1;
+                    let x = acc.expect("non-empty");
+                    self.forward(f, &[d], &[x]);
+                    return Action::Splice(stmts);
                 }
             }
             Prim::Sel => {
@@ -1052,12 +1051,13 @@ impl Simplify {
             return action;
         }
         // Identities (integers and booleans only: exact, and types are kept).
-        if let Some(x) = self.identity(f, prim, args) {
-            if f.ty(x).elem == f.ty(d).elem && f.ty(x).shape.subset_of(&f.ty(d).shape) {
-                self.counts.copies += 1;
-                self.forward(f, &[d], &[x]);
-                return Action::Forward;
-            }
+        if let Some(x) = self.identity(f, prim, args)
+            && f.ty(x).elem == f.ty(d).elem
+            && f.ty(x).shape.subset_of(&f.ty(d).shape)
+        {
+            self.counts.copies += 1;
+            self.forward(f, &[d], &[x]);
+            return Action::Forward;
         }
         Action::Keep(s.clone())
     }
@@ -1658,15 +1658,15 @@ impl Simplify {
     fn rewrite_loop(&mut self, f: &mut Function, mut s: Stmt) -> Action {
         let Op::Loop { init, params, cond, body, test_first } = &mut s.op else { return Action::Keep(s) };
         // A `while` whose condition is constantly false never runs.
-        if *test_first && cond.stmts.iter().all(|t| !util::may_fail(&t.op)) {
-            if let Some(c) = cond.yields.first() {
-                if self.is_bool_const(*c, false) {
-                    let init = init.clone();
-                    self.counts.branches += 1;
-                    self.forward(f, &s.defs, &init);
-                    return Action::Forward;
-                }
-            }
+        if *test_first
+            && cond.stmts.iter().all(|t| !util::may_fail(&t.op))
+            && let Some(c) = cond.yields.first()
+            && self.is_bool_const(*c, false)
+        {
+            let init = init.clone();
+            self.counts.branches += 1;
+            self.forward(f, &s.defs, &init);
+            return Action::Forward;
         }
         // Carried values the body never changes are the initial values.
         let mut keep = Vec::new();
@@ -1711,12 +1711,12 @@ impl Simplify {
         if !w.parts.is_empty() {
             // A single genarray/modarray part copying the whole of an array of the
             // frame's shape: the with-loop is that array.
-            if let (1, [op]) = (w.parts.len(), w.ops.as_slice()) {
-                if let Some(a) = self.copy_of(f, w, op) {
-                    self.counts.withs += 1;
-                    self.forward(f, &s.defs, &[a]);
-                    return Action::Forward;
-                }
+            if let (1, [op]) = (w.parts.len(), w.ops.as_slice())
+                && let Some(a) = self.copy_of(f, w, op)
+            {
+                self.counts.withs += 1;
+                self.forward(f, &s.defs, &[a]);
+                return Action::Forward;
             }
             return Action::Keep(s);
         }
@@ -1831,10 +1831,10 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
     }
     fn narrow(f: &Function, tys: &mut HashMap<ValueId, Ty>, d: ValueId, shape: &Shape) {
         let declared = ty(f, tys, d).clone();
-        if let Some(m) = declared.shape.meet(shape) {
-            if m != declared.shape {
-                tys.insert(d, Ty::new(declared.elem, m));
-            }
+        if let Some(m) = declared.shape.meet(shape)
+            && m != declared.shape
+        {
+            tys.insert(d, Ty::new(declared.elem, m));
         }
     }
     for s in &b.stmts {
@@ -1842,10 +1842,10 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
             Op::Prim { prim, args, .. } => {
                 let arg_tys: Vec<Option<&Ty>> = args.iter().map(|a| Some(ty(f, tys, *a))).collect();
                 let vals: Vec<Option<&Value>> = args.iter().map(|a| consts.get(a)).collect();
-                if let Ok(Some(t)) = prim_type(prim, &arg_tys, &vals) {
-                    if t.elem == f.ty(s.defs[0]).elem {
-                        narrow(f, tys, s.defs[0], &t.shape);
-                    }
+                if let Ok(Some(t)) = prim_type(prim, &arg_tys, &vals)
+                    && t.elem == f.ty(s.defs[0]).elem
+                {
+                    narrow(f, tys, s.defs[0], &t.shape);
                 }
             }
             Op::Array(args) => {

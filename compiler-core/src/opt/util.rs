@@ -216,6 +216,8 @@ pub fn prim_may_fail(p: &Prim) -> bool {
         Prim::Bin(_) | Prim::Un(_) | Prim::Conv(_) | Prim::Math(_) => false,
         Prim::Dim | Prim::Shape | Prim::Size | Prim::Hide(_) => false,
         Prim::Vect2Offset => false,
+        // Made only of a with-loop whose selections were proved in bounds.
+        Prim::MatMul => false,
         _ => true,
     }
 }
@@ -278,10 +280,10 @@ pub fn callees(f: &Function) -> Vec<FuncId> {
         Op::Call { func, .. } if !out.contains(func) => out.push(*func),
         Op::With(w) => {
             for op in &w.ops {
-                if let WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } = op {
-                    if let Some(g) = fun.callee().filter(|g| !out.contains(g)) {
-                        out.push(g);
-                    }
+                if let WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } = op
+                    && let Some(g) = fun.callee().filter(|g| !out.contains(g))
+                {
+                    out.push(g);
                 }
             }
         }

@@ -408,12 +408,11 @@ fn find_context(
     let before = path.asserts.len();
     for s in &b.stmts {
         if s.defs.first() == Some(&consumer) {
-            if let Op::With(w) = &s.op {
-                if let Some(p) = w.parts.get(part) {
-                    if let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper)) {
-                        path.parts.push((lo, hi));
-                    }
-                }
+            if let Op::With(w) = &s.op
+                && let Some(p) = w.parts.get(part)
+                && let (Some(lo), Some(hi)) = (r.vector(p.lower), r.vector(p.upper))
+            {
+                path.parts.push((lo, hi));
             }
             return true;
         }
@@ -540,18 +539,19 @@ fn fold_batch(f: &mut Function, misses: &mut Vec<(Option<Span>, String)>, limit:
         if let Op::With(w) = &s.op {
             for (pi, p) in w.parts.iter().enumerate() {
                 p.body.walk(&mut |t| {
-                    if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op {
-                        if producers.contains_key(&args[1]) && !s.defs.contains(&args[1]) {
-                            refs.push(Reference {
-                                consumer: s.defs[0],
-                                part: pi,
-                                def: t.defs[0],
-                                idx: args[0],
-                                array: args[1],
-                                span: t.blame_span().unwrap_or(t.span),
-                                consumer_span: s.blame_span().unwrap_or(s.span),
-                            });
-                        }
+                    if let Op::Prim { prim: Prim::Sel, args, .. } = &t.op
+                        && producers.contains_key(&args[1])
+                        && !s.defs.contains(&args[1])
+                    {
+                        refs.push(Reference {
+                            consumer: s.defs[0],
+                            part: pi,
+                            def: t.defs[0],
+                            idx: args[0],
+                            array: args[1],
+                            span: t.blame_span().unwrap_or(t.span),
+                            consumer_span: s.blame_span().unwrap_or(s.span),
+                        });
                     }
                 });
             }
@@ -935,10 +935,10 @@ fn cell_is_view(r: &Reader, body: &Block, v: ValueId, depth: usize) -> bool {
 fn count_refs(b: &Block, array: ValueId) -> usize {
     let mut n = 0;
     b.walk(&mut |s| {
-        if let Op::Prim { prim: Prim::Sel, args, .. } = &s.op {
-            if args[1] == array {
-                n += 1;
-            }
+        if let Op::Prim { prim: Prim::Sel, args, .. } = &s.op
+            && args[1] == array
+        {
+            n += 1;
         }
     });
     n
@@ -1176,10 +1176,10 @@ fn define_as(f: &mut Function, stmts: &mut Vec<Stmt>, elem: ValueId, reference: 
 /// Gives `v` the meet of its shape and `other`'s: two values of one element.
 fn refine_to_meet(f: &mut Function, v: ValueId, other: ValueId) {
     let (vt, ot) = (f.ty(v), f.ty(other));
-    if vt.elem == ot.elem {
-        if let Some(m) = vt.shape.meet(&ot.shape) {
-            f.values[v.0 as usize].ty.shape = m;
-        }
+    if vt.elem == ot.elem
+        && let Some(m) = vt.shape.meet(&ot.shape)
+    {
+        f.values[v.0 as usize].ty.shape = m;
     }
 }
 
@@ -1313,11 +1313,12 @@ fn merge_parts_block(f: &mut Function, b: &mut Block, consts: &mut HashMap<Value
                         if !exact && j != i + 1 {
                             continue;
                         }
-                        if let Some(axis) = adjacent(&boxes[i], &boxes[j]) {
-                            if (exact || axis == 0) && same_body(f, &w.parts[i], &w.parts[j]) {
-                                found = Some((i, j));
-                                break 'search;
-                            }
+                        if let Some(axis) = adjacent(&boxes[i], &boxes[j])
+                            && (exact || axis == 0)
+                            && same_body(f, &w.parts[i], &w.parts[j])
+                        {
+                            found = Some((i, j));
+                            break 'search;
                         }
                     }
                 }

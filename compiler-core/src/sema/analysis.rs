@@ -98,12 +98,11 @@ pub fn expr_pure(e: &Expr, purity: &[bool]) -> bool {
         ExprKind::Prim { prim, .. } if prim.has_effect() => pure = false,
         ExprKind::With(w) => {
             for op in &w.ops {
-                if let WithOp::Fold { fun, .. } | WithOp::FoldFix { fun, .. } = op {
-                    if let FoldTarget::Call(c) = &fun.target {
-                        if c.candidates.iter().any(|c| !purity.get(c.0 as usize).copied().unwrap_or(false)) {
-                            pure = false;
-                        }
-                    }
+                if let WithOp::Fold { fun, .. } | WithOp::FoldFix { fun, .. } = op
+                    && let FoldTarget::Call(c) = &fun.target
+                    && c.candidates.iter().any(|c| !purity.get(c.0 as usize).copied().unwrap_or(false))
+                {
+                    pure = false;
                 }
             }
             for p in &w.parts {

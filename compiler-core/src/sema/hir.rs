@@ -358,6 +358,12 @@ pub enum Prim {
     IdxSel,
     /// `_idx_modarray_AxSxS_(a, off, v)`: `a` with the element at offset `off` replaced.
     IdxModarray,
+    /// `matmul(a, b, shp, upper)`: the matrix product of the rows and columns
+    /// `shp` (`int[2]`) selects, over `k < upper` (`int[1]`):
+    /// `c[i, j] = fold(+, 0.0, a[i, k] * b[k, j])`, each fold in the order of
+    /// `k` from 0.0 (`a`, `b`: `double` matrices). Not in the language: the
+    /// `gemm` pass makes it of a with-loop that computes exactly that.
+    MatMul,
     /// `_all_V_(bv)`: whether every element of a bool vector is true.
     All,
     /// Selection with free axes; the first argument is the array, then the indices.

@@ -167,10 +167,10 @@ type Conflict = (Span, Elem, Elem);
 fn merge_env(walk: &mut Walk, other: &[Option<Info>], span: Span) -> Vec<(hir::LocalId, Conflict)> {
     let mut conflicts = Vec::new();
     for (l, (e, o)) in walk.env.iter_mut().zip(other).enumerate() {
-        if let (Some(x), Some(y)) = (&*e, o) {
-            if x.ty.elem != y.ty.elem {
-                conflicts.push((hir::LocalId(l as u32), (span, y.ty.elem, x.ty.elem)));
-            }
+        if let (Some(x), Some(y)) = (&*e, o)
+            && x.ty.elem != y.ty.elem
+        {
+            conflicts.push((hir::LocalId(l as u32), (span, y.ty.elem, x.ty.elem)));
         }
         *e = join_opt(e, o);
     }
@@ -520,13 +520,13 @@ impl<'a> Engine<'a> {
                         let msg = format!("`{}` returns {} but is declared to return {}", f.name, j.ty, d);
                         self.report(codes::STATIC_SHAPE_ERROR, msg, f.name_span);
                         // Point at the call that asked for this specialisation.
-                        if let (Some(call), Some(last)) = (self.blame.last().copied(), self.diags_last_mut()) {
-                            if call != f.name_span {
-                                last.secondary.push(crate::diagnostics::Label {
-                                    span: call,
-                                    message: "specialised for this call".into(),
-                                });
-                            }
+                        if let (Some(call), Some(last)) = (self.blame.last().copied(), self.diags_last_mut())
+                            && call != f.name_span
+                        {
+                            last.secondary.push(crate::diagnostics::Label {
+                                span: call,
+                                message: "specialised for this call".into(),
+                            });
                         }
                     }
                 }
@@ -879,12 +879,12 @@ impl<'a> Engine<'a> {
                     _ => {
                         let a = self.expr(walk, then_expr);
                         let b = self.expr(walk, else_expr);
-                        if let (Some(x), Some(y)) = (&a, &b) {
-                            if x.ty.elem != y.ty.elem {
-                                let msg = format!("the branches of `?:` have types {} and {}", x.ty, y.ty);
-                                self.report(codes::TYPE_MISMATCH, msg, e.span);
-                                return None;
-                            }
+                        if let (Some(x), Some(y)) = (&a, &b)
+                            && x.ty.elem != y.ty.elem
+                        {
+                            let msg = format!("the branches of `?:` have types {} and {}", x.ty, y.ty);
+                            self.report(codes::TYPE_MISMATCH, msg, e.span);
+                            return None;
                         }
                         join_opt(&a, &b)
                     }
@@ -1132,12 +1132,12 @@ impl<'a> Engine<'a> {
                         types(&b.1)
                     );
                     self.report(codes::MIXED_RESULT_TYPES, message, span);
-                    if let Some(d) = self.diags_last_mut() {
-                        if d.code == codes::MIXED_RESULT_TYPES {
-                            *d = d.clone().with_hint(
+                    if let Some(d) = self.diags_last_mut()
+                        && d.code == codes::MIXED_RESULT_TYPES
+                    {
+                        *d = d.clone().with_hint(
                                 "overloads that differ only in shape must return the same element types; or make the argument's rank known statically",
                             );
-                        }
                     }
                 }
                 joined
@@ -1362,14 +1362,14 @@ impl<'a> Engine<'a> {
             };
             for (k, r) in results.into_iter().enumerate().take(ops.len()) {
                 let r = r.map(|i| i.without_value());
-                if let (Some(prev), Some(new)) = (&cells[k], &r) {
-                    if prev.ty.elem != new.ty.elem {
-                        self.report(
-                            codes::TYPE_MISMATCH,
-                            format!("with-loop partitions yield {} and {}", prev.ty, new.ty),
-                            part.span,
-                        );
-                    }
+                if let (Some(prev), Some(new)) = (&cells[k], &r)
+                    && prev.ty.elem != new.ty.elem
+                {
+                    self.report(
+                        codes::TYPE_MISMATCH,
+                        format!("with-loop partitions yield {} and {}", prev.ty, new.ty),
+                        part.span,
+                    );
                 }
                 cells[k] = if any_part_ran[k] { join_opt(&cells[k], &r) } else { r };
                 any_part_ran[k] = true;
@@ -1405,14 +1405,14 @@ impl<'a> Engine<'a> {
                 }
                 Op::Mod { array } => {
                     recorded.push(cell.as_ref().map(|c| c.ty.clone()));
-                    if let (Some(a), Some(c)) = (&array, &cell) {
-                        if a.ty.elem != c.ty.elem {
-                            self.report(
-                                codes::TYPE_MISMATCH,
-                                format!("a modarray of {} gets cells of {}", a.ty, c.ty),
-                                w.span,
-                            );
-                        }
+                    if let (Some(a), Some(c)) = (&array, &cell)
+                        && a.ty.elem != c.ty.elem
+                    {
+                        self.report(
+                            codes::TYPE_MISMATCH,
+                            format!("a modarray of {} gets cells of {}", a.ty, c.ty),
+                            w.span,
+                        );
                     }
                     out.push(array.map(|a| a.without_value()));
                 }
@@ -1433,9 +1433,10 @@ impl<'a> Engine<'a> {
                             };
                             // The fold function's result is the next accumulator:
                             // of another element type, the fold cannot be typed.
-                            if let (Some(a), Some(r)) = (&acc, &r) {
-                                if a.ty.elem != r.ty.elem {
-                                    self.diags.push(
+                            if let (Some(a), Some(r)) = (&acc, &r)
+                                && a.ty.elem != r.ty.elem
+                            {
+                                self.diags.push(
                                         Diagnostic::error(
                                             codes::TYPE_MISMATCH,
                                             format!(
@@ -1447,8 +1448,7 @@ impl<'a> Engine<'a> {
                                         .with_note("the fold function's result becomes the next accumulator, which starts as the neutral element")
                                         .with_hint("fold with a function of the neutral element's type, e.g. `+`, `*`, `max`"),
                                     );
-                                    break;
-                                }
+                                break;
                             }
                             let next = join_opt(&acc, &r.map(|i| i.without_value()));
                             if next == acc {

@@ -86,10 +86,10 @@ pub fn prim_type(prim: &Prim, args: &[Option<&Ty>], values: &[Option<&Value>]) -
         }
         Prim::Un(op) => {
             let Some(x) = a(0) else { return Ok(None) };
-            if let Elem::Base(b) = x.elem {
-                if !op.accepts(b) {
-                    return type_err(format!("`{}` is not defined on {b}", op.symbol()));
-                }
+            if let Elem::Base(b) = x.elem
+                && !op.accepts(b)
+            {
+                return type_err(format!("`{}` is not defined on {b}", op.symbol()));
             }
             x.clone()
         }
@@ -136,24 +136,28 @@ pub fn prim_type(prim: &Prim, args: &[Option<&Ty>], values: &[Option<&Value>]) -
         Prim::Reshape => {
             let (Some(shp), Some(x)) = (a(0), a(1)) else { return Ok(None) };
             let shape = shape_of_value(val(0), vector_len(shp));
-            if let (Some(to), Some(from)) = (shape.extents(), x.shape.extents()) {
-                if to.iter().product::<usize>() != from.iter().product::<usize>() {
-                    return Err(PrimError {
-                        code: codes::STATIC_SHAPE_ERROR,
-                        message: format!(
-                            "cannot reshape {} elements (shape {}) to shape {}",
-                            from.iter().product::<usize>(),
-                            x.shape,
-                            shape
-                        ),
-                    });
-                }
+            if let (Some(to), Some(from)) = (shape.extents(), x.shape.extents())
+                && to.iter().product::<usize>() != from.iter().product::<usize>()
+            {
+                return Err(PrimError {
+                    code: codes::STATIC_SHAPE_ERROR,
+                    message: format!(
+                        "cannot reshape {} elements (shape {}) to shape {}",
+                        from.iter().product::<usize>(),
+                        x.shape,
+                        shape
+                    ),
+                });
             }
             Ty::new(x.elem, shape)
         }
         Prim::Genarray => {
             let (Some(shp), Some(v)) = (a(0), a(1)) else { return Ok(None) };
             Ty::new(v.elem, shape_of_value(val(0), vector_len(shp)).concat(&v.shape))
+        }
+        Prim::MatMul => {
+            let Some(shp) = a(2) else { return Ok(None) };
+            Ty::new(Elem::Base(BaseType::Double), shape_of_value(val(2), vector_len(shp)))
         }
         Prim::Cat => {
             let (Some(x), Some(y)) = (a(0), a(1)) else { return Ok(None) };

@@ -190,11 +190,11 @@ impl Ctx<'_, '_> {
                 for n in names {
                     let id = self.target(&n.name, n.span);
                     let info = &mut self.locals[id.0 as usize];
-                    if let Some(prev) = &info.declared {
-                        if *prev != ty {
-                            let msg = format!("`{}` is declared as {prev} and as {ty}", n.name);
-                            self.diag(Diagnostic::error(codes::TYPE_MISMATCH, msg).at(n.span, ""));
-                        }
+                    if let Some(prev) = &info.declared
+                        && *prev != ty
+                    {
+                        let msg = format!("`{}` is declared as {prev} and as {ty}", n.name);
+                        self.diag(Diagnostic::error(codes::TYPE_MISMATCH, msg).at(n.span, ""));
                     }
                     self.locals[id.0 as usize].declared = Some(ty.clone());
                 }
@@ -322,14 +322,15 @@ impl Ctx<'_, '_> {
                 };
                 // `return f(x);` may return all of `f`'s results.
                 let count = if vals.len() == 1 { self.value_count(&vals[0]) } else { Some(vals.len()) };
-                if let Some(count) = count {
-                    if count != self.n_results && !(vals.len() == 1 && self.n_results > 1 && count == 0) {
-                        let msg = format!(
-                            "`{}` returns {} value(s) but is declared with {}",
-                            self.fun_name, count, self.n_results
-                        );
-                        self.diag(Diagnostic::error(codes::RETURN_COUNT, msg).at(span, ""));
-                    }
+                if let Some(count) = count
+                    && count != self.n_results
+                    && !(vals.len() == 1 && self.n_results > 1 && count == 0)
+                {
+                    let msg = format!(
+                        "`{}` returns {} value(s) but is declared with {}",
+                        self.fun_name, count, self.n_results
+                    );
+                    self.diag(Diagnostic::error(codes::RETURN_COUNT, msg).at(span, ""));
                 }
                 out.push(Stmt::Return { values: vals, span });
                 self.terminated = true;
@@ -430,18 +431,18 @@ impl Ctx<'_, '_> {
     /// A single-valued expression.
     fn expr(&mut self, e: &ast::Expr) -> hir::Expr {
         let v = self.expr_any(e);
-        if let Some(count) = self.value_count(&v) {
-            if count != 1 {
-                let d = if count == 0 {
-                    Diagnostic::error(codes::VOID_VALUE, "this call returns no value, but a value is needed here")
-                        .at(e.span, "")
-                } else {
-                    Diagnostic::error(codes::ASSIGN_COUNT, format!("this yields {count} values where one is needed"))
-                        .at(e.span, "")
-                        .with_hint("bind the results first: `a, b = f(x);`")
-                };
-                self.diag(d);
-            }
+        if let Some(count) = self.value_count(&v)
+            && count != 1
+        {
+            let d = if count == 0 {
+                Diagnostic::error(codes::VOID_VALUE, "this call returns no value, but a value is needed here")
+                    .at(e.span, "")
+            } else {
+                Diagnostic::error(codes::ASSIGN_COUNT, format!("this yields {count} values where one is needed"))
+                    .at(e.span, "")
+                    .with_hint("bind the results first: `a, b = f(x);`")
+            };
+            self.diag(d);
         }
         v
     }
@@ -636,15 +637,15 @@ impl Ctx<'_, '_> {
     }
 
     fn call(&mut self, fun: &ast::FunRef, args: Vec<hir::Expr>, span: Span) -> hir::Expr {
-        if fun.module.is_none() {
-            if let Some((prim, arity)) = prim_by_name(&fun.name) {
-                if arity != args.len() {
-                    let msg = format!("primitive `{}` takes {arity} argument(s), not {}", fun.name, args.len());
-                    self.diag(Diagnostic::error(codes::WRONG_ARITY, msg).at(span, ""));
-                    return hir::Expr { kind: error_value(), span };
-                }
-                return hir::Expr { kind: ExprKind::Prim { prim, args }, span };
+        if fun.module.is_none()
+            && let Some((prim, arity)) = prim_by_name(&fun.name)
+        {
+            if arity != args.len() {
+                let msg = format!("primitive `{}` takes {arity} argument(s), not {}", fun.name, args.len());
+                self.diag(Diagnostic::error(codes::WRONG_ARITY, msg).at(span, ""));
+                return hir::Expr { kind: error_value(), span };
             }
+            return hir::Expr { kind: ExprKind::Prim { prim, args }, span };
         }
         match self.callee(fun, args.len()) {
             Some(callee) => hir::Expr { kind: ExprKind::Call { callee, args }, span },
@@ -659,13 +660,11 @@ impl Ctx<'_, '_> {
             None => fun.name.to_string(),
         };
         let Some(all) = self.state.lookup(fun.module.as_ref(), &fun.name, self.from_library) else {
-            if let Some(m) = &fun.module {
-                if library::expand_module(m).is_none() {
-                    self.diag(
-                        Diagnostic::error(codes::UNKNOWN_MODULE, format!("unknown module `{m}`")).at(fun.span, ""),
-                    );
-                    return None;
-                }
+            if let Some(m) = &fun.module
+                && library::expand_module(m).is_none()
+            {
+                self.diag(Diagnostic::error(codes::UNKNOWN_MODULE, format!("unknown module `{m}`")).at(fun.span, ""));
+                return None;
             }
             if self.reported.insert(Name::new(format!("fn {display}"))) {
                 let d = self.unknown_function(fun, &display);
@@ -893,14 +892,14 @@ impl Ctx<'_, '_> {
     fn fold_fun(&mut self, f: &ast::FoldFun) -> FoldFun {
         let partial: Vec<hir::Expr> = f.partial_args.iter().map(|a| self.expr(a)).collect();
         let arity = partial.len() + 2;
-        if f.fun.module.is_none() {
-            if let Some((prim, n)) = prim_by_name(&f.fun.name) {
-                if n != arity {
-                    let msg = format!("fold function `{}` must take two arguments", f.fun.name);
-                    self.diag(Diagnostic::error(codes::BAD_FOLD_FUNCTION, msg).at(f.fun.span, ""));
-                }
-                return FoldFun { target: FoldTarget::Prim(prim), partial, span: f.fun.span };
+        if f.fun.module.is_none()
+            && let Some((prim, n)) = prim_by_name(&f.fun.name)
+        {
+            if n != arity {
+                let msg = format!("fold function `{}` must take two arguments", f.fun.name);
+                self.diag(Diagnostic::error(codes::BAD_FOLD_FUNCTION, msg).at(f.fun.span, ""));
             }
+            return FoldFun { target: FoldTarget::Prim(prim), partial, span: f.fun.span };
         }
         match self.callee(&f.fun, arity) {
             Some(callee) => FoldFun { target: FoldTarget::Call(callee), partial, span: f.fun.span },
@@ -1040,21 +1039,17 @@ impl Ctx<'_, '_> {
             first_match: true,
         };
         let mut result = hir::Expr { kind: ExprKind::With(Box::new(with)), span };
-        if has_dots {
-            if let Some(ast::TensorPart { pattern: ast::TensorPattern::Elems(es), .. }) = t.parts.first() {
-                let kinds: Vec<DotKind> = es
-                    .iter()
-                    .map(|e| match e {
-                        ast::FrameElem::Var(_) => DotKind::Index,
-                        ast::FrameElem::Dot(_) => DotKind::Dot,
-                        ast::FrameElem::Ellipsis(_) => DotKind::Ellipsis,
-                    })
-                    .collect();
-                result = hir::Expr {
-                    kind: ExprKind::Prim { prim: Prim::FrameArrange(kinds.into()), args: vec![result] },
-                    span,
-                };
-            }
+        if has_dots && let Some(ast::TensorPart { pattern: ast::TensorPattern::Elems(es), .. }) = t.parts.first() {
+            let kinds: Vec<DotKind> = es
+                .iter()
+                .map(|e| match e {
+                    ast::FrameElem::Var(_) => DotKind::Index,
+                    ast::FrameElem::Dot(_) => DotKind::Dot,
+                    ast::FrameElem::Ellipsis(_) => DotKind::Ellipsis,
+                })
+                .collect();
+            result =
+                hir::Expr { kind: ExprKind::Prim { prim: Prim::FrameArrange(kinds.into()), args: vec![result] }, span };
         }
         result
     }
@@ -1190,29 +1185,29 @@ fn visit_vars(e: &ast::Expr, f: &mut dyn FnMut(&Name)) {
 /// Finds `X[v]`, `X[.., v, ..]`, `X[[.., v, ..]]` where `v` is one of `vars` used
 /// bare as an index component and `X` does not mention any of `vars`.
 fn collect_selections(e: &ast::Expr, vars: &[Name], out: &mut Vec<(usize, Option<usize>, ast::Expr)>) {
-    if let A::Select { array, index } = &e.kind {
-        if !mentions(array, vars) {
-            let items: Vec<&ast::Expr> = match index.as_slice() {
-                [single] => match &single.kind {
-                    A::Array(es) => es.iter().collect(),
-                    A::Var(n) => {
-                        if let Some(k) = vars.iter().position(|v| v == n) {
-                            // `X[iv]` for a vector frame, or `X[i]` for a scalar one.
-                            out.push((k, None, (**array).clone()));
-                            out.push((k, Some(0), (**array).clone()));
-                        }
-                        Vec::new()
-                    }
-                    _ => Vec::new(),
-                },
-                many => many.iter().collect(),
-            };
-            for (axis, item) in items.iter().enumerate() {
-                if let A::Var(n) = &item.kind {
+    if let A::Select { array, index } = &e.kind
+        && !mentions(array, vars)
+    {
+        let items: Vec<&ast::Expr> = match index.as_slice() {
+            [single] => match &single.kind {
+                A::Array(es) => es.iter().collect(),
+                A::Var(n) => {
                     if let Some(k) = vars.iter().position(|v| v == n) {
-                        out.push((k, Some(axis), (**array).clone()));
+                        // `X[iv]` for a vector frame, or `X[i]` for a scalar one.
+                        out.push((k, None, (**array).clone()));
+                        out.push((k, Some(0), (**array).clone()));
                     }
+                    Vec::new()
                 }
+                _ => Vec::new(),
+            },
+            many => many.iter().collect(),
+        };
+        for (axis, item) in items.iter().enumerate() {
+            if let A::Var(n) = &item.kind
+                && let Some(k) = vars.iter().position(|v| v == n)
+            {
+                out.push((k, Some(axis), (**array).clone()));
             }
         }
     }

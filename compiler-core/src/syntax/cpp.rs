@@ -766,19 +766,20 @@ impl Preprocessor<'_> {
             let t = &body[k];
             let next_is_paste = body.get(k + 1).is_some_and(|n| n.is_punct("##"));
             let prev_is_paste = k > 0 && body[k - 1].is_punct("##");
-            if t.is_punct("#") && mac.params.is_some() {
-                if let Some(idx) = param_index(k + 1) {
-                    let text = stringize(&arg_tokens(idx));
-                    result.push(PTok::plain(Token {
-                        kind: TokenKind::Str,
-                        text: SmolStr::new(text),
-                        span,
-                        line_start: false,
-                        space_before: t.space_before,
-                    }));
-                    k += 2;
-                    continue;
-                }
+            if t.is_punct("#")
+                && mac.params.is_some()
+                && let Some(idx) = param_index(k + 1)
+            {
+                let text = stringize(&arg_tokens(idx));
+                result.push(PTok::plain(Token {
+                    kind: TokenKind::Str,
+                    text: SmolStr::new(text),
+                    span,
+                    line_start: false,
+                    space_before: t.space_before,
+                }));
+                k += 2;
+                continue;
             }
             if t.is_punct("##") {
                 // Paste the previous result token with the next operand.

@@ -66,10 +66,11 @@ pub async fn compile(
             JobAccepted { key, job_url: format!("/v1/jobs/{job}"), events_url: format!("/v1/jobs/{job}/events"), job };
         return Ok((StatusCode::ACCEPTED, Json(accepted)).into_response());
     }
-    if request.progressive && !request.bypass_cache {
-        if let Some(response) = progressive(&state, &request, &prepared).await? {
-            return Ok(Json(response).into_response());
-        }
+    if request.progressive
+        && !request.bypass_cache
+        && let Some(response) = progressive(&state, &request, &prepared).await?
+    {
+        return Ok(Json(response).into_response());
     }
     let (compiled, outcome) = state.compiler.compile_cached(prepared, request.bypass_cache, None).await?;
     if outcome == CacheOutcome::Memory {

@@ -46,12 +46,12 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         compiler: withloop_worker::key::compiler_id(),
         error: None,
     };
-    if let Some(store) = state.cache.store() {
-        if let Err(e) = store.ping().await {
-            health.status = "not_ready".into();
-            health.error = Some(format!("the cache database does not answer: {e}"));
-            return (StatusCode::SERVICE_UNAVAILABLE, Json(health)).into_response();
-        }
+    if let Some(store) = state.cache.store()
+        && let Err(e) = store.ping().await
+    {
+        health.status = "not_ready".into();
+        health.error = Some(format!("the cache database does not answer: {e}"));
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(health)).into_response();
     }
     Json(health).into_response()
 }

@@ -770,10 +770,10 @@ impl Parser<'_> {
                 let block = self.block();
                 body = block.stmts;
                 // `{ …; return(e); }` names the partition's value.
-                if let Some(Stmt { kind: StmtKind::Return { .. }, .. }) = body.last() {
-                    if let Some(Stmt { kind: StmtKind::Return { values }, .. }) = body.pop() {
-                        result = Some(values);
-                    }
+                if let Some(Stmt { kind: StmtKind::Return { .. }, .. }) = body.last()
+                    && let Some(Stmt { kind: StmtKind::Return { values }, .. }) = body.pop()
+                {
+                    result = Some(values);
                 }
             }
             if self.eat(":") {

@@ -146,10 +146,10 @@ impl<'a> Parser<'a> {
             if t.is("typedef") {
                 // typedef TYPE NAME ; — the name is the identifier before the `;`.
                 let window = &tokens[i..tokens.len().min(i + 64)];
-                if let Some(semi) = window.iter().position(|t| t.is_punct(";")) {
-                    if let Some(name) = window.get(semi.wrapping_sub(1)).filter(|t| t.is_ident()) {
-                        typedefs.insert(name.text.clone());
-                    }
+                if let Some(semi) = window.iter().position(|t| t.is_punct(";"))
+                    && let Some(name) = window.get(semi.wrapping_sub(1)).filter(|t| t.is_ident())
+                {
+                    typedefs.insert(name.text.clone());
                 }
             }
         }

@@ -211,24 +211,24 @@ impl Parser<'_> {
                 let op = self.bump();
                 return StmtKind::Step { target, op: op.text.clone(), op_span: op.span };
             }
-            if next.is_punct("[") {
-                if let Some(close) = self.matching_bracket(1) {
-                    let after = self.nth(close + 1).clone();
-                    let is_assign = after.is_punct("=")
-                        || (after.kind == crate::syntax::token::TokenKind::Punct
-                            && ASSIGN_OPS.contains(&after.text.as_str()))
-                        || ((after.is_punct("++") || after.is_punct("--")) && !self.can_start_expr_at(close + 2));
-                    if is_assign {
-                        let target = self.ident("a variable").expect("checked");
-                        let index = self.index_list();
-                        let op = self.bump();
-                        if op.is_punct("++") || op.is_punct("--") {
-                            return StmtKind::IndexStep { target, index, op: op.text.clone(), op_span: op.span };
-                        }
-                        let value = self.expr();
-                        let op = if op.is_punct("=") { None } else { Some(op.text.trim_end_matches('=').into()) };
-                        return StmtKind::IndexAssign { target, index, op, value };
+            if next.is_punct("[")
+                && let Some(close) = self.matching_bracket(1)
+            {
+                let after = self.nth(close + 1).clone();
+                let is_assign = after.is_punct("=")
+                    || (after.kind == crate::syntax::token::TokenKind::Punct
+                        && ASSIGN_OPS.contains(&after.text.as_str()))
+                    || ((after.is_punct("++") || after.is_punct("--")) && !self.can_start_expr_at(close + 2));
+                if is_assign {
+                    let target = self.ident("a variable").expect("checked");
+                    let index = self.index_list();
+                    let op = self.bump();
+                    if op.is_punct("++") || op.is_punct("--") {
+                        return StmtKind::IndexStep { target, index, op: op.text.clone(), op_span: op.span };
                     }
+                    let value = self.expr();
+                    let op = if op.is_punct("=") { None } else { Some(op.text.trim_end_matches('=').into()) };
+                    return StmtKind::IndexAssign { target, index, op, value };
                 }
             }
         }
