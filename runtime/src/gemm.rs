@@ -132,38 +132,26 @@ pub unsafe extern "C" fn wl_gemm_f64(
         unsafe { std::ptr::write_bytes(c, 0, m * n) };
         return;
     }
+    let p = Product { m, n, l, a, lda: lda as usize, b, ldb: ldb as usize, c, fused: fused != 0, isa: Isa::detect() };
     // SAFETY: as this function's.
-    unsafe { product(ctx, Isa::detect(), m, n, l, a, lda as usize, b, ldb as usize, c, fused != 0) };
+    unsafe { product(ctx, &p) };
 }
 
-/// [`wl_gemm_f64`] with the micro-kernels of `isa` (which this machine has).
+/// The product `p` (with the micro-kernels of `p.isa`, which this machine
+/// has).
 ///
 /// # Safety
 /// As [`wl_gemm_f64`]'s, with `m`, `n`, `l` positive.
-#[allow(clippy::too_many_arguments)]
-unsafe fn product(
-    ctx: *mut WlCtx,
-    isa: Isa,
-    m: usize,
-    n: usize,
-    l: usize,
-    a: *const f64,
-    lda: usize,
-    b: *const f64,
-    ldb: usize,
-    c: *mut f64,
-    fused: bool,
-) {
-    let p = Product { m, n, l, a, lda, b, ldb, c, fused, isa };
-    let (_, nr, _) = isa.geometry();
-    let strips = n.div_ceil(nr) as i64;
+unsafe fn product(ctx: *mut WlCtx, p: &Product) {
+    let (_, nr, _) = p.isa.geometry();
+    let strips = p.n.div_ceil(nr) as i64;
     // Threads split the columns: each packs its own part of `b` (into its
     // own core's L2) and reads all of `a` where it lies. One chunk per
     // thread; small products run on the caller alone.
-    let flops = (m as u128) * (n as u128) * (l as u128);
+    let flops = (p.m as u128) * (p.n as u128) * (p.l as u128);
     let chunks = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }).min(strips) };
     // SAFETY: chunks write disjoint columns of `c`; `p` outlives the call.
-    unsafe { crate::parallel::wl_parallel_for(ctx, strips, chunks, chunk, &p as *const Product as *mut c_void) };
+    unsafe { crate::parallel::wl_parallel_for(ctx, strips, chunks, chunk, p as *const Product as *mut c_void) };
 }
 
 /// Columns `lo·NR .. hi·NR` of the product `env` points at.
@@ -365,76 +353,60 @@ unsafe fn kernel_portable(fused: bool, kc: usize, a: *const f64, b: *const f64, 
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// 12 rows x 16 columns in 24 zmm registers (per `k`: two vectors of
-    /// `b`, twelve broadcasts of `a`).
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn kernel_12x16<const FUSED: bool>(
-        kc: usize,
-        a: *const f64,
-        b: *const f64,
-        c: *mut f64,
-        ldc: usize,
-        first: bool,
-    ) {
-        let mut acc = [[_mm512_setzero_pd(); 2]; 12];
-        if !first {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (v, x) in row.iter_mut().enumerate() {
-                    *x = unsafe { _mm512_loadu_pd(c.add(r * ldc + v * 8)) };
+    /// A micro-kernel: `MR` rows by two vectors of `LANES` doubles in
+    /// `2·MR` accumulator registers; per `k` two vectors of `b`, `MR`
+    /// broadcasts of `a`. One definition for each instruction set (the
+    /// intrinsics differ, the order of the multiply-adds must not).
+    macro_rules! kernel {
+        ($(#[$doc:meta])* $name:ident, $features:literal, $mr:literal, $lanes:literal,
+         $zero:ident, $load:ident, $store:ident, $splat:ident, $fmadd:ident, $add:ident, $mul:ident) => {
+            $(#[$doc])*
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name<const FUSED: bool>(
+                kc: usize,
+                a: *const f64,
+                b: *const f64,
+                c: *mut f64,
+                ldc: usize,
+                first: bool,
+            ) {
+                let mut acc = [[$zero(); 2]; $mr];
+                if !first {
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        for (v, x) in row.iter_mut().enumerate() {
+                            *x = unsafe { $load(c.add(r * ldc + v * $lanes)) };
+                        }
+                    }
+                }
+                for k in 0..kc {
+                    let bk = unsafe { b.add(k * 2 * $lanes) };
+                    let y = unsafe { [$load(bk), $load(bk.add($lanes))] };
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let x = $splat(unsafe { *a.add(k * $mr + r) });
+                        for (v, s) in row.iter_mut().enumerate() {
+                            *s = if FUSED { $fmadd(x, y[v], *s) } else { $add(*s, $mul(x, y[v])) };
+                        }
+                    }
+                }
+                for (r, row) in acc.iter().enumerate() {
+                    for (v, x) in row.iter().enumerate() {
+                        unsafe { $store(c.add(r * ldc + v * $lanes), *x) };
+                    }
                 }
             }
-        }
-        for k in 0..kc {
-            let bk = unsafe { b.add(k * 16) };
-            let y = unsafe { [_mm512_loadu_pd(bk), _mm512_loadu_pd(bk.add(8))] };
-            for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm512_set1_pd(unsafe { *a.add(k * 12 + r) });
-                for (v, s) in row.iter_mut().enumerate() {
-                    *s = if FUSED { _mm512_fmadd_pd(x, y[v], *s) } else { _mm512_add_pd(*s, _mm512_mul_pd(x, y[v])) };
-                }
-            }
-        }
-        for (r, row) in acc.iter().enumerate() {
-            for (v, x) in row.iter().enumerate() {
-                unsafe { _mm512_storeu_pd(c.add(r * ldc + v * 8), *x) };
-            }
-        }
+        };
     }
 
-    /// 6 rows x 8 columns in 12 ymm registers.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn kernel_6x8<const FUSED: bool>(
-        kc: usize,
-        a: *const f64,
-        b: *const f64,
-        c: *mut f64,
-        ldc: usize,
-        first: bool,
-    ) {
-        let mut acc = [[_mm256_setzero_pd(); 2]; 6];
-        if !first {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (v, x) in row.iter_mut().enumerate() {
-                    *x = unsafe { _mm256_loadu_pd(c.add(r * ldc + v * 4)) };
-                }
-            }
-        }
-        for k in 0..kc {
-            let bk = unsafe { b.add(k * 8) };
-            let y = unsafe { [_mm256_loadu_pd(bk), _mm256_loadu_pd(bk.add(4))] };
-            for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm256_set1_pd(unsafe { *a.add(k * 6 + r) });
-                for (v, s) in row.iter_mut().enumerate() {
-                    *s = if FUSED { _mm256_fmadd_pd(x, y[v], *s) } else { _mm256_add_pd(*s, _mm256_mul_pd(x, y[v])) };
-                }
-            }
-        }
-        for (r, row) in acc.iter().enumerate() {
-            for (v, x) in row.iter().enumerate() {
-                unsafe { _mm256_storeu_pd(c.add(r * ldc + v * 4), *x) };
-            }
-        }
-    }
+    kernel!(
+        /// 12 rows x 16 columns in 24 zmm registers.
+        kernel_12x16, "avx512f,fma", 12, 8,
+        _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, _mm512_mul_pd
+    );
+    kernel!(
+        /// 6 rows x 8 columns in 12 ymm registers.
+        kernel_6x8, "avx2,fma", 6, 4,
+        _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, _mm256_mul_pd
+    );
 }
 
 #[cfg(test)]
@@ -487,7 +459,8 @@ mod tests {
                     1,
                 );
             } else {
-                product(ctx, isa, m, n, l, a.as_ptr(), lda, b.as_ptr(), ldb, c.as_mut_ptr(), fused);
+                let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+                product(ctx, &Product { m, n, l, a, lda, b, ldb, c, fused, isa });
             }
             assert!((*ctx).error().is_none());
             crate::error::wl_ctx_free(ctx);

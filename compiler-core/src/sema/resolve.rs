@@ -971,14 +971,7 @@ impl Ctx<'_, '_> {
                         .iter()
                         .filter_map(|e| if let ast::FrameElem::Var(v) = e { Some(v.clone()) } else { None })
                         .collect();
-                    let kinds: Vec<DotKind> = es
-                        .iter()
-                        .map(|e| match e {
-                            ast::FrameElem::Var(_) => DotKind::Index,
-                            ast::FrameElem::Dot(_) => DotKind::Dot,
-                            ast::FrameElem::Ellipsis(_) => DotKind::Ellipsis,
-                        })
-                        .collect();
+                    let kinds = dot_kinds(es);
                     (ast::IndexPattern { vector: None, scalars: Some(vars), span: p.span }, Some(kinds))
                 }
             };
@@ -1040,14 +1033,7 @@ impl Ctx<'_, '_> {
         };
         let mut result = hir::Expr { kind: ExprKind::With(Box::new(with)), span };
         if has_dots && let Some(ast::TensorPart { pattern: ast::TensorPattern::Elems(es), .. }) = t.parts.first() {
-            let kinds: Vec<DotKind> = es
-                .iter()
-                .map(|e| match e {
-                    ast::FrameElem::Var(_) => DotKind::Index,
-                    ast::FrameElem::Dot(_) => DotKind::Dot,
-                    ast::FrameElem::Ellipsis(_) => DotKind::Ellipsis,
-                })
-                .collect();
+            let kinds = dot_kinds(es);
             result =
                 hir::Expr { kind: ExprKind::Prim { prim: Prim::FrameArrange(kinds.into()), args: vec![result] }, span };
         }
@@ -1333,4 +1319,16 @@ fn elem_of(ty: &hir::Type) -> Option<BaseType> {
         Elem::Base(b) => Some(b),
         Elem::String => None,
     }
+}
+
+/// What each element of a tensor comprehension's frame pattern is: an index
+/// variable, a dot (a free axis) or an ellipsis.
+fn dot_kinds(es: &[ast::FrameElem]) -> Vec<DotKind> {
+    es.iter()
+        .map(|e| match e {
+            ast::FrameElem::Var(_) => DotKind::Index,
+            ast::FrameElem::Dot(_) => DotKind::Dot,
+            ast::FrameElem::Ellipsis(_) => DotKind::Ellipsis,
+        })
+        .collect()
 }
