@@ -9,8 +9,8 @@
 //! micro-kernel reads them (packing): `KC` rows of `b` by `NC` columns, in
 //! strips of `NR` columns, sized to stay in a core's L2 cache while every row
 //! tile of `a` passes over them; `KC` columns of `MR` rows of `a` (a sliver,
-//! in L1 while the strips pass). Threads split the rows of `c`; each packs
-//! its own `b` blocks (into its own L2).
+//! in L1 while the strips pass). Threads split the columns of `c`; each
+//! packs its own `b` blocks (into its own L2).
 //!
 //! Every element of `c` is computed in the order of `k` from 0.0, one
 //! multiply-add at a time — fused (`fused`: one rounding, as `vfmadd` does) or
@@ -277,9 +277,11 @@ unsafe fn tile(
     if !first && j + w < p.n {
         // The next tile's partial sums (the next strip's, same rows): fetched
         // while this tile computes, where its loads would wait for them.
+        // (Addresses only, never dereferenced: past the last row's end they
+        // are still fine to prefetch, so `wrapping_add`.)
         for r in 0..h {
-            prefetch(unsafe { at.add(r * p.n + nr) });
-            prefetch(unsafe { at.add(r * p.n + nr + 8) });
+            prefetch(at.wrapping_add(r * p.n + nr));
+            prefetch(at.wrapping_add(r * p.n + nr + 8));
         }
     }
     unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), out, ldc, first) };

@@ -514,9 +514,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             return Ok(self.const_i64(c));
         }
         let p = self.value(fx, v)?.into_pointer_value();
-        let data = self.data_ptr(p)?;
-        let x = self.load_elem(data, self.const_i64(k as i64), BaseType::Int)?.into_int_value();
-        Ok(self.b.build_int_s_extend_or_bit_cast(x, self.i64(), "wide")?)
+        let ty = fx.irf.ty(v).clone();
+        self.int_elem(p, &ty, self.const_i64(k as i64))
     }
 
     /// `x + y` / `x - y` on `int` scalars where one operand is an offset or

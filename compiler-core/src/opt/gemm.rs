@@ -211,26 +211,9 @@ fn index_only(t: &Stmt, r: &Reader) -> bool {
     }
 }
 
-/// The values a statement's nested blocks define (index scalars included).
+/// The values a statement binds and its nested blocks define.
 fn defined_inside(s: &Stmt) -> HashSet<ValueId> {
-    fn add_parts(w: &With, inside: &mut HashSet<ValueId>) {
-        for p in &w.parts {
-            inside.extend(p.scalars.iter().flatten().copied());
-            inside.extend(p.index);
-            inside.extend(p.offset);
-        }
-    }
-    let mut inside = HashSet::default();
-    if let Op::With(w) = &s.op {
-        add_parts(w, &mut inside);
-    }
-    s.op.walk_blocks(&mut |b| {
-        b.walk(&mut |t| {
-            inside.extend(t.defs.iter().copied());
-            if let Op::With(w) = &t.op {
-                add_parts(w, &mut inside);
-            }
-        })
-    });
+    let mut inside: HashSet<ValueId> = s.op.bound_values().into_iter().collect();
+    s.op.walk_blocks(&mut |b| inside.extend(util::defined_in(b)));
     inside
 }
