@@ -9,8 +9,21 @@
 //! micro-kernel reads them (packing): `KC` rows of `b` by `NC` columns, in
 //! strips of `NR` columns, sized to stay in a core's L2 cache while every row
 //! tile of `a` passes over them; `KC` columns of `MR` rows of `a` (a sliver,
-//! in L1 while the strips pass). Threads split the columns of `c`; each
-//! packs its own `b` blocks (into its own L2).
+//! in L1 while the strips pass). Per block of `b`, the threads pack its
+//! strips together into one buffer (the calling thread's), then split the
+//! rows of `c` in four chunks per thread (each packing its own slivers of
+//! `a`), so a thread slowed for a while leaves chunks to the other. While a
+//! tile computes, the next tile's rows of `c` and the next sliver's rows of
+//! `a` are prefetched.
+//!
+//! Measured on an AVX-512 Xeon with the AVX2 kernels (session 46,
+//! `bench/ab/ab.c matmul`, `WITHLOOP_GEMM_KERNELS=avx2`, both load orders)
+//! against the first version (threads splitting the columns, one chunk
+//! each, each packing its own part of `b`; packing element by element with
+//! a test per element): 1024², 1000² and 517² products 0.88-0.95x of its
+//! time on one thread, 0.80-0.93x on two. Still behind `register_tile`'s
+//! 4x32 tiles with AVX-512 (1.05-1.07x on one thread, 1.11x on two), so
+//! off there (`codegen::matrix_products`).
 //!
 //! Every element of `c` is computed in the order of `k` from 0.0, one
 //! multiply-add at a time — fused (`fused`: one rounding, as `vfmadd` does) or
@@ -143,103 +156,224 @@ pub unsafe extern "C" fn wl_gemm_f64(
 /// # Safety
 /// As [`wl_gemm_f64`]'s, with `m`, `n`, `l` positive.
 unsafe fn product(ctx: *mut WlCtx, p: &Product) {
-    let (_, nr, _) = p.isa.geometry();
-    let strips = p.n.div_ceil(nr) as i64;
-    // Threads split the columns: each packs its own part of `b` (into its
-    // own core's L2) and reads all of `a` where it lies. One chunk per
-    // thread; small products run on the caller alone.
+    let (mr, _, nc_max) = p.isa.geometry();
+    let slivers = p.m.div_ceil(mr) as i64;
     let flops = (p.m as u128) * (p.n as u128) * (p.l as u128);
-    let chunks = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }).min(strips) };
-    // SAFETY: chunks write disjoint columns of `c`; `p` outlives the call.
-    unsafe { crate::parallel::wl_parallel_for(ctx, strips, chunks, chunk, p as *const Product as *mut c_void) };
+    let threads = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }) };
+    // Four chunks of rows per thread, as the with-loops have: a thread that
+    // starts late or shares its core for a while leaves its last chunks to
+    // the others (with one chunk each, a slowed thread held up the product).
+    let row_chunks = if threads == 1 { 1 } else { (threads * 4).min(slivers) };
+    // The block of `b` all threads read, in the calling thread's buffer.
+    let done = with_buffer(&BLOCK, KC * nc_max, |buffer| {
+        for jc in (0..p.n).step_by(nc_max) {
+            let nc = nc_max.min(p.n - jc);
+            for pc in (0..p.l).step_by(KC) {
+                let kc = KC.min(p.l - pc);
+                let block = Block { p, jc, nc, pc, kc, packed: buffer.as_mut_ptr() };
+                let env = &block as *const Block as *mut c_void;
+                let strips = nc.div_ceil(p.isa.geometry().1) as i64;
+                // SAFETY: chunks pack disjoint strips of the buffer, then
+                // (after this call returns) compute disjoint rows of `c`;
+                // `block` outlives both calls.
+                unsafe {
+                    crate::parallel::wl_parallel_for(ctx, strips, threads.min(strips), pack_chunk, env);
+                    crate::parallel::wl_parallel_for(ctx, slivers, row_chunks, rows_chunk, env);
+                    if (*ctx).error != 0 {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    if !done {
+        // SAFETY: `ctx` is valid.
+        unsafe { out_of_memory(ctx) };
+    }
 }
 
-/// Columns `lo·NR .. hi·NR` of the product `env` points at.
-unsafe extern "C" fn chunk(ctx: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
-    // SAFETY: `wl_gemm_f64` passes its `Product`.
-    let p = unsafe { &*(env as *const Product) };
-    let (_, nr, _) = p.isa.geometry();
-    let columns = (lo as usize * nr).min(p.n)..(hi as usize * nr).min(p.n);
-    if !PACK.with(|pack| unsafe { columns_of(p, columns, &mut pack.borrow_mut()) }) {
-        // SAFETY: the chunk's private context.
-        unsafe {
-            crate::error::set_error(ctx, std::ptr::null(), "R0010", "out of memory for a matrix product's buffers")
+/// Runs `f` on this thread's `cell` grown to `len` doubles (on a buffer of
+/// its own if `cell` is in use: never, as products do not nest, but a
+/// borrow must not panic); false, without running it, when the memory
+/// cannot be had.
+fn with_buffer(
+    cell: &'static std::thread::LocalKey<RefCell<Vec<f64>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f64]),
+) -> bool {
+    cell.with(|cell| {
+        let mut own = Vec::new();
+        let mut borrowed = cell.try_borrow_mut();
+        let buffer = match borrowed.as_deref_mut() {
+            Ok(buffer) => buffer,
+            Err(_) => &mut own,
         };
+        if buffer.len() < len {
+            if buffer.try_reserve(len - buffer.len()).is_err() {
+                return false;
+            }
+            buffer.resize(len, 0.0);
+        }
+        f(buffer);
+        true
+    })
+}
+
+/// Reports that a product's buffers could not be allocated.
+///
+/// # Safety
+/// `ctx` is valid.
+unsafe fn out_of_memory(ctx: *mut WlCtx) {
+    unsafe { crate::error::set_error(ctx, std::ptr::null(), "R0010", "out of memory for a matrix product's buffers") };
+}
+
+/// One block of a product: rows `pc .. pc + kc` by columns `jc .. jc + nc`
+/// of `b`, packed into `packed` (`KC × NC` doubles) for every row of `a`.
+struct Block<'a> {
+    p: &'a Product,
+    jc: usize,
+    nc: usize,
+    pc: usize,
+    kc: usize,
+    packed: *mut f64,
+}
+
+/// Packs strips `lo .. hi` of the block `env` points at.
+unsafe extern "C" fn pack_chunk(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
+    // SAFETY: `product` passes its `Block`; this chunk's strips are its own.
+    let block = unsafe { &*(env as *const Block) };
+    unsafe { pack_b(block, lo as usize..hi as usize) };
+}
+
+/// Rows `lo·MR .. hi·MR` of `c` over the block `env` points at (its packed
+/// strips shared, `a`'s slivers packed into this thread's buffer).
+unsafe extern "C" fn rows_chunk(ctx: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
+    // SAFETY: `product` passes its `Block`, packed before this call.
+    let block = unsafe { &*(env as *const Block) };
+    // SAFETY: the block's strips are packed; the sliver buffer holds `MR_MAX × KC`.
+    let ok = with_buffer(&SLIVER, MR_MAX * KC, |sliver| unsafe { rows_of(block, lo as usize..hi as usize, sliver) });
+    if !ok {
+        // SAFETY: the chunk's private context.
+        unsafe { out_of_memory(ctx) };
     }
 }
 
 thread_local! {
-    /// Per thread: a packed block of `b` and, after it, a packed sliver of
-    /// `a`; kept between products.
-    static PACK: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's packed block of `b` (kept between products).
+    static BLOCK: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    /// Per thread: a packed sliver of `a` (kept between products).
+    static SLIVER: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Columns `columns` of `c`; false when the packing buffer cannot be had.
+/// Slivers `slivers` (rows `MR` at a time) of `c` over one block.
 ///
 /// # Safety
-/// As [`wl_gemm_f64`]; `columns` lies in `0..p.n`.
-unsafe fn columns_of(p: &Product, columns: std::ops::Range<usize>, pack: &mut Vec<f64>) -> bool {
-    let (mr, nr, nc_max) = p.isa.geometry();
-    let len = KC * nc_max + MR_MAX * KC;
-    if pack.len() < len {
-        if pack.try_reserve(len - pack.len()).is_err() {
-            return false;
-        }
-        pack.resize(len, 0.0);
-    }
-    let (bpack, sliver) = pack.split_at_mut(KC * nc_max);
-    for jc in columns.clone().step_by(nc_max) {
-        let nc = nc_max.min(columns.end - jc);
-        for pc in (0..p.l).step_by(KC) {
-            let kc = KC.min(p.l - pc);
-            // SAFETY: in bounds by the caller's contract; the buffer holds
-            // `KC × NC` doubles, then `MR_MAX × KC`.
-            unsafe { pack_b(p, jc, nc, pc, kc, nr, bpack) };
-            for i in (0..p.m).step_by(mr) {
-                let h = mr.min(p.m - i);
-                unsafe { pack_a(p, i, h, pc, kc, mr, sliver) };
-                for jr in (0..nc).step_by(nr) {
-                    let strip = &bpack[jr * kc..];
-                    let w = nr.min(nc - jr);
-                    unsafe { tile(p, kc, sliver, strip, i, jc + jr, h, w, pc == 0) };
+/// As [`wl_gemm_f64`]; the block's strips are packed; `sliver` holds
+/// `MR_MAX × KC` doubles.
+unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>, sliver: &mut [f64]) {
+    let &Block { p, jc, nc, pc, kc, packed } = block;
+    let (mr, nr, _) = p.isa.geometry();
+    // SAFETY: `product` packed `kc × nc` doubles, read only from now on.
+    let strips = unsafe { std::slice::from_raw_parts(packed as *const f64, nc.div_ceil(nr) * nr * kc) };
+    for s in slivers.clone() {
+        let i = s * mr;
+        let h = mr.min(p.m - i);
+        unsafe { pack_a(p, i, h, pc, kc, mr, sliver) };
+        let last = s + 1 == slivers.end;
+        for (t, jr) in (0..nc).step_by(nr).enumerate() {
+            if !last && t * 8 < kc {
+                // The next sliver's rows, a line of each per strip (as far as
+                // the strips reach): in cache when `pack_a` reads them (from
+                // memory it waited for them).
+                for r in 0..mr.min(p.m - i - mr) {
+                    prefetch(p.a.wrapping_add((i + mr + r) * p.lda + pc + t * 8));
                 }
             }
+            let w = nr.min(nc - jr);
+            // The tile after this one: the next strip's, or the next sliver's first.
+            let next = if jr + nr < nc { (i, jc + jr + nr) } else { (i + mr, jc) };
+            let next = p.c.wrapping_add(next.0 * p.n + next.1);
+            unsafe { tile(p, kc, sliver, &strips[jr * kc..], i, jc + jr, h, w, pc == 0, next) };
         }
     }
-    true
 }
 
 /// Packs rows `i .. i + h`, columns `pc .. pc + kc` of `a` into a sliver of
 /// `mr` rows, column `k` at `k·mr` (rows past `h` zero).
 unsafe fn pack_a(p: &Product, i: usize, h: usize, pc: usize, kc: usize, mr: usize, out: &mut [f64]) {
-    // Row by row across `k`: the sliver is written front to back (written
-    // row by row, every store went to another cache line).
     let mut rows = [std::ptr::null::<f64>(); MR_MAX];
     for (r, row) in rows.iter_mut().enumerate().take(h) {
         // SAFETY: row `i + r < m`, columns `pc .. pc + kc ≤ l ≤ lda`.
         *row = unsafe { p.a.add((i + r) * p.lda + pc) };
     }
-    for (k, column) in out[..kc * mr].chunks_exact_mut(mr).enumerate() {
-        for (r, x) in column.iter_mut().enumerate() {
-            *x = if r < h { unsafe { *rows[r].add(k) } } else { 0.0 };
+    let out = &mut out[..kc * mr];
+    // A whole sliver (every one but the last when `m` is not a multiple of
+    // `mr`) without a test per element: the loop below was half of the
+    // packing's time, and the packing a seventh of a product's.
+    match (h == mr, mr) {
+        (true, 12) => unsafe { pack_a_full::<12>(&rows, out) },
+        (true, 6) => unsafe { pack_a_full::<6>(&rows, out) },
+        (true, 4) => unsafe { pack_a_full::<4>(&rows, out) },
+        _ => {
+            for (k, column) in out.chunks_exact_mut(mr).enumerate() {
+                for (r, x) in column.iter_mut().enumerate() {
+                    *x = if r < h { unsafe { *rows[r].add(k) } } else { 0.0 };
+                }
+            }
         }
     }
 }
 
-/// Packs rows `pc .. pc + kc`, columns `jc .. jc + nc` of `b` into strips of
-/// `nr` columns: strip `s` at `s·nr·kc`, its row `k` at `k·nr` (columns past
-/// the block zero).
-unsafe fn pack_b(p: &Product, jc: usize, nc: usize, pc: usize, kc: usize, nr: usize, out: &mut [f64]) {
-    for (s, j0) in (0..nc).step_by(nr).enumerate() {
-        let w = nr.min(nc - j0);
-        let strip = &mut out[s * nr * kc..(s + 1) * nr * kc];
-        for (k, dst) in strip.chunks_exact_mut(nr).enumerate() {
-            // SAFETY: row `pc + k < l`, columns `jc + j0 .. + w ≤ n ≤ ldb`.
-            let src = unsafe { p.b.add((pc + k) * p.ldb + jc + j0) };
-            // Element by element: a row of a strip is a few cache lines, and
-            // a call of `memcpy` per row cost more than the copy.
-            for (q, x) in dst.iter_mut().enumerate() {
-                *x = if q < w { unsafe { *src.add(q) } } else { 0.0 };
+/// [`pack_a`] of `MR` rows, all inside `a`: column by column across `k`, so
+/// the sliver is written front to back (written row by row, every store went
+/// to another cache line).
+///
+/// # Safety
+/// `rows[..MR]` each hold `out.len() / MR` doubles.
+unsafe fn pack_a_full<const MR: usize>(rows: &[*const f64; MR_MAX], out: &mut [f64]) {
+    let rows: [*const f64; MR] = std::array::from_fn(|r| rows[r]);
+    for (k, column) in out.chunks_exact_mut(MR).enumerate() {
+        for r in 0..MR {
+            column[r] = unsafe { *rows[r].add(k) };
+        }
+    }
+}
+
+/// Packs strips `strips` (`NR` columns each) of `block`'s rows
+/// `pc .. pc + kc`, columns `jc .. jc + nc` of `b`: strip `s` at `s·NR·kc`,
+/// its row `k` at `k·NR` (columns past the block zero).
+///
+/// # Safety
+/// As [`wl_gemm_f64`]; `block.packed` holds the block's strips.
+unsafe fn pack_b(block: &Block, strips: std::ops::Range<usize>) {
+    match block.p.isa.geometry().1 {
+        16 => unsafe { pack_b_strips::<16>(block, strips) },
+        8 => unsafe { pack_b_strips::<8>(block, strips) },
+        _ => unsafe { pack_b_strips::<4>(block, strips) },
+    }
+}
+
+/// [`pack_b`] for strips `NR` wide. Row by row of `b`, the strips' part of
+/// each row at once: `b` is read front to back, a stream the hardware
+/// prefetches (strip by strip, every row of a strip was a page of its own);
+/// full strips' rows are copied `NR` doubles at a time (vector moves).
+unsafe fn pack_b_strips<const NR: usize>(block: &Block, strips: std::ops::Range<usize>) {
+    let &Block { p, jc, nc, pc, kc, packed } = block;
+    let full = strips.start..strips.end.min(nc / NR);
+    let edge = strips.end > nc / NR;
+    let w = nc % NR;
+    for k in 0..kc {
+        // SAFETY: row `pc + k < l`, columns `jc .. jc + nc ≤ n ≤ ldb`;
+        // strip `s` of the buffer is this call's for `s` in `strips`.
+        let src = unsafe { p.b.add((pc + k) * p.ldb + jc) };
+        for s in full.clone() {
+            unsafe { std::ptr::copy_nonoverlapping(src.add(s * NR), packed.add(s * NR * kc + k * NR), NR) };
+        }
+        if edge {
+            let s = nc / NR;
+            for q in 0..NR {
+                let x = if q < w { unsafe { *src.add(s * NR + q) } } else { 0.0 };
+                unsafe { *packed.add(s * NR * kc + k * NR + q) = x };
             }
         }
     }
@@ -259,6 +393,7 @@ unsafe fn tile(
     h: usize,
     w: usize,
     first: bool,
+    next: *const f64,
 ) {
     let (mr, nr, _) = p.isa.geometry();
     // SAFETY: the tile lies inside `c` (rows `i .. i + h ≤ m`, columns `j .. j + w ≤ n`).
@@ -274,15 +409,13 @@ unsafe fn tile(
             }
         }
     }
-    if !first && j + w < p.n {
-        // The next tile's partial sums (the next strip's, same rows): fetched
-        // while this tile computes, where its loads would wait for them.
-        // (Addresses only, never dereferenced: past the last row's end they
-        // are still fine to prefetch, so `wrapping_add`.)
-        for r in 0..h {
-            prefetch(at.wrapping_add(r * p.n + nr));
-            prefetch(at.wrapping_add(r * p.n + nr + 8));
-        }
+    // The next tile's rows of `c` (partial sums to load, or lines to
+    // write): fetched while this tile computes, where its loads would wait
+    // for them. (Addresses only, never dereferenced: past the last row's end
+    // they are still fine to prefetch, so `wrapping_add`.)
+    for r in 0..mr {
+        prefetch(next.wrapping_add(r * p.n));
+        prefetch(next.wrapping_add(r * p.n + 8));
     }
     unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), out, ldc, first) };
     if !full {
