@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use compiler_core::driver::FrontendOptions;
-use compiler_core::opt::PipelineOptions;
+use compiler_core::opt::{MatrixProducts, PipelineOptions};
 use withloop_cli::{Emit, Invocation, compile};
 
 fn dir() -> PathBuf {
@@ -487,13 +487,16 @@ fn register_tiles_for_avx_targets_jam_the_fold() {
     assert_eq!(withloop_codegen::register_tile(&target("x86-64-v4", "-avx512f")), Some([4, 8]));
     assert_eq!(withloop_codegen::register_tile(&target("westmere", "")), None);
     // Matrix products run as the runtime's product where its AVX2 tiles beat
-    // the register tiles: AVX2 and FMA without AVX-512.
-    assert!(withloop_codegen::matrix_products(&avx2));
-    assert!(withloop_codegen::matrix_products(&target("znver3", "")));
-    assert!(withloop_codegen::matrix_products(&target("x86-64-v4", "-avx512f")));
-    assert!(!withloop_codegen::matrix_products(&avx512));
-    assert!(!withloop_codegen::matrix_products(&target("sapphirerapids", "")));
-    assert!(!withloop_codegen::matrix_products(&sse));
+    // the register tiles: AVX2 and FMA without AVX-512; with AVX-512 only
+    // generic code's; never without AVX2.
+    let products = |t: &withloop_codegen::Options| withloop_codegen::matrix_products(t);
+    assert_eq!(products(&avx2), MatrixProducts::All);
+    assert_eq!(products(&target("znver3", "")), MatrixProducts::All);
+    assert_eq!(products(&target("x86-64-v4", "-avx512f")), MatrixProducts::All);
+    assert_eq!(products(&avx512), MatrixProducts::Dynamic);
+    assert_eq!(products(&target("sapphirerapids", "")), MatrixProducts::Dynamic);
+    assert_eq!(products(&sse), MatrixProducts::None);
+    assert_eq!(products(&target("westmere", "")), MatrixProducts::None);
     let ll = |native: &withloop_codegen::Options, name: &str| {
         let out = work.join(name);
         let pipeline = PipelineOptions { register_tile: withloop_codegen::register_tile(native), ..Default::default() };

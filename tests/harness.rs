@@ -300,8 +300,10 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
     let mut native_tile = Some(TEST_TILE);
     let mut tile_structure = false;
     // `--matrix-products`: matrix products run as the runtime's product
-    // (`gemm`), in the structure checks and natively, as for AVX2 targets.
-    let mut matrix_products = false;
+    // (`gemm`), in the structure checks and natively, as for AVX2 targets;
+    // `--dynamic-matrix-products`: those of unknown extents only, as for
+    // AVX-512 targets.
+    let mut matrix_products = opt::MatrixProducts::None;
     let mut entry_only = false;
     // `--disable PASS`: the optimised and native runs, and the structure,
     // remark and counter checks, go without it.
@@ -313,7 +315,9 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         } else if f == "--register-tile" {
             tile_structure = true;
         } else if f == "--matrix-products" {
-            matrix_products = true;
+            matrix_products = opt::MatrixProducts::All;
+        } else if f == "--dynamic-matrix-products" {
+            matrix_products = opt::MatrixProducts::Dynamic;
         } else if f == "--entry-only" {
             // Only the entry exported, as the compile service and
             // `withloop compile --entry` export it: what it does not reach is
@@ -460,7 +464,7 @@ fn check_optimisation(
     inv: &Invocation,
     expect: &Expect,
     register_tile: Option<[i64; 2]>,
-    matrix_products: bool,
+    matrix_products: opt::MatrixProducts,
     disabled: &std::collections::BTreeSet<String>,
 ) -> Result<(), Failed> {
     if expect.structure.is_none() && expect.remarks.is_empty() && expect.counters.is_empty() {

@@ -34,6 +34,7 @@ pub mod targets;
 mod vecmath;
 
 use compiler_core::ir::Module as IrModule;
+use compiler_core::opt::MatrixProducts;
 use compiler_core::span::SourceMap;
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
@@ -190,9 +191,11 @@ pub fn register_tile(options: &Options) -> Option<[i64; 2]> {
     }
 }
 
-/// Whether matrix products should run as the runtime's blocked product
-/// (the optimiser's `gemm` pass) rather than in `register_tile`'s tiles:
-/// for targets with AVX2 and FMA but not AVX-512F. Measured on an AVX-512
+/// Which matrix products should run as the runtime's blocked product (the
+/// optimiser's `gemm` pass) rather than in `register_tile`'s tiles: all of
+/// them for targets with AVX2 and FMA but not AVX-512F; with AVX-512F, those
+/// of generic code (extents known at run time only), which then compiles
+/// quicker, while products of known shape keep the faster tiles. Measured on an AVX-512
 /// Xeon (session 45, `bench/ab/ab.c matmul`, both load orders, the runtime
 /// held to its AVX2 kernels by `WITHLOOP_GEMM_KERNELS=avx2`): code for
 /// `--cpu haswell` ran a 1024x1024 product 1.08-1.12x (one thread) and
@@ -200,10 +203,20 @@ pub fn register_tile(options: &Options) -> Option<[i64; 2]> {
 /// 4x8 register tiles (8 accumulators, just what two FMA units of latency 4
 /// keep busy), and compiled in 27 ms instead of 42 (`--time-phases`);
 /// code for the machine itself (4x32 tiles) was as fast as or up to 1.07x
-/// faster than the runtime's 12x16 AVX-512 tiles, and keeps them.
-pub fn matrix_products(options: &Options) -> bool {
+/// faster than the runtime's 12x16 AVX-512 tiles (session 46, on an Emerald
+/// Rapids Xeon after the runtime's changes: the tiles 1.05-1.07x faster on one
+/// thread, 1.11x on two). The generic instance of the bench's matmul with
+/// tiles made `--entry matmul` compile in 64 ms, with the runtime's product
+/// in 40 (both instances: 30).
+pub fn matrix_products(options: &Options) -> MatrixProducts {
     let spec = target_spec(options);
-    spec.has("avx2") && spec.has("fma") && !spec.has("avx512f")
+    if !(spec.has("avx2") && spec.has("fma")) {
+        MatrixProducts::None
+    } else if spec.has("avx512f") {
+        MatrixProducts::Dynamic
+    } else {
+        MatrixProducts::All
+    }
 }
 
 /// Whether the x86-64 CPU LLVM knows by `cpu` has `feature` (only the ones

@@ -30,14 +30,16 @@
 //! for bit. The selections must be unchecked (bounds-check elimination
 //! proved them, or `version` guards them), so the primitive cannot fail.
 //!
-//! Only where the code generator says the runtime's product is faster than
-//! `tile`'s register tiles (`PipelineOptions::matrix_products`, from
-//! `codegen::matrix_products`: targets with AVX2 and FMA but not AVX-512,
-//! where its 6x8 tiles ran 1.08-1.18x faster than the 4x8 register tiles on
-//! 1024x1024 products, one and two threads; with AVX-512 the 4x32 register
-//! tiles were as fast or faster, up to 1.07x on one thread and 1.15x on two).
-//! It also compiles much cheaper: no tile code to optimise per instance
-//! (matmul for `--cpu haswell`: 42 -> 27 ms).
+//! Which products, the code generator says (`PipelineOptions::matrix_products`,
+//! from `codegen::matrix_products`): all of them on targets with AVX2 and FMA
+//! but not AVX-512, where the runtime's 6x8 tiles ran 1.08-1.18x faster than
+//! the 4x8 register tiles on 1024x1024 products, one and two threads; with
+//! AVX-512 only those whose extents are not constants (`Dynamic`: generic
+//! code), as the 4x32 register tiles there ran 1.05-1.11x faster than the
+//! runtime's 12x16 ones — a product of known shape keeps its tiles (an
+//! `analysis` remark says so). A product compiles much cheaper than its
+//! tiles: no tile code to optimise (matmul for `--cpu haswell`: 42 -> 27 ms;
+//! for an AVX-512 host, with its generic instance's product: 64 -> 40 ms).
 //!
 //! Limits: `double` elements only; the part must cover the whole frame
 //! (lower bound 0, upper bound the genarray's shape), without step or width;
@@ -50,7 +52,7 @@
 use super::index::{self, Affine, Atom, Def, Reader};
 use super::interchange;
 use super::util;
-use super::{Pass, PassCx, RemarkKind};
+use super::{MatrixProducts, Pass, PassCx, RemarkKind};
 use crate::HashSet;
 use crate::interp::ops::BinOp;
 use crate::interp::value::{Scalar, Value};
@@ -72,11 +74,14 @@ struct Product {
     b: ValueId,
     frame: ValueId,
     upper: Vec<Affine>,
+    /// The frame and the fold's bound are constants.
+    known_extents: bool,
     span: Span,
 }
 
 fn run(m: &mut Module, cx: &mut PassCx) {
-    if !cx.options.matrix_products {
+    let mode = cx.options.matrix_products;
+    if mode == MatrixProducts::None {
         return;
     }
     cx.each_function(m, |f, cx| {
@@ -87,6 +92,16 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             find(&f.body, &reader, &mut found);
             found
         };
+        let (found, kept): (Vec<Product>, Vec<Product>) =
+            found.into_iter().partition(|p| mode == MatrixProducts::All || !p.known_extents);
+        for p in &kept {
+            cx.remark(
+                RemarkKind::Analysis,
+                &f.name,
+                Some(p.span),
+                "a matrix product of known extents: it keeps its register tiles (faster on this target); generic code runs the runtime's blocked product",
+            );
+        }
         for p in &found {
             util::with_body(f, |f, body| {
                 interchange::edit(body, p.result, &mut |stmts: &mut Vec<Stmt>, at: usize| {
@@ -196,7 +211,8 @@ fn product(s: &Stmt, r: &Reader) -> Option<Product> {
     if !is_double_matrix(a) || !is_double_matrix(b) || inside.contains(&a) || inside.contains(&b) {
         return None;
     }
-    Some(Product { result, a, b, frame: *shape, upper, span: s.blame_span().unwrap_or(s.span) })
+    let known_extents = frame.iter().chain(&upper).all(|e| e.as_const().is_some());
+    Some(Product { result, a, b, frame: *shape, upper, known_extents, span: s.blame_span().unwrap_or(s.span) })
 }
 
 /// Index arithmetic (or a scalar constant): a constant, an array of ints,

@@ -148,10 +148,24 @@ pub struct PipelineOptions {
     /// The register tile (rows, columns) of `tile`, when the target has
     /// one worth using (the code generator says: `register_tile`).
     pub register_tile: Option<[i64; 2]>,
-    /// Matrix products run as the runtime's blocked product (`gemm`), where
-    /// that is faster than the register tiles (the code generator says:
+    /// Which matrix products run as the runtime's blocked product (`gemm`)
+    /// rather than in register tiles (the code generator says:
     /// `matrix_products`).
-    pub matrix_products: bool,
+    pub matrix_products: MatrixProducts,
+}
+
+/// The matrix products `gemm` hands to the runtime's blocked product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatrixProducts {
+    /// None: every product is compiled from its with-loop.
+    #[default]
+    None,
+    /// Those whose extents are known only at run time (generic code): a
+    /// product of known shape keeps its register tiles, where they are the
+    /// faster, and the generic instance compiles quicker without them.
+    Dynamic,
+    /// All, where the runtime's product is the faster.
+    All,
 }
 
 impl PipelineOptions {
