@@ -39,7 +39,8 @@
 //! runtime's 12x16 ones — a product of known shape keeps its tiles (an
 //! `analysis` remark says so). A product compiles much cheaper than its
 //! tiles: no tile code to optimise (matmul for `--cpu haswell`: 42 -> 27 ms;
-//! for an AVX-512 host, with its generic instance's product: 64 -> 40 ms).
+//! the compile service for an AVX-512 host, with the generic instance's
+//! product: 60 -> 34 ms).
 //!
 //! Limits: `double` elements only; the part must cover the whole frame
 //! (lower bound 0, upper bound the genarray's shape), without step or width;
