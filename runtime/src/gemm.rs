@@ -36,8 +36,8 @@ use std::ffi::c_void;
 
 use crate::error::WlCtx;
 
-/// Columns of `k` per packed block.
-const KC: usize = 256;
+/// The most columns of `k` a packed block has ([`Isa::kc`]).
+const KC_MAX: usize = 256;
 
 /// The micro-kernels this machine can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,9 +94,22 @@ impl Isa {
     /// 256 KiB with AVX2, for Zen's 512 KiB).
     fn geometry(self) -> (usize, usize, usize) {
         match self {
-            Isa::Avx512 => (12, 16, 512),
+            Isa::Avx512 => (12, 16, 1024),
             Isa::Avx2 => (6, 8, 128),
             Isa::Portable => (4, 4, 128),
+        }
+    }
+
+    /// KC: the rows of `b` (columns of `a`) per packed block. With AVX-512,
+    /// blocks of 128 rows by 1024 columns (NC) ran 0.95-1.01x the time of
+    /// 256 by 512 on an Emerald Rapids Xeon, about 0.97x (1024² and 1000²,
+    /// one and two threads, `bench/ab/ab.c` both orders): the slivers of `a`
+    /// half as large in L1, `a` packed half as often; KC 96, 128 and 192 with
+    /// NC 512 were slower.
+    fn kc(self) -> usize {
+        match self {
+            Isa::Avx512 => 128,
+            Isa::Avx2 | Isa::Portable => KC_MAX,
         }
     }
 }
@@ -165,11 +178,12 @@ unsafe fn product(ctx: *mut WlCtx, p: &Product) {
     // the others (with one chunk each, a slowed thread held up the product).
     let row_chunks = if threads == 1 { 1 } else { (threads * 4).min(slivers) };
     // The block of `b` all threads read, in the calling thread's buffer.
-    let done = with_buffer(&BLOCK, KC * nc_max, |buffer| {
+    let kc_max = p.isa.kc();
+    let done = with_buffer(&BLOCK, kc_max * nc_max, |buffer| {
         for jc in (0..p.n).step_by(nc_max) {
             let nc = nc_max.min(p.n - jc);
-            for pc in (0..p.l).step_by(KC) {
-                let kc = KC.min(p.l - pc);
+            for pc in (0..p.l).step_by(kc_max) {
+                let kc = kc_max.min(p.l - pc);
                 let block = Block { p, jc, nc, pc, kc, packed: buffer.as_mut_ptr() };
                 let env = &block as *const Block as *mut c_void;
                 let strips = nc.div_ceil(p.isa.geometry().1) as i64;
@@ -250,8 +264,9 @@ unsafe extern "C" fn pack_chunk(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i64
 unsafe extern "C" fn rows_chunk(ctx: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
     // SAFETY: `product` passes its `Block`, packed before this call.
     let block = unsafe { &*(env as *const Block) };
-    // SAFETY: the block's strips are packed; the sliver buffer holds `MR_MAX × KC`.
-    let ok = with_buffer(&SLIVER, MR_MAX * KC, |sliver| unsafe { rows_of(block, lo as usize..hi as usize, sliver) });
+    // SAFETY: the block's strips are packed; the sliver buffer holds `MR_MAX × KC_MAX`.
+    let ok =
+        with_buffer(&SLIVER, MR_MAX * KC_MAX, |sliver| unsafe { rows_of(block, lo as usize..hi as usize, sliver) });
     if !ok {
         // SAFETY: the chunk's private context.
         unsafe { out_of_memory(ctx) };
@@ -269,7 +284,7 @@ thread_local! {
 ///
 /// # Safety
 /// As [`wl_gemm_f64`]; the block's strips are packed; `sliver` holds
-/// `MR_MAX × KC` doubles.
+/// `MR_MAX × KC_MAX` doubles.
 unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>, sliver: &mut [f64]) {
     let &Block { p, jc, nc, pc, kc, packed } = block;
     let (mr, nr, _) = p.isa.geometry();
