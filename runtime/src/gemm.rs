@@ -23,7 +23,8 @@
 //! a test per element): 1024², 1000² and 517² products 0.88-0.95x of its
 //! time on one thread, 0.80-0.93x on two. Still behind `register_tile`'s
 //! 4x32 tiles with AVX-512 (1.05-1.07x on one thread, 1.11x on two), so
-//! off there (`codegen::matrix_products`).
+//! there only generic code's products run here (`codegen::matrix_products`:
+//! `Dynamic`).
 //!
 //! Every element of `c` is computed in the order of `k` from 0.0, one
 //! multiply-add at a time — fused (`fused`: one rounding, as `vfmadd` does) or
@@ -627,7 +628,9 @@ mod tests {
     fn products_are_bit_for_bit_the_with_loops_order_at_every_edge() {
         // Edges in every direction: rows past a tile, columns past a
         // strip and past NC, k past KC.
-        for &(m, n, l) in &[(1, 1, 1), (7, 9, 3), (13, 37, 300), (121, 33, 257), (6, 32, 256), (130, 520, 513)] {
+        let shapes =
+            [(1, 1, 1), (7, 9, 3), (13, 37, 300), (121, 33, 257), (6, 32, 256), (130, 520, 513), (13, 1030, 130)];
+        for &(m, n, l) in &shapes {
             for fused in [true, false] {
                 check(1, m, n, l, fused);
             }
