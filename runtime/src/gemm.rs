@@ -40,6 +40,9 @@ use crate::error::WlCtx;
 /// The most columns of `k` a packed block has ([`Isa::kc`]).
 const KC_MAX: usize = 256;
 
+/// Doubles per 64-byte cache line: the step of the prefetches.
+const LINE: usize = 8;
+
 /// The micro-kernels this machine can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Isa {
@@ -170,7 +173,7 @@ pub unsafe extern "C" fn wl_gemm_f64(
 /// # Safety
 /// As [`wl_gemm_f64`]'s, with `m`, `n`, `l` positive.
 unsafe fn product(ctx: *mut WlCtx, p: &Product) {
-    let (mr, _, nc_max) = p.isa.geometry();
+    let (mr, nr, nc_max) = p.isa.geometry();
     let slivers = p.m.div_ceil(mr) as i64;
     let flops = (p.m as u128) * (p.n as u128) * (p.l as u128);
     let threads = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }) };
@@ -187,7 +190,7 @@ unsafe fn product(ctx: *mut WlCtx, p: &Product) {
                 let kc = kc_max.min(p.l - pc);
                 let block = Block { p, jc, nc, pc, kc, packed: buffer.as_mut_ptr() };
                 let env = &block as *const Block as *mut c_void;
-                let strips = nc.div_ceil(p.isa.geometry().1) as i64;
+                let strips = nc.div_ceil(nr) as i64;
                 // SAFETY: chunks pack disjoint strips of the buffer, then
                 // (after this call returns) compute disjoint rows of `c`;
                 // `block` outlives both calls.
@@ -297,12 +300,12 @@ unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>, sliver: &mut [
         unsafe { pack_a(p, i, h, pc, kc, mr, sliver) };
         let last = s + 1 == slivers.end;
         for (t, jr) in (0..nc).step_by(nr).enumerate() {
-            if !last && t * 8 < kc {
+            if !last && t * LINE < kc {
                 // The next sliver's rows, a line of each per strip (as far as
                 // the strips reach): in cache when `pack_a` reads them (from
                 // memory it waited for them).
                 for r in 0..mr.min(p.m - i - mr) {
-                    prefetch(p.a.wrapping_add((i + mr + r) * p.lda + pc + t * 8));
+                    prefetch(p.a.wrapping_add((i + mr + r) * p.lda + pc + t * LINE));
                 }
             }
             let w = nr.min(nc - jr);
@@ -431,7 +434,7 @@ unsafe fn tile(
     // they are still fine to prefetch, so `wrapping_add`.)
     for r in 0..mr {
         prefetch(next.wrapping_add(r * p.n));
-        prefetch(next.wrapping_add(r * p.n + 8));
+        prefetch(next.wrapping_add(r * p.n + LINE));
     }
     unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), out, ldc, first) };
     if !full {
