@@ -8,21 +8,29 @@
 //! multiply-adds). Both operands are first copied into the order the
 //! micro-kernel reads them (packing): `KC` rows of `b` by `NC` columns, in
 //! strips of `NR` columns, sized to stay in a core's L2 cache while every row
-//! tile of `a` passes over them; `KC` columns of `MR` rows of `a` (a sliver,
-//! in L1 while the strips pass). Per block of `b`, the threads pack its
-//! strips together into one buffer (the calling thread's), then split the
-//! rows of `c` in four chunks per thread (each packing its own slivers of
-//! `a`), so a thread slowed for a while leaves chunks to the other. While a
-//! tile computes, the next tile's rows of `c` and the next sliver's rows of
-//! `a` are prefetched.
+//! tile of `a` passes over them; `KC` columns of `a` in slivers of `MR` rows
+//! (each in L1 while the strips pass), a panel of up to [`PANEL_MAX`]
+//! doubles, packed while the first block of `b` of those columns is used and
+//! read again by the others (BLIS packs this operand once per `KC` too).
+//! Per block of `b`, the threads pack its strips together into one buffer
+//! (the calling thread's), then split the rows of `c` in four chunks per
+//! thread, so a thread slowed for a while leaves chunks to the other. While
+//! a tile computes, the next tile's rows of `c` are prefetched; while a
+//! sliver is packed, the next one's rows of `a`; while a row of `b` is
+//! packed, the one [`AHEAD`] rows below.
 //!
 //! Measured on an AVX-512 Xeon with the AVX2 kernels (session 46,
 //! `bench/ab/ab.c matmul`, `WITHLOOP_GEMM_KERNELS=avx2`, both load orders)
 //! against the first version (threads splitting the columns, one chunk
 //! each, each packing its own part of `b`; packing element by element with
 //! a test per element): 1024², 1000² and 517² products 0.88-0.95x of its
-//! time on one thread, 0.80-0.93x on two. Still behind `register_tile`'s
-//! 4x32 tiles with AVX-512 (1.05-1.07x on one thread, 1.11x on two), so
+//! time on one thread, 0.80-0.93x on two. Session 47, on a Zen 3 EPYC: the
+//! panel (each sliver of `a` had been packed again for every block of `b`,
+//! 8 times in a 1024² product with AVX2's NC of 128: 11% of the
+//! product's time), an edge's scratch tile zeroed only at edges and the
+//! prefetches of `a` and `b`: 0.88-0.93x of the time (1024², 1000², 517²;
+//! one and two threads). Still behind `register_tile`'s 4x32 tiles with
+//! AVX-512 (1.05-1.07x on one thread, 1.11x on two, before the panel), so
 //! there only generic code's products run here (`codegen::matrix_products`:
 //! `Dynamic`).
 //!
@@ -42,6 +50,9 @@ const KC_MAX: usize = 256;
 
 /// Doubles per 64-byte cache line: the step of the prefetches.
 const LINE: usize = 8;
+
+/// How many rows of `b` ahead of the one it copies `pack_b` prefetches.
+const AHEAD: usize = 8;
 
 /// The micro-kernels this machine can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,37 +185,60 @@ pub unsafe extern "C" fn wl_gemm_f64(
 /// As [`wl_gemm_f64`]'s, with `m`, `n`, `l` positive.
 unsafe fn product(ctx: *mut WlCtx, p: &Product) {
     let (mr, nr, nc_max) = p.isa.geometry();
-    let slivers = p.m.div_ceil(mr) as i64;
+    let kc_max = p.isa.kc();
     let flops = (p.m as u128) * (p.n as u128) * (p.l as u128);
     let threads = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }) };
-    // Four chunks of rows per thread, as the with-loops have: a thread that
-    // starts late or shares its core for a while leaves its last chunks to
-    // the others (with one chunk each, a slowed thread held up the product).
-    let row_chunks = if threads == 1 { 1 } else { (threads * 4).min(slivers) };
-    // The block of `b` all threads read, in the calling thread's buffer.
-    let kc_max = p.isa.kc();
-    let done = with_buffer(&BLOCK, kc_max * nc_max, |buffer| {
-        for jc in (0..p.n).step_by(nc_max) {
-            let nc = nc_max.min(p.n - jc);
-            for pc in (0..p.l).step_by(kc_max) {
-                let kc = kc_max.min(p.l - pc);
-                let block = Block { p, jc, nc, pc, kc, packed: buffer.as_mut_ptr() };
-                let env = &block as *const Block as *mut c_void;
-                let strips = nc.div_ceil(nr) as i64;
-                // SAFETY: chunks pack disjoint strips of the buffer, then
-                // (after this call returns) compute disjoint rows of `c`;
-                // `block` outlives both calls.
-                unsafe {
-                    crate::parallel::wl_parallel_for(ctx, strips, threads.min(strips), pack_chunk, env);
-                    crate::parallel::wl_parallel_for(ctx, slivers, row_chunks, rows_chunk, env);
-                    if (*ctx).error != 0 {
-                        return;
+    // Rows of `a` per panel: as many as fit `PANEL_MAX`, whole slivers.
+    let panel_rows = (PANEL_MAX / kc_max / mr).max(1) * mr;
+    let panel_len = panel_rows.min(p.m.div_ceil(mr) * mr) * kc_max;
+    // The block of `b` and the panel of `a` all threads read, in the
+    // calling thread's buffers.
+    let done = with_buffer(&BLOCK, kc_max * nc_max, |block_buffer| {
+        with_buffer(&PANEL, panel_len, |panel_buffer| {
+            for ic in (0..p.m).step_by(panel_rows) {
+                let rows = panel_rows.min(p.m - ic);
+                let slivers = rows.div_ceil(mr) as i64;
+                // Four chunks of rows per thread, as the with-loops have: a
+                // thread that starts late or shares its core for a while
+                // leaves its last chunks to the others (with one chunk
+                // each, a slowed thread held up the product).
+                let row_chunks = if threads == 1 { 1 } else { (threads * 4).min(slivers) };
+                for pc in (0..p.l).step_by(kc_max) {
+                    let kc = kc_max.min(p.l - pc);
+                    for jc in (0..p.n).step_by(nc_max) {
+                        let nc = nc_max.min(p.n - jc);
+                        let block = Block {
+                            p,
+                            ic,
+                            rows,
+                            jc,
+                            nc,
+                            pc,
+                            kc,
+                            packed: block_buffer.as_mut_ptr(),
+                            panel: panel_buffer.as_mut_ptr(),
+                        };
+                        let env = &block as *const Block as *mut c_void;
+                        let strips = nc.div_ceil(nr) as i64;
+                        // SAFETY: chunks pack disjoint strips of the block,
+                        // then (after this call returns) compute disjoint
+                        // rows of `c` (packing, with the first block of
+                        // columns, disjoint slivers of the panel); `block`
+                        // outlives both calls.
+                        unsafe {
+                            crate::parallel::wl_parallel_for(ctx, strips, threads.min(strips), pack_chunk, env);
+                            crate::parallel::wl_parallel_for(ctx, slivers, row_chunks, rows_chunk, env);
+                            if (*ctx).error != 0 {
+                                return Some(());
+                            }
+                        }
                     }
                 }
             }
-        }
+            Some(())
+        })
     });
-    if !done {
+    if done.is_none() {
         // SAFETY: `ctx` is valid.
         unsafe { out_of_memory(ctx) };
     }
@@ -212,13 +246,13 @@ unsafe fn product(ctx: *mut WlCtx, p: &Product) {
 
 /// Runs `f` on this thread's `cell` grown to `len` doubles (on a buffer of
 /// its own if `cell` is in use: never, as products do not nest, but a
-/// borrow must not panic); false, without running it, when the memory
+/// borrow must not panic); `None`, without running it, when the memory
 /// cannot be had.
-fn with_buffer(
+fn with_buffer<R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<f64>>>,
     len: usize,
-    f: impl FnOnce(&mut [f64]),
-) -> bool {
+    f: impl FnOnce(&mut [f64]) -> Option<R>,
+) -> Option<R> {
     cell.with(|cell| {
         let mut own = Vec::new();
         let mut borrowed = cell.try_borrow_mut();
@@ -227,13 +261,10 @@ fn with_buffer(
             Err(_) => &mut own,
         };
         if buffer.len() < len {
-            if buffer.try_reserve(len - buffer.len()).is_err() {
-                return false;
-            }
+            buffer.try_reserve(len - buffer.len()).ok()?;
             buffer.resize(len, 0.0);
         }
-        f(buffer);
-        true
+        f(buffer)
     })
 }
 
@@ -246,14 +277,20 @@ unsafe fn out_of_memory(ctx: *mut WlCtx) {
 }
 
 /// One block of a product: rows `pc .. pc + kc` by columns `jc .. jc + nc`
-/// of `b`, packed into `packed` (`KC × NC` doubles) for every row of `a`.
+/// of `b`, packed into `packed` (`KC × NC` doubles), for rows `ic .. ic +
+/// rows` of `a`, whose columns `pc .. pc + kc` are packed into `panel`
+/// (sliver `s`, rows `ic + s·MR ..`, at `s·MR·kc`) with the first block of
+/// columns (`jc` 0) and read by the others.
 struct Block<'a> {
     p: &'a Product,
+    ic: usize,
+    rows: usize,
     jc: usize,
     nc: usize,
     pc: usize,
     kc: usize,
     packed: *mut f64,
+    panel: *mut f64,
 }
 
 /// Packs strips `lo .. hi` of the block `env` points at.
@@ -263,49 +300,60 @@ unsafe extern "C" fn pack_chunk(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i64
     unsafe { pack_b(block, lo as usize..hi as usize) };
 }
 
-/// Rows `lo·MR .. hi·MR` of `c` over the block `env` points at (its packed
-/// strips shared, `a`'s slivers packed into this thread's buffer).
-unsafe extern "C" fn rows_chunk(ctx: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
-    // SAFETY: `product` passes its `Block`, packed before this call.
+/// Slivers `lo .. hi` of the panel's rows of `c` over the block `env`
+/// points at (its packed strips shared).
+unsafe extern "C" fn rows_chunk(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i64, hi: i64) {
+    // SAFETY: `product` passes its `Block`, its strips packed before this
+    // call; this chunk's slivers are its own.
     let block = unsafe { &*(env as *const Block) };
-    // SAFETY: the block's strips are packed; the sliver buffer holds `MR_MAX × KC_MAX`.
-    let ok =
-        with_buffer(&SLIVER, MR_MAX * KC_MAX, |sliver| unsafe { rows_of(block, lo as usize..hi as usize, sliver) });
-    if !ok {
-        // SAFETY: the chunk's private context.
-        unsafe { out_of_memory(ctx) };
-    }
+    unsafe { rows_of(block, lo as usize..hi as usize) };
 }
+
+/// The most doubles of `a` packed at once (a panel of `KC` columns by as
+/// many rows as fit: 4 MiB, 2048 rows of 256 columns).
+const PANEL_MAX: usize = 1 << 19;
 
 thread_local! {
     /// The calling thread's packed block of `b` (kept between products).
     static BLOCK: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
-    /// Per thread: a packed sliver of `a` (kept between products).
-    static SLIVER: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's packed panel of `a` (kept between products).
+    static PANEL: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Slivers `slivers` (rows `MR` at a time) of `c` over one block.
+/// Slivers `slivers` (rows `MR` at a time, from the panel's first) of `c`
+/// over one block; with the first block of columns, packing each sliver of
+/// `a` into the panel first.
 ///
 /// # Safety
-/// As [`wl_gemm_f64`]; the block's strips are packed; `sliver` holds
-/// `MR_MAX × KC_MAX` doubles.
-unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>, sliver: &mut [f64]) {
-    let &Block { p, jc, nc, pc, kc, packed } = block;
+/// As [`wl_gemm_f64`]; the block's strips are packed; with `jc` > 0, so
+/// are the panel's slivers.
+unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>) {
+    let &Block { p, ic, rows, jc, nc, pc, kc, packed, panel } = block;
     let (mr, nr, _) = p.isa.geometry();
+    let end = ic + rows;
     // SAFETY: `product` packed `kc × nc` doubles, read only from now on.
     let strips = unsafe { std::slice::from_raw_parts(packed as *const f64, nc.div_ceil(nr) * nr * kc) };
+    // Lines of each of the next sliver's rows to prefetch per strip.
+    let lines = kc.div_ceil(LINE).div_ceil(nc.div_ceil(nr));
     for s in slivers.clone() {
-        let i = s * mr;
-        let h = mr.min(p.m - i);
-        unsafe { pack_a(p, i, h, pc, kc, mr, sliver) };
+        let i = ic + s * mr;
+        let h = mr.min(end - i);
+        // SAFETY: the panel holds every sliver of the block's rows; this
+        // chunk's are its own (written only here, with `jc` 0).
+        let sliver = unsafe { std::slice::from_raw_parts_mut(panel.add(s * mr * kc), mr * kc) };
+        let pack = jc == 0;
+        if pack {
+            unsafe { pack_a(p, i, h, pc, kc, mr, sliver) };
+        }
         let last = s + 1 == slivers.end;
         for (t, jr) in (0..nc).step_by(nr).enumerate() {
-            if !last && t * LINE < kc {
-                // The next sliver's rows, a line of each per strip (as far as
-                // the strips reach): in cache when `pack_a` reads them (from
-                // memory it waited for them).
-                for r in 0..mr.min(p.m - i - mr) {
-                    prefetch(p.a.wrapping_add((i + mr + r) * p.lda + pc + t * LINE));
+            if pack && !last {
+                // The next sliver's rows, spread over the strips: in cache
+                // when `pack_a` reads them (from memory it waited for them).
+                for r in 0..mr.min(end - i - h) {
+                    for q in t * lines..((t + 1) * lines).min(kc.div_ceil(LINE)) {
+                        prefetch(p.a.wrapping_add((i + mr + r) * p.lda + pc + q * LINE));
+                    }
                 }
             }
             let w = nr.min(nc - jr);
@@ -328,7 +376,7 @@ unsafe fn pack_a(p: &Product, i: usize, h: usize, pc: usize, kc: usize, mr: usiz
     let out = &mut out[..kc * mr];
     // A whole sliver (every one but the last when `m` is not a multiple of
     // `mr`) without a test per element: the loop below was half of the
-    // packing's time, and the packing a seventh of a product's.
+    // packing's time, and the packing then a seventh of a product's.
     match (h == mr, mr) {
         (true, 12) => unsafe { pack_a_full::<12>(&rows, out) },
         (true, 6) => unsafe { pack_a_full::<6>(&rows, out) },
@@ -377,11 +425,20 @@ unsafe fn pack_b(block: &Block, strips: std::ops::Range<usize>) {
 /// prefetches (strip by strip, every row of a strip was a page of its own);
 /// full strips' rows are copied `NR` doubles at a time (vector moves).
 unsafe fn pack_b_strips<const NR: usize>(block: &Block, strips: std::ops::Range<usize>) {
-    let &Block { p, jc, nc, pc, kc, packed } = block;
+    let &Block { p, jc, nc, pc, kc, packed, .. } = block;
     let full = strips.start..strips.end.min(nc / NR);
     let edge = strips.end > nc / NR;
     let w = nc % NR;
     for k in 0..kc {
+        // The row `AHEAD` below, while this one is copied: each row's part
+        // is only a few lines, on a page of its own, too short a stream for
+        // the hardware to prefetch (about a third of the packing's time).
+        if k + AHEAD < kc {
+            let row = p.b.wrapping_add((pc + k + AHEAD) * p.ldb + jc);
+            for q in (strips.start * NR..(strips.end * NR).min(nc)).step_by(LINE) {
+                prefetch(row.wrapping_add(q));
+            }
+        }
         // SAFETY: row `pc + k < l`, columns `jc .. jc + nc ≤ n ≤ ldb`;
         // strip `s` of the buffer is this call's for `s` in `strips`.
         let src = unsafe { p.b.add((pc + k) * p.ldb + jc) };
@@ -417,17 +474,6 @@ unsafe fn tile(
     let (mr, nr, _) = p.isa.geometry();
     // SAFETY: the tile lies inside `c` (rows `i .. i + h ≤ m`, columns `j .. j + w ≤ n`).
     let at = unsafe { p.c.add(i * p.n + j) };
-    let full = h == mr && w == nr;
-    // An edge: through a full tile of scratch, the part inside `c` copied in and out.
-    let mut scratch = [0.0f64; MR_MAX * 16];
-    let (out, ldc) = if full { (at, p.n) } else { (scratch.as_mut_ptr(), nr) };
-    if !full && !first {
-        for r in 0..h {
-            for q in 0..w {
-                scratch[r * nr + q] = unsafe { *at.add(r * p.n + q) };
-            }
-        }
-    }
     // The next tile's rows of `c` (partial sums to load, or lines to
     // write): fetched while this tile computes, where its loads would wait
     // for them. (Addresses only, never dereferenced: past the last row's end
@@ -436,12 +482,24 @@ unsafe fn tile(
         prefetch(next.wrapping_add(r * p.n));
         prefetch(next.wrapping_add(r * p.n + LINE));
     }
-    unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), out, ldc, first) };
-    if !full {
+    if h == mr && w == nr {
+        unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), at, p.n, first) };
+        return;
+    }
+    // An edge: through a full tile of scratch, the part inside `c` copied in
+    // and out. (Only here: zeroing it for every tile was 2% of a product.)
+    let mut scratch = [0.0f64; MR_MAX * 16];
+    if !first {
         for r in 0..h {
             for q in 0..w {
-                unsafe { *at.add(r * p.n + q) = scratch[r * nr + q] };
+                scratch[r * nr + q] = unsafe { *at.add(r * p.n + q) };
             }
+        }
+    }
+    unsafe { kernel(p.isa, p.fused, kc, sliver.as_ptr(), strip.as_ptr(), scratch.as_mut_ptr(), nr, first) };
+    for r in 0..h {
+        for q in 0..w {
+            unsafe { *at.add(r * p.n + q) = scratch[r * nr + q] };
         }
     }
 }
@@ -629,10 +687,19 @@ mod tests {
 
     #[test]
     fn products_are_bit_for_bit_the_with_loops_order_at_every_edge() {
-        // Edges in every direction: rows past a tile, columns past a
-        // strip and past NC, k past KC.
-        let shapes =
-            [(1, 1, 1), (7, 9, 3), (13, 37, 300), (121, 33, 257), (6, 32, 256), (130, 520, 513), (13, 1030, 130)];
+        // Edges in every direction: rows past a tile and past a panel of
+        // `a` (4100: panels of 2046 rows with AVX2, 4092 with AVX-512),
+        // columns past a strip and past NC, k past KC.
+        let shapes = [
+            (1, 1, 1),
+            (7, 9, 3),
+            (13, 37, 300),
+            (121, 33, 257),
+            (6, 32, 256),
+            (130, 520, 513),
+            (13, 1030, 130),
+            (4100, 17, 260),
+        ];
         for &(m, n, l) in &shapes {
             for fused in [true, false] {
                 check(1, m, n, l, fused);
