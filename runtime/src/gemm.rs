@@ -246,8 +246,8 @@ unsafe fn product(ctx: *mut WlCtx, p: &Product) {
 
 /// Runs `f` on this thread's `cell` grown to `len` doubles (on a buffer of
 /// its own if `cell` is in use: never, as products do not nest, but a
-/// borrow must not panic); `None`, without running it, when the memory
-/// cannot be had.
+/// borrow must not panic) and gives back what `f` does; `None`, without
+/// running it, when the memory cannot be had.
 fn with_buffer<R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<f64>>>,
     len: usize,
@@ -310,7 +310,9 @@ unsafe extern "C" fn rows_chunk(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i64
 }
 
 /// The most doubles of `a` packed at once (a panel of `KC` columns by as
-/// many rows as fit: 4 MiB, 2048 rows of 256 columns).
+/// many whole slivers of rows as fit: 4 MiB, 2046 rows of 256 columns with
+/// AVX2, 4092 rows of 128 with AVX-512); a product of more rows packs and
+/// runs one panel after another.
 const PANEL_MAX: usize = 1 << 19;
 
 thread_local! {
