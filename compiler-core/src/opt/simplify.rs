@@ -659,8 +659,10 @@ impl Simplify {
                     return action;
                 }
                 // Values both branches yield from outside the `if`.
-                let inner =
-                    defined_in(then_block).into_iter().chain(defined_in(else_block)).collect::<crate::HashSet<_>>();
+                let inner = util::defined_in(then_block)
+                    .into_iter()
+                    .chain(util::defined_in(else_block))
+                    .collect::<crate::HashSet<_>>();
                 for (k, d) in s.defs.iter().enumerate() {
                     let (a, b) = (then_block.yields[k], else_block.yields[k]);
                     if a == b && !inner.contains(&a) && !self.subst.contains_key(d) {
@@ -1777,7 +1779,7 @@ impl Simplify {
             Op::Prim { prim: Prim::Sel, args, .. } if t.defs[0] == y && args[0] == iv => Some(args[1]),
             _ => None,
         })?;
-        if defined_in(&p.body).contains(&a) {
+        if util::defined_in(&p.body).contains(&a) {
             return None;
         }
         // Every other statement in the part must be removable (checks on iv are
@@ -1888,14 +1890,4 @@ fn infer_block(f: &Function, b: &Block, consts: &HashMap<ValueId, Value>, tys: &
             _ => {}
         }
     }
-}
-
-/// Values defined anywhere inside a block (statements and bound values).
-pub fn defined_in(b: &Block) -> crate::HashSet<ValueId> {
-    let mut out = crate::HashSet::default();
-    b.walk(&mut |s| {
-        out.extend(s.defs.iter().copied());
-        out.extend(s.op.bound_values());
-    });
-    out
 }
