@@ -4,8 +4,12 @@
 //! `STREAM_MIN_BYTES` (32 MiB) stores non-temporally on x86-64, past the
 //! caches, and fences before it returns; a small one stores as usual; one
 //! whose length is known only at run time has both loops and takes the
-//! streaming one for a large result. The results are the same either way,
-//! on one thread and on two.
+//! streaming one for a large result. A streaming loop runs up to a 64-byte
+//! boundary of its result first, so that its vector stores are aligned ones
+//! (LLVM splits an under-aligned non-temporal vector store into one store
+//! per element). The results are the same either way, on one thread and on
+//! several (whose chunks start anywhere in the result), for elements of
+//! every width.
 //!
 //! Loop strength reduction: off in LLVM's code generator on every target
 //! (`configure_llvm`); targets other than x86-64 run it in the optimisation
@@ -51,10 +55,18 @@ fn large_static_results_are_stored_past_the_caches() {
     let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
         .expect("the module compiles");
     let ir = String::from_utf8(ir).expect("LLVM IR is text");
-    let big = functions(&ir, "wl.flat.big");
-    assert_eq!(big.len(), 1, "one flat loop for `big`");
+    let big = functions(&ir, "wl.flat.stream.big");
+    assert_eq!(big.len(), 1, "one flat loop for `big`, the streaming one");
+    assert!(functions(&ir, "wl.flat.big").is_empty(), "no plain loop for `big`");
     assert!(big[0].contains("!nontemporal"), "{}", big[0]);
     assert!(big[0].contains("@llvm.x86.sse.sfence()"), "{}", big[0]);
+    // The vectorised stores, past the head that reaches a 64-byte boundary.
+    let aligned_vectors = |f: &str| {
+        f.lines().any(|l| {
+            l.contains("store <") && l.contains("x double>") && l.contains(", align 64,") && l.contains("!nontemporal")
+        })
+    };
+    assert!(aligned_vectors(big[0]), "{}", big[0]);
     let small: Vec<&str> = functions(&ir, "wl.").into_iter().filter(|f| f.contains("small")).collect();
     assert!(!small.is_empty());
     assert!(small.iter().all(|f| !f.contains("!nontemporal")), "`small` stores as usual");
@@ -63,6 +75,7 @@ fn large_static_results_are_stored_past_the_caches() {
     assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
     let streaming = merged_into(&ir, streaming[0]);
     assert!(streaming.contains("!nontemporal"), "{streaming}");
+    assert!(aligned_vectors(streaming), "{streaming}");
 }
 
 /// Function `f`, or, where LLVM's `mergefunc` found it identical to another
@@ -96,6 +109,45 @@ fn streamed_results_are_the_same_on_one_thread_and_two() {
             let Elems::Double(got) = &a.elems else { panic!("doubles") };
             assert_eq!(a.shape, [n]);
             assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{entry} of {n}, {threads} thread(s)");
+        }
+    }
+}
+
+/// Element-wise loops over 1-, 4- and 8-byte elements of run-time length.
+const WIDTHS: &str = "bool[.] flip(bool[.] a) { return !a; }\n\
+                      float[.] halve(float[.] a) { return a * 0.5f; }\n\
+                      double[.] twice(double[.] a) { return a + a; }\n";
+
+#[test]
+fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
+    let (module, sources) = optimised(WIDTHS);
+    // Above 32 MiB at each width, odd lengths (a tail after the last whole
+    // vector), and on three threads twelve chunks starting anywhere.
+    let bools = 33_554_467;
+    let flags: Vec<bool> = (0..bools).map(|i| i % 3 == 0).collect();
+    let floats: Vec<f32> = (0..8_388_619).map(|i| (i % 1013) as f32 - 7.0).collect();
+    let doubles: Vec<f64> = (0..4_194_319).map(|i| (i % 977) as f64 * 0.25).collect();
+    let arrays = [
+        ("flip", Elems::Bool(flags.clone()), flags.len()),
+        ("halve", Elems::Float(floats.clone()), floats.len()),
+        ("twice", Elems::Double(doubles.clone()), doubles.len()),
+    ];
+    for (entry, elems, n) in arrays {
+        let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![n], elems }));
+        for threads in [1, 3] {
+            let options = Options { threads: Some(threads), ..Default::default() };
+            let out =
+                withloop_codegen::jit::run(&module, &sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
+                    .unwrap_or_else(|e| panic!("run: {e:?}"));
+            let Value::Array(a) = &out[0] else { panic!("an array result") };
+            assert_eq!(a.shape, [n]);
+            let whole = match &a.elems {
+                Elems::Bool(got) => got.iter().zip(&flags).all(|(g, x)| *g == !*x),
+                Elems::Float(got) => got.iter().zip(&floats).all(|(g, x)| *g == *x * 0.5),
+                Elems::Double(got) => got.iter().zip(&doubles).all(|(g, x)| *g == *x + *x),
+                other => panic!("{entry}: {other:?}"),
+            };
+            assert!(whole, "{entry} of {n}, {threads} thread(s)");
         }
     }
 }

@@ -10,8 +10,8 @@
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
-   KERNEL: relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det, dot or
-   blackscholes, on the
+   KERNEL: neg, relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det, dot
+   or blackscholes, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
    e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry;
@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
     shape[0] = shape[1] = shape[2] = 128, a.rank = 3, iters = 4;
   } else if (!strcmp(kernel, "matmul")) {
     shape[0] = shape[1] = 1024, kind = ARRAY_ARRAY;
+  } else if (!strcmp(kernel, "neg")) {
+    shape[0] = shape[1] = 4000, kind = ARRAY;
   } else if (!strcmp(kernel, "floyd")) {
     shape[0] = shape[1] = 512, kind = ARRAY;
   } else if (!strcmp(kernel, "implies")) {

@@ -800,7 +800,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let static_n = dty.shape.extents().map(|e| e.iter().product::<usize>() as i64);
         let scalars: Vec<bool> = access.iter().map(Option::is_none).collect();
-        self.flat_loop(fx, n, static_n, &caps, &mut |e, fx, caps, i| {
+        self.flat_loop(fx, n, static_n, &caps, super::elem_bytes(rb), &mut |e, fx, caps, i| {
             let out = caps[0].into_pointer_value();
             let mut xs = Vec::with_capacity(scalars.len());
             let mut at = 1;

@@ -688,15 +688,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// runtime says `n` is worth it, else on this thread; either way through
     /// one chunk function, so the loop is compiled once (twice where `n` is
     /// known only at run time on a target that streams: a plain and a
-    /// streaming copy, see [`Emitter::stream_if_large`]). `caps`: the values of
-    /// this function the body reads. With `--sequential`, in cold code, or
-    /// when `static_n` is known to be small: a plain loop here.
+    /// streaming copy, see [`streams`]). `caps`: the values of
+    /// this function the body reads, the first the data of the array whose
+    /// element `i` (of `out_bytes` bytes) the body writes (a streaming copy
+    /// aligns those stores, see [`Emitter::flat_chunk`]). With
+    /// `--sequential`, in cold code, or when `static_n` is known to be small:
+    /// a plain loop here.
     pub(crate) fn flat_loop(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
         n: IntValue<'ctx>,
         static_n: Option<i64>,
         caps: &[BasicValueEnum<'ctx>],
+        out_bytes: u64,
         body: &mut FlatBody<'_, 'ctx, 'a>,
     ) -> R<()> {
         let small = static_n.is_some_and(|k| k < self.static_parallel_min);
@@ -712,31 +716,34 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let (env, env_ty) = self.fill_env(fx, &captures)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
-        // The chunk function: iterations lo..hi.
-        let func = self.flat_chunk(fx, "wl.flat", caps, &captures, env_ty, body)?;
-        // A length known here decides now whether the loop streams; one known
-        // only at run time gets a streaming copy of the chunk function too,
-        // taken when the loop writes enough (a rank-2 `-a` of run-time shape
-        // on a 4000x4000 array, one thread, best of 8: 16.7 -> 11.3 ms, as
-        // the shape-specialised instance).
+        // The chunk function: iterations lo..hi. A length known here decides
+        // now whether the loop streams; one known only at run time gets a
+        // streaming copy of the chunk function too, taken when the loop
+        // writes enough (a rank-2 `-a` of run-time shape on a 4000x4000
+        // array, one thread, best of 8: 16.7 -> 11.3 ms, as the
+        // shape-specialised instance).
+        let streaming = |e: &mut Self, fx: &Fx<'ctx, 'a>, body: &mut FlatBody<'_, 'ctx, 'a>| {
+            let f = e.flat_chunk(fx, "wl.flat.stream", caps, &captures, env_ty, Some(out_bytes), body)?;
+            e.mark_streaming(f);
+            Ok::<_, CodegenError>(f)
+        };
         let mut stream_copy = None;
-        match static_n {
-            Some(n) => self.stream_if_large(func, n),
-            None if self.streams => {
-                let per_iteration = stored_bytes(func);
-                if per_iteration > 0 {
-                    let streaming = self.flat_chunk(fx, "wl.flat.stream", caps, &captures, env_ty, body)?;
-                    self.mark_streaming(streaming);
-                    stream_copy = Some((streaming, per_iteration));
+        let func = match static_n {
+            Some(n) if self.streams && streams(out_bytes, n) => streaming(self, fx, body)?,
+            Some(_) => self.flat_chunk(fx, "wl.flat", caps, &captures, env_ty, None, body)?,
+            None => {
+                let plain = self.flat_chunk(fx, "wl.flat", caps, &captures, env_ty, None, body)?;
+                if self.streams {
+                    stream_copy = Some(streaming(self, fx, body)?);
                 }
+                plain
             }
-            None => {}
-        }
+        };
         // Here: split, or one call over the whole range.
         self.b.position_at_end(here);
         let func_ptr = match stream_copy {
-            Some((streaming, per_iteration)) => {
-                let bytes = self.b.build_int_mul(n, self.const_i64(per_iteration as i64), "flat.bytes")?;
+            Some(streaming) => {
+                let bytes = self.b.build_int_mul(n, self.const_i64(out_bytes as i64), "flat.bytes")?;
                 let large = self.b.build_int_compare(
                     IntPredicate::SGE,
                     bytes,
@@ -777,6 +784,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// A chunk function (named from `prefix`) running iterations `lo..hi` of
     /// a flat loop's `body`, whose captured values `caps` it loads from the
     /// environment (`captures`, of type `env_ty`). Leaves the builder in it.
+    ///
+    /// `aligned`: the width of the elements the body writes through `caps[0]`
+    /// (see [`Emitter::flat_loop`]), for a streaming copy. The chunk then
+    /// runs the body up to the first element on a 64-byte boundary, and
+    /// from there on tells LLVM that boundary is aligned (an `llvm.assume`
+    /// with an `align` bundle): its vectorised stores become aligned ones,
+    /// which stay whole vectors when made non-temporal (an under-aligned
+    /// vector store is split into one `movntsd` per element: a 4000x4000
+    /// `-a` on one thread of a Zen 5 took 5.3 ms so, C's aligned
+    /// `_mm512_stream_pd` loop 4.6 ms). The chunk boundaries fall anywhere,
+    /// so each chunk finds its own boundary.
+    #[allow(clippy::too_many_arguments)]
     fn flat_chunk(
         &mut self,
         fx: &Fx<'ctx, 'a>,
@@ -784,12 +803,32 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         caps: &[BasicValueEnum<'ctx>],
         captures: &Captures<'ctx>,
         env_ty: inkwell::types::StructType<'ctx>,
+        aligned: Option<u64>,
         body: &mut FlatBody<'_, 'ctx, 'a>,
     ) -> R<inkwell::values::FunctionValue<'ctx>> {
         let ChunkShell { func, mut cfx, remap, lo, hi, entry_bb, body_bb, .. } =
             self.chunk_shell(fx, prefix, captures, env_ty)?;
         let inner: Vec<BasicValueEnum<'ctx>> = caps.iter().map(|v| remap.v(*v)).collect();
-        self.for_range(&mut cfx, Trips::Many, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
+        match aligned {
+            Some(bytes) if bytes.is_power_of_two() && bytes <= STREAM_ALIGN => {
+                let out = inner[0].into_pointer_value();
+                let start = self.aligned_start(out, lo, bytes)?;
+                let head_end = self
+                    .call_intrinsic("llvm.smin", &[self.i64().into()], &[start.into(), hi.into()])?
+                    .into_int_value();
+                self.for_range(&mut cfx, Trips::Few, lo, head_end, &mut |e, fx, i| body(e, fx, &inner, i))?;
+                let rest = self.ctx.append_basic_block(func, "flat.aligned");
+                let done = self.ctx.append_basic_block(func, "flat.done");
+                let more = self.b.build_int_compare(IntPredicate::SLT, start, hi, "flat.more")?;
+                self.b.build_conditional_branch(more, rest, done)?;
+                self.b.position_at_end(rest);
+                self.assume_aligned_at(out, start, bytes)?;
+                self.for_range(&mut cfx, Trips::Many, start, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
+                self.b.build_unconditional_branch(done)?;
+                self.b.position_at_end(done);
+            }
+            _ => self.for_range(&mut cfx, Trips::Many, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?,
+        }
         self.b.build_return(None)?;
         self.b.position_at_end(entry_bb);
         self.b.build_unconditional_branch(body_bb)?;
@@ -797,8 +836,64 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 }
 
+impl<'ctx, 'a> Emitter<'ctx, 'a> {
+    /// The first index from `lo` on whose element of `bytes` bytes at `out`
+    /// starts on a [`STREAM_ALIGN`]-byte boundary: `lo` plus the elements
+    /// before it. `out` is an array's data, aligned to its element at least
+    /// (the runtime's arrays to 64 bytes).
+    fn aligned_start(&mut self, out: PointerValue<'ctx>, lo: IntValue<'ctx>, bytes: u64) -> R<IntValue<'ctx>> {
+        let base = self.b.build_ptr_to_int(out, self.i64(), "out.addr")?;
+        let offset = self.b.build_int_mul(lo, self.const_i64(bytes as i64), "lo.bytes")?;
+        let at = self.b.build_int_add(base, offset, "lo.addr")?;
+        let to_boundary = self.b.build_int_neg(at, "lo.neg")?;
+        let gap = self.b.build_and(to_boundary, self.const_i64(STREAM_ALIGN as i64 - 1), "gap.bytes")?;
+        let shift = self.const_i64(bytes.trailing_zeros() as i64);
+        let gap = self.b.build_right_shift(gap, shift, false, "gap")?;
+        Ok(self.b.build_int_add(lo, gap, "aligned.start")?)
+    }
+
+    /// Tells LLVM that element `start` of `out` (elements of `bytes` bytes)
+    /// lies on a [`STREAM_ALIGN`]-byte boundary, as an assumption about `out`
+    /// itself (`out - (-start·bytes)` is aligned), which LLVM's
+    /// alignment-from-assumptions pass applies to every access through
+    /// `out` it can relate to `start`: after vectorisation, the stores of a
+    /// loop starting there.
+    fn assume_aligned_at(&mut self, out: PointerValue<'ctx>, start: IntValue<'ctx>, bytes: u64) -> R<()> {
+        use inkwell::values::{AnyValue, OperandBundle};
+        let assume = self.intrinsic("llvm.assume", &[])?;
+        let offset = self.b.build_int_mul(start, self.const_i64(bytes as i64), "start.bytes")?;
+        let offset = self.b.build_int_neg(offset, "start.off")?;
+        let align = OperandBundle::create(
+            "align",
+            &[
+                out.as_any_value_enum(),
+                self.const_i64(STREAM_ALIGN as i64).as_any_value_enum(),
+                offset.as_any_value_enum(),
+            ],
+        );
+        let yes = self.ctx.bool_type().const_all_ones();
+        self.b.build_direct_call_with_operand_bundles(assume, &[yes.into()], &[align], "")?;
+        Ok(())
+    }
+}
+
+/// The boundary a streaming flat loop aligns its stores to: a cache line
+/// (and the widest vector, AVX-512's).
+const STREAM_ALIGN: u64 = 64;
+
+/// Whether a flat loop storing `per_iteration` bytes per iteration over `n`
+/// iterations writes enough to stream ([`STREAM_MIN_BYTES`]), on x86-64: a
+/// result that large does not stay in the caches for its reader anyway, and
+/// an ordinary store first reads every line it writes (a negation of a
+/// 4000x4000 array moved 384 MB for 256 MB of data). The marking
+/// ([`Emitter::mark_streaming`]) takes effect after LLVM's pipeline
+/// ([`mark_streaming_stores`]), so that the vectoriser sees ordinary stores.
+fn streams(per_iteration: u64, n: i64) -> bool {
+    per_iteration.saturating_mul(n.max(0) as u64) >= STREAM_MIN_BYTES
+}
+
 /// Flat loops that write at least this many bytes store them non-temporally
-/// ([`Emitter::stream_if_large`]): the last-level cache of one Zen core
+/// ([`streams`]): the last-level cache of one Zen core
 /// complex. A smaller result may still be in the cache when the next loop
 /// reads it, which non-temporal stores would forfeit.
 pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
@@ -808,19 +903,6 @@ pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 pub(crate) const STREAM_ATTRIBUTE: &str = "wl-stream";
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
-    /// Marks flat loop `func` (`n` iterations) as streaming when its stores
-    /// write at least [`STREAM_MIN_BYTES`] in all, on x86-64: a result that
-    /// large does not stay in the caches for its reader anyway, and an
-    /// ordinary store first reads every line it writes (a negation of a
-    /// 4000x4000 array moved 384 MB for 256 MB of data). The marking takes
-    /// effect after LLVM's pipeline ([`mark_streaming_stores`]), so that the
-    /// vectoriser sees ordinary stores.
-    fn stream_if_large(&self, func: inkwell::values::FunctionValue<'ctx>, n: i64) {
-        if stored_bytes(func).saturating_mul(n.max(0) as u64) >= STREAM_MIN_BYTES {
-            self.mark_streaming(func);
-        }
-    }
-
     /// Marks chunk function `func` as streaming ([`STREAM_ATTRIBUTE`]).
     fn mark_streaming(&self, func: inkwell::values::FunctionValue<'ctx>) {
         func.add_attribute(
@@ -830,18 +912,6 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 }
 
-/// The bytes flat loop `func` stores to memory (not to its stack slots) per
-/// iteration, as emitted (one iteration per pass through its body).
-fn stored_bytes(func: inkwell::values::FunctionValue<'_>) -> u64 {
-    super::instructions(func)
-        .filter(|inst| inst.get_opcode() == inkwell::values::InstructionOpcode::Store && !stores_to_stack(*inst))
-        .filter_map(|inst| match inst.get_operand(0) {
-            Some(inkwell::values::Operand::Value(v)) => Some(store_bytes(v.get_type())),
-            _ => None,
-        })
-        .sum()
-}
-
 /// Whether store `inst` writes a stack slot (an `alloca`'s).
 fn stores_to_stack(inst: inkwell::values::InstructionValue<'_>) -> bool {
     matches!(
@@ -849,18 +919,6 @@ fn stores_to_stack(inst: inkwell::values::InstructionValue<'_>) -> bool {
         Some(inkwell::values::Operand::Value(p)) if p.as_instruction_value()
             .is_some_and(|d| d.get_opcode() == inkwell::values::InstructionOpcode::Alloca)
     )
-}
-
-/// The bytes a store of a value of type `ty` writes (the element types
-/// of arrays, and vectors of them).
-fn store_bytes(ty: BasicTypeEnum<'_>) -> u64 {
-    match ty {
-        BasicTypeEnum::IntType(t) => u64::from(t.get_bit_width()).div_ceil(8),
-        BasicTypeEnum::FloatType(t) if t == t.get_context().f32_type() => 4,
-        BasicTypeEnum::FloatType(_) => 8,
-        BasicTypeEnum::VectorType(t) => u64::from(t.get_size()) * store_bytes(t.get_element_type()),
-        _ => 8,
-    }
 }
 
 /// After optimisation: in every function marked [`STREAM_ATTRIBUTE`], every
