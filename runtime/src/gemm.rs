@@ -105,11 +105,14 @@ impl Isa {
     }
 
     /// (MR, NR, NC): the tile, and the columns of a packed block of `b`
-    /// (`KC × NC` doubles: 1 MiB with AVX-512, where L2 caches are 1-2 MiB;
-    /// 256 KiB with AVX2, for Zen's 512 KiB).
+    /// (`KC × NC` doubles): with AVX-512, half the core's L2 cache
+    /// ([`avx512_block_columns`]); 256 KiB with AVX2, for Zen's 512 KiB.
     fn geometry(self) -> (usize, usize, usize) {
         match self {
-            Isa::Avx512 => (12, 16, 1024),
+            Isa::Avx512 => {
+                static NC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                (12, 16, *NC.get_or_init(|| avx512_block_columns(l2_bytes())))
+            }
             Isa::Avx2 => (6, 8, 128),
             Isa::Portable => (4, 4, 128),
         }
@@ -127,6 +130,43 @@ impl Isa {
             Isa::Avx2 | Isa::Portable => KC_MAX,
         }
     }
+}
+
+/// The columns of a packed block of `b` for the AVX-512 kernels (`KC` 128
+/// rows): as many as fill half of a core's L2 cache of `l2` bytes, the rest
+/// left to the slivers of `a` and the tiles of `c` passing through; 1 MiB
+/// blocks (1024 columns) where it is not known. Where L2 is 2 MiB (Intel's
+/// Sapphire and Emerald Rapids), 1024 columns: 128 rows by 1024 ran 0.95-1.01x the
+/// time of 256 by 512 on an Emerald Rapids Xeon (session 46); where it is
+/// 1 MiB (Zen 4 and 5), 512: 0.96-0.99x the time of 1024 on a Zen 5 EPYC
+/// (1024² and 2000², one and two threads, `bench/ab/ab.c` both orders;
+/// 517², within one block either way, the same).
+fn avx512_block_columns(l2: Option<usize>) -> usize {
+    const NR: usize = 16;
+    const KC: usize = 128;
+    match l2 {
+        Some(bytes) => (bytes / 2 / (KC * 8) / NR * NR).clamp(16 * NR, 1024),
+        None => 1024,
+    }
+}
+
+/// The size of this core's L2 cache, as the processor reports it
+/// (`cpuid` leaf 0x8000_0006, which AMD's and Intel's processors both
+/// answer), if it does. (`__cpuid` is a safe function from Rust 1.90 on,
+/// an unsafe one in our oldest supported Rust.)
+#[allow(unused_unsafe)]
+fn l2_bytes() -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `cpuid` exists on every x86-64 processor; leaves beyond the
+        // highest extended one answer zeros or garbage, hence the check.
+        let highest = unsafe { std::arch::x86_64::__cpuid(0x8000_0000) }.eax;
+        if highest >= 0x8000_0006 {
+            let kib = (unsafe { std::arch::x86_64::__cpuid(0x8000_0006) }.ecx >> 16) as usize;
+            return (kib > 0).then_some(kib << 10);
+        }
+    }
+    None
 }
 
 /// One product's operands, shared by its chunks.
@@ -728,6 +768,19 @@ mod tests {
     fn threads_split_the_rows_and_agree_with_one() {
         check(2, 200, 150, 300, true);
         check(3, 97, 700, 64, false);
+    }
+
+    #[test]
+    fn avx512_blocks_fill_half_of_l2() {
+        // 2 MiB (Sapphire Rapids): 1 MiB blocks; 1 MiB (Zen 4, 5): 512 KiB.
+        assert_eq!(avx512_block_columns(Some(2 << 20)), 1024);
+        assert_eq!(avx512_block_columns(Some(1 << 20)), 512);
+        // Unknown: 1 MiB; tiny or huge caches stay within 256..=1024 columns.
+        assert_eq!(avx512_block_columns(None), 1024);
+        assert_eq!(avx512_block_columns(Some(256 << 10)), 256);
+        assert_eq!(avx512_block_columns(Some(64 << 20)), 1024);
+        // Whole strips of 16 columns.
+        assert_eq!(avx512_block_columns(Some(1_300_000)) % 16, 0);
     }
 
     #[test]
