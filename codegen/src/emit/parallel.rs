@@ -883,8 +883,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 const STREAM_ALIGN: u64 = 64;
 
 /// Whether a flat loop storing `per_iteration` bytes per iteration over `n`
-/// iterations writes enough to stream ([`STREAM_MIN_BYTES`]), on x86-64: a
-/// result that large does not stay in the caches for its reader anyway, and
+/// iterations writes enough to stream ([`STREAM_MIN_BYTES`]) where the
+/// target streams (`Emitter::streams`: x86-64, optimised): a result that
+/// large does not stay in the caches for its reader anyway, and
 /// an ordinary store first reads every line it writes (a negation of a
 /// 4000x4000 array moved 384 MB for 256 MB of data). The marking
 /// ([`Emitter::mark_streaming`]) takes effect after LLVM's pipeline
