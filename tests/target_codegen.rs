@@ -94,6 +94,24 @@ fn merged_into<'t>(ir: &'t str, f: &'t str) -> &'t str {
     }
 }
 
+/// `entry` of `module` run natively on `arg` with `threads` threads: its
+/// array result.
+fn run_natively(
+    module: &compiler_core::ir::Module,
+    sources: &compiler_core::span::SourceMap,
+    entry: &str,
+    arg: &Value,
+    threads: u32,
+) -> std::sync::Arc<Array> {
+    let options = Options { threads: Some(threads), ..Default::default() };
+    let out = withloop_codegen::jit::run(module, sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
+        .unwrap_or_else(|e| panic!("run: {e:?}"));
+    match out.into_iter().next() {
+        Some(Value::Array(a)) => a,
+        other => panic!("{entry}: an array result, not {other:?}"),
+    }
+}
+
 #[test]
 fn streamed_results_are_the_same_on_one_thread_and_two() {
     let (module, sources) = optimised(SOURCE);
@@ -101,11 +119,7 @@ fn streamed_results_are_the_same_on_one_thread_and_two() {
         let input: Vec<f64> = (0..n).map(|i| (i % 977) as f64 * 0.5 - 100.0).collect();
         let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![n], elems: Elems::Double(input.clone()) }));
         for threads in [1, 2] {
-            let options = Options { threads: Some(threads), ..Default::default() };
-            let out =
-                withloop_codegen::jit::run(&module, &sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
-                    .unwrap_or_else(|e| panic!("run: {e:?}"));
-            let Value::Array(a) = &out[0] else { panic!("an array result") };
+            let a = run_natively(&module, &sources, entry, &arg, threads);
             let Elems::Double(got) = &a.elems else { panic!("doubles") };
             assert_eq!(a.shape, [n]);
             assert!(got.iter().zip(&input).all(|(g, x)| *g == -*x), "{entry} of {n}, {threads} thread(s)");
@@ -135,11 +149,7 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
     for (entry, elems, n) in arrays {
         let arg = Value::Array(std::sync::Arc::new(Array { shape: vec![n], elems }));
         for threads in [1, 3] {
-            let options = Options { threads: Some(threads), ..Default::default() };
-            let out =
-                withloop_codegen::jit::run(&module, &sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
-                    .unwrap_or_else(|e| panic!("run: {e:?}"));
-            let Value::Array(a) = &out[0] else { panic!("an array result") };
+            let a = run_natively(&module, &sources, entry, &arg, threads);
             assert_eq!(a.shape, [n]);
             let whole = match &a.elems {
                 Elems::Bool(got) => got.iter().zip(&flags).all(|(g, x)| *g == !*x),
