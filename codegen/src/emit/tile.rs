@@ -505,7 +505,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let x = *vectors.get(load).ok_or_else(|| CodegenError::Bug("a panel load is no vector".into()))?;
             let p = self.panel_slot(panel, k, at)?;
             let st = self.b.build_store(p, x)?;
-            st.set_alignment(elem_bytes(panel.elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
+            st.set_alignment(elem_align(panel.elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
         }
         self.close_loop(l)?;
         self.b.build_unconditional_branch(done_bb)?;
@@ -533,7 +533,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let p = self.panel_slot(panel, k, at)?;
         let x = self.b.build_load(vty, p, "panel.row")?;
         if let Some(i) = x.as_instruction_value() {
-            i.set_alignment(elem_bytes(panel.elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
+            i.set_alignment(elem_align(panel.elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
         }
         Ok(x.into_vector_value())
     }
@@ -761,12 +761,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let p = self.gep(self.mem_ty(elem), data, &[*off], "tile.row")?;
             if let Some(mask) = mask {
                 let store = self.intrinsic("llvm.masked.store", &[vty.into(), self.ptr().into()])?;
-                let align = self.i32().const_int(u64::from(elem_bytes(elem)), false);
+                let align = self.i32().const_int(u64::from(elem_align(elem)), false);
                 self.call(store, &[acc.into(), p.into(), align.into(), mask.into()])?;
                 continue;
             }
             let st = self.b.build_store(p, acc)?;
-            st.set_alignment(elem_bytes(elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
+            st.set_alignment(elem_align(elem)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
             self.tag_elem(Some(st), elem)?;
         }
         Ok(())
@@ -807,7 +807,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let vty = self.mem_ty(b).into_float_type().vec_type(lanes);
                 if let Some(mask) = mask {
                     let load = self.intrinsic("llvm.masked.load", &[vty.into(), self.ptr().into()])?;
-                    let align = self.i32().const_int(u64::from(elem_bytes(b)), false);
+                    let align = self.i32().const_int(u64::from(elem_align(b)), false);
                     let x = self
                         .call(load, &[p.into(), align.into(), mask.into(), vty.const_zero().into()])?
                         .ok_or_else(|| bug("a masked load without a value"))?;
@@ -817,7 +817,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.b.build_load(vty, p, "lanes")?;
                 let inst = x.as_instruction_value();
                 if let Some(i) = inst {
-                    i.set_alignment(elem_bytes(b)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
+                    i.set_alignment(elem_align(b)).map_err(|e| CodegenError::Bug(format!("alignment: {e}")))?;
                 }
                 self.tag_elem(inst, b)?;
                 x.into_vector_value()
@@ -982,10 +982,8 @@ fn rebind<'ctx>(fx: &mut Fx<'ctx, '_>, bound: &Bound<'ctx>, q: &Part, k: IntValu
 /// Bindings saved by [`Emitter::snapshot`]: value, its code, its exact `i64`.
 type Bound<'ctx> = Vec<(ValueId, BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)>;
 
-/// The size of an element of base type `b` in memory, as an alignment.
-fn elem_bytes(b: BaseType) -> u32 {
-    match b {
-        BaseType::Float => 4,
-        _ => 8,
-    }
+/// The alignment of an element of base type `b` (a tile's float or double):
+/// its width.
+fn elem_align(b: BaseType) -> u32 {
+    super::elem_bytes(b) as u32
 }
