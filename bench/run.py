@@ -283,10 +283,11 @@ def threads_summary(rows):
     lines = ["| benchmark | SaC AKS 1 thread (ms) | 2 threads (ms) | speed-up | C -O3 (ms) | C OpenMP 2 threads (ms) "
              "| speed-up |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        f = {k: v["median"] * 1e3 for k, v in r["figures"].items()}
+        fig = r["figures"]
+        f = {k: v["median"] * 1e3 for k, v in fig.items()}
         one, two, c1, c2 = f["SaC AKS"], f["SaC AKS, 2 threads"], f["C -O3"], f["C -O3, 2 threads"]
-        lines.append(f"| {r['benchmark']} | {one:.1f} | {two:.1f} | {one / two:.2f}x | {c1:.1f} | {c2:.1f} "
-                     f"| {c1 / c2:.2f}x |")
+        lines.append(f"| {r['benchmark']} | {one:.1f} | {two:.1f} | {speedups(fig, 'SaC AKS', 'SaC AKS, 2 threads')} "
+                     f"| {c1:.1f} | {c2:.1f} | {speedups(fig, 'C -O3', 'C -O3, 2 threads')} |")
     return "\n".join(lines)
 
 
@@ -1004,11 +1005,22 @@ def ratio_table(rows, impls):
         f = row["figures"]
         cbase = f["C -O3"]["median"]
         cells = [f"{f[i]['median'] / cbase:.2f}" if i in f else "–" for i in impls]
-        speedup = f["SaC AKS"]["median"] / f["SaC AKS, 2 threads"]["median"]
-        c_speedup = cbase / f["C -O3, 2 threads"]["median"]
+        speedup = speedups(f, "SaC AKS", "SaC AKS, 2 threads")
+        c_speedup = speedups(f, "C -O3", "C -O3, 2 threads")
         lines.append(f"| {row['benchmark']} | {row['size']} | {cbase * 1e3:.1f} | " + " | ".join(cells)
-                     + f" | {speedup:.2f}× | {c_speedup:.2f}× |")
+                     + f" | {speedup} | {c_speedup} |")
     return lines
+
+
+def speedups(figures, one, two):
+    """The speed-up of `two` threads over `one`, of the medians and, in
+    parentheses, of the minima: a virtual machine's second CPU is slowed
+    for minutes at a time when the host runs another guest on it, which the
+    medians of a run caught in such a phase show and the best runs do not."""
+    median = figures[one]["median"] / figures[two]["median"]
+    best = figures[one]["min"] / figures[two]["min"]
+    return f"{median:.2f}× ({best:.2f}×)"
+
 
 
 def generic_line(by_name):
@@ -1206,7 +1218,8 @@ def main():
               "it (below). Threads: C and the SaC "
               "and L0 columns run on one thread (the last two columns: SaC on two, and the C with its OpenMP pragmas on "
               "two, `gcc -fopenmp`, a measure of what the machine gives a second thread: memory-bound kernels gain "
-              "little from either); the peers run as installed: NumPy's "
+              "little from either; each speed-up is of the medians, and in parentheses of the minima, the runs a "
+              "virtual machine's second CPU was not slowed by another guest); the peers run as installed: NumPy's "
               "matmul and dot call OpenBLAS on every core, JAX's XLA may split work over cores.", ""]
     by_name = {row["benchmark"]: row["figures"] for row in rows}
     aks = {k: v["SaC AKS"]["median"] for k, v in by_name.items()}
