@@ -240,12 +240,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None };
         let panels = n.is_some_and(|n| self.packs_panels(fx, &pcx, states, n));
         let (outer, total) = match n {
-            Some(n) => self.outer_and_total(fx, s, part, n, chunked_axis(n, panels))?,
-            // A flat part (rank-generic): its offsets are the outer loop.
-            None if compiler_core::opt::util::flat_part(&*fx.defs, w, part) => {
+            // A flat part: its offsets are the outer loop.
+            _ if super::withloop::runs_flat(fx, w, part, n) => {
                 let t = self.flat_count(fx, part)?;
                 (t, t)
             }
+            Some(n) => self.outer_and_total(fx, s, part, n, chunked_axis(n, panels))?,
             None => return Err(CodegenError::Bug("a parallel part without a static index length".into())),
         };
         // The runtime weighs the indices by the work each does (a row of an

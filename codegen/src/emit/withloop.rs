@@ -20,9 +20,10 @@
 //! (`reuse`), both only when the reference count says no one else holds it.
 //!
 //! Generators whose length is only known at run time (shape-generic code) run
-//! as an odometer over index buffers instead of a loop nest, unless the part
-//! is flat (`compiler_core::opt::util::flat_part`: over all of its frame,
-//! reading only its offset), which runs as one loop over the offsets.
+//! as an odometer over index buffers instead of a loop nest. A flat part
+//! (`compiler_core::opt::util::flat_part`: over all of its frame, reading
+//! only its offset) runs as one loop over the offsets instead, whatever its
+//! generator's length ([`runs_flat`]).
 //!
 //! Scans and filters (L0) only store what each index yields while the parts
 //! run; their result comes from one pass over the frame in row-major order
@@ -925,16 +926,15 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let iv = self.alloc_array(fx, BaseType::Int, self.const_i64(1), shape)?;
             self.b.build_store(iv_slot, iv)?;
         }
-        let flat = n_static.is_none() && compiler_core::opt::util::flat_part(&*fx.defs, pcx.w, part);
         match n_static {
-            Some(n) => self.static_part(fx, pcx, states, n, ploc, outer)?,
-            None if flat => {
+            _ if runs_flat(fx, pcx.w, part, n_static) => {
                 let total = self.flat_count(fx, part)?;
                 let (lo, hi) = outer.unwrap_or((self.const_i64(0), total));
                 let (l, o) = self.open_loop(fx, lo, hi)?;
                 self.iteration(fx, pcx, states, &Index::Flat(o))?;
                 self.close_loop(l)?;
             }
+            Some(n) => self.static_part(fx, pcx, states, n, ploc, outer)?,
             None => self.dynamic_part(fx, pcx, states, ploc)?,
         }
         if let Some(iv_slot) = pcx.iv_slot {
@@ -944,7 +944,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(())
     }
 
-    /// The number of iterations of a flat part: the product of its upper
+    /// The number of iterations of a flat part ([`runs_flat`]): the product of its upper
     /// bound's components (none negative, or the part is empty).
     pub(crate) fn flat_count(&mut self, fx: &mut Fx<'ctx, 'a>, part: &Part) -> R<IntValue<'ctx>> {
         let uty = fx.irf.ty(part.upper).clone();
@@ -2056,4 +2056,15 @@ fn row_index(fx: &Fx<'_, '_>, part: &Part, st: &Stmt) -> bool {
 fn dense_part(fx: &Fx<'_, '_>, p: &compiler_core::ir::Part) -> bool {
     let ones = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec()).is_some_and(|v| v.iter().all(|&x| x == 1));
     p.step.is_none_or(ones) && p.width.is_none_or(ones)
+}
+
+/// Whether `part` (of index length `n_static` where that is static) runs as
+/// one loop over its frame's row-major offsets: a flat part
+/// (`compiler_core::opt::util::flat_part`) of run-time length, where the
+/// alternative is an odometer, and one of static length 2 or more, where it
+/// is a loop nest whose inner loop restarts every row (a 4000x4000
+/// `!a | b` on bools, in rows of 4000 0.82-0.86 ms, C's one loop 0.76 ms:
+/// flat, 0.92-0.97x the time on one thread of a Zen 5, 0.89-0.95x on two).
+pub(crate) fn runs_flat(fx: &Fx<'_, '_>, w: &With, part: &Part, n_static: Option<usize>) -> bool {
+    n_static.is_none_or(|n| n >= 2) && compiler_core::opt::util::flat_part(&*fx.defs, w, part)
 }

@@ -757,7 +757,9 @@ fn block_work(defs: &dyn super::index::Defs, b: &Block, depth: usize, withs: boo
 /// nor index scalars (only, if anything, its offset), it is dense, ranges over
 /// all of `[0, upper)`, and every result is a genarray over `upper` or a fold.
 /// Rank-generic code after index vector elimination (`bneg` on `bool[*]`) runs
-/// like code of rank 1 this way, instead of stepping an odometer per element.
+/// like code of rank 1 this way, instead of stepping an odometer per element;
+/// code of static rank 2 or more, instead of a loop nest whose inner loop
+/// restarts every row (the back end's `runs_flat`).
 pub fn flat_part(defs: &dyn super::index::Defs, w: &With, part: &Part) -> bool {
     part.index.is_none()
         && part.scalars.is_none()
