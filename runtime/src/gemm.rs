@@ -152,8 +152,9 @@ fn avx512_block_columns(l2: Option<usize>) -> usize {
 
 /// The size of this core's L2 cache, as the processor reports it
 /// (`cpuid` leaf 0x8000_0006, which AMD's and Intel's processors both
-/// answer), if it does. (`__cpuid` is a safe function from Rust 1.90 on,
-/// an unsafe one in our oldest supported Rust.)
+/// answer), if it does. (`__cpuid` is safe in the Rust this was written
+/// with and unsafe in older ones: the `unsafe` blocks keep the oldest Rust
+/// we support compiling.)
 #[allow(unused_unsafe)]
 fn l2_bytes() -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
