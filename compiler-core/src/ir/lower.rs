@@ -1258,9 +1258,9 @@ impl FnLower<'_, '_> {
             None => vec![None; w.ops.len()],
         };
         let mut parts = Vec::new();
-        for p in &w.parts {
+        for (part_number, p) in w.parts.iter().enumerate() {
             // A partition inference found empty never runs; its body is not typed.
-            if self.instance().parts_skipped.contains(&p.span) {
+            if self.instance().parts_skipped.contains(&(w.id, part_number)) {
                 continue;
             }
             let lower = p.lower.as_ref().and_then(|(b, _)| self.bound(b, out));

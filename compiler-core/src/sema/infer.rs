@@ -1296,7 +1296,7 @@ impl<'a> Engine<'a> {
         });
         let mut cells: Vec<Option<Info>> = vec![None; ops.len()];
         let mut any_part_ran = vec![false; ops.len()];
-        for part in &w.parts {
+        for (part_number, part) in w.parts.iter().enumerate() {
             let mut bound_lens = Vec::new();
             let mut empty = false;
             let mut lo: Option<Vec<i64>> = None;
@@ -1350,7 +1350,7 @@ impl<'a> Engine<'a> {
             }
             if empty {
                 if let Some(id) = walk.record {
-                    self.typed.instances[id.0 as usize].parts_skipped.insert(part.span);
+                    self.typed.instances[id.0 as usize].parts_skipped.insert((w.id, part_number));
                 }
                 continue;
             }

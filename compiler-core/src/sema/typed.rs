@@ -64,9 +64,11 @@ pub struct Instance {
     /// false on entry, or the loop is dead code), and lowering leaves it out.
     pub loops_entered: HashSet<Span>,
     /// With-loop partitions whose generator inference found statically empty
-    /// (by the partition's span): their bodies never run and are not typed,
-    /// and lowering leaves them out.
-    pub parts_skipped: HashSet<Span>,
+    /// (by with-loop and partition number; not by span: the with-loops of one
+    /// macro expansion share the expansion's span, and the library's `eq`
+    /// has two, the first of them empty on scalars): their bodies never run
+    /// and are not typed, and lowering leaves them out.
+    pub parts_skipped: HashSet<(WithId, usize)>,
 }
 
 #[derive(Clone, Debug)]
