@@ -104,17 +104,25 @@ impl Isa {
         isas
     }
 
-    /// (MR, NR, NC): the tile, and the columns of a packed block of `b`
-    /// (`KC × NC` doubles): with AVX-512, half the core's L2 cache
-    /// ([`avx512_block_columns`]); 256 KiB with AVX2, for Zen's 512 KiB.
-    fn geometry(self) -> (usize, usize, usize) {
+    /// (MR, NR): the tile (asked for per tile, so a constant).
+    fn tile_shape(self) -> (usize, usize) {
+        match self {
+            Isa::Avx512 => (12, 16),
+            Isa::Avx2 => (6, 8),
+            Isa::Portable => (4, 4),
+        }
+    }
+
+    /// NC: the columns of a packed block of `b` (`KC × NC` doubles): with
+    /// AVX-512, half the core's L2 cache ([`half_l2_columns`], measured
+    /// once); 256 KiB with AVX2, for Zen's 512 KiB.
+    fn block_columns(self) -> usize {
         match self {
             Isa::Avx512 => {
                 static NC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-                (12, 16, *NC.get_or_init(|| avx512_block_columns(l2_bytes())))
+                *NC.get_or_init(|| half_l2_columns(l2_bytes(), self.kc(), self.tile_shape().1))
             }
-            Isa::Avx2 => (6, 8, 128),
-            Isa::Portable => (4, 4, 128),
+            Isa::Avx2 | Isa::Portable => 128,
         }
     }
 
@@ -132,21 +140,20 @@ impl Isa {
     }
 }
 
-/// The columns of a packed block of `b` for the AVX-512 kernels (`KC` 128
-/// rows): as many as fill half of a core's L2 cache of `l2` bytes, the rest
-/// left to the slivers of `a` and the tiles of `c` passing through; 1 MiB
-/// blocks (1024 columns) where it is not known. Where L2 is 2 MiB (Intel's
-/// Sapphire and Emerald Rapids), 1024 columns: 128 rows by 1024 ran 0.95-1.01x the
-/// time of 256 by 512 on an Emerald Rapids Xeon (session 46); where it is
-/// 1 MiB (Zen 4 and 5), 512: 0.96-0.99x the time of 1024 on a Zen 5 EPYC
-/// (1024² and 2000², one and two threads, `bench/ab/ab.c` both orders;
-/// 517², within one block either way, the same).
-fn avx512_block_columns(l2: Option<usize>) -> usize {
-    const NR: usize = 16;
-    const KC: usize = 128;
+/// The columns of a packed block of `b` of `kc` rows, in whole strips of
+/// `nr`, that fill half of a core's L2 cache of `l2` bytes, the rest left to
+/// the slivers of `a` and the tiles of `c` passing through; 1024 where it
+/// is not known, and 16 to 64 strips. With AVX-512 (`kc` 128, `nr` 16):
+/// where L2 is 2 MiB (Intel's Sapphire and Emerald Rapids), 1024 columns:
+/// 128 rows by 1024 ran 0.95-1.01x the time of 256 by 512 on an Emerald
+/// Rapids Xeon (session 46); where it is 1 MiB (Zen 4 and 5), 512:
+/// 0.96-0.99x the time of 1024 on a Zen 5 EPYC (1024² and 2000², one and
+/// two threads, `bench/ab/ab.c` both orders; 517², within one block either
+/// way, the same).
+fn half_l2_columns(l2: Option<usize>, kc: usize, nr: usize) -> usize {
     match l2 {
-        Some(bytes) => (bytes / 2 / (KC * 8) / NR * NR).clamp(16 * NR, 1024),
-        None => 1024,
+        Some(bytes) => (bytes / 2 / (kc * 8) / nr * nr).clamp(16 * nr, 64 * nr),
+        None => 64 * nr,
     }
 }
 
@@ -225,8 +232,8 @@ pub unsafe extern "C" fn wl_gemm_f64(
 /// # Safety
 /// As [`wl_gemm_f64`]'s, with `m`, `n`, `l` positive.
 unsafe fn product(ctx: *mut WlCtx, p: &Product) {
-    let (mr, nr, nc_max) = p.isa.geometry();
-    let kc_max = p.isa.kc();
+    let (mr, nr) = p.isa.tile_shape();
+    let (kc_max, nc_max) = (p.isa.kc(), p.isa.block_columns());
     let flops = (p.m as u128) * (p.n as u128) * (p.l as u128);
     let threads = if flops < 1 << 21 { 1 } else { crate::parallel::threads_of(unsafe { &*ctx }) };
     // Rows of `a` per panel: as many as fit `PANEL_MAX`, whole slivers.
@@ -372,7 +379,7 @@ thread_local! {
 /// are the panel's slivers.
 unsafe fn rows_of(block: &Block, slivers: std::ops::Range<usize>) {
     let &Block { p, ic, rows, jc, nc, pc, kc, packed, panel } = block;
-    let (mr, nr, _) = p.isa.geometry();
+    let (mr, nr) = p.isa.tile_shape();
     let end = ic + rows;
     // SAFETY: `product` packed `kc × nc` doubles, read only from now on.
     let strips = unsafe { std::slice::from_raw_parts(packed as *const f64, nc.div_ceil(nr) * nr * kc) };
@@ -456,7 +463,7 @@ unsafe fn pack_a_full<const MR: usize>(rows: &[*const f64; MR_MAX], out: &mut [f
 /// # Safety
 /// As [`wl_gemm_f64`]; `block.packed` holds the block's strips.
 unsafe fn pack_b(block: &Block, strips: std::ops::Range<usize>) {
-    match block.p.isa.geometry().1 {
+    match block.p.isa.tile_shape().1 {
         16 => unsafe { pack_b_strips::<16>(block, strips) },
         8 => unsafe { pack_b_strips::<8>(block, strips) },
         _ => unsafe { pack_b_strips::<4>(block, strips) },
@@ -514,7 +521,7 @@ unsafe fn tile(
     first: bool,
     next: *const f64,
 ) {
-    let (mr, nr, _) = p.isa.geometry();
+    let (mr, nr) = p.isa.tile_shape();
     // SAFETY: the tile lies inside `c` (rows `i .. i + h ≤ m`, columns `j .. j + w ≤ n`).
     let at = unsafe { p.c.add(i * p.n + j) };
     // The next tile's rows of `c` (partial sums to load, or lines to
@@ -773,15 +780,16 @@ mod tests {
 
     #[test]
     fn avx512_blocks_fill_half_of_l2() {
+        let columns = |l2| half_l2_columns(l2, 128, 16);
         // 2 MiB (Sapphire Rapids): 1 MiB blocks; 1 MiB (Zen 4, 5): 512 KiB.
-        assert_eq!(avx512_block_columns(Some(2 << 20)), 1024);
-        assert_eq!(avx512_block_columns(Some(1 << 20)), 512);
+        assert_eq!(columns(Some(2 << 20)), 1024);
+        assert_eq!(columns(Some(1 << 20)), 512);
         // Unknown: 1 MiB; tiny or huge caches stay within 256..=1024 columns.
-        assert_eq!(avx512_block_columns(None), 1024);
-        assert_eq!(avx512_block_columns(Some(256 << 10)), 256);
-        assert_eq!(avx512_block_columns(Some(64 << 20)), 1024);
+        assert_eq!(columns(None), 1024);
+        assert_eq!(columns(Some(256 << 10)), 256);
+        assert_eq!(columns(Some(64 << 20)), 1024);
         // Whole strips of 16 columns.
-        assert_eq!(avx512_block_columns(Some(1_300_000)) % 16, 0);
+        assert_eq!(columns(Some(1_300_000)) % 16, 0);
     }
 
     #[test]
