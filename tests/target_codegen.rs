@@ -9,7 +9,8 @@
 //! (LLVM splits an under-aligned non-temporal vector store into one store
 //! per element). The results are the same either way, on one thread and on
 //! several (whose chunks start anywhere in the result), for elements of
-//! every width.
+//! every width. A with-loop part of static size that writes and reads 40 MiB
+//! or more streams too, each row of its innermost loop aligned so.
 //!
 //! Loop strength reduction: off in LLVM's code generator on every target
 //! (`configure_llvm`); targets other than x86-64 run it in the optimisation
@@ -158,6 +159,86 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
                 other => panic!("{entry}: {other:?}"),
             };
             assert!(whole, "{entry} of {n}, {threads} thread(s)");
+        }
+    }
+}
+
+/// With-loop parts that write and read 40 MiB or more: a relaxation's
+/// interior (rows of 1701 doubles, so each row starts at another offset from
+/// a 64-byte boundary), a full-frame element-wise genarray of rank 3 (one
+/// loop over offsets), and a rank-1 genarray over all but its last index
+/// (its default written apart). `small` reads and writes 16 MB.
+const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
+                     {\n\
+                       return with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
+                                0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
+                              } : modarray(a);\n\
+                     }\n\
+                     float[200,300,211] halve(float[200,300,211] a) { return { iv -> a[iv] * 0.5f }; }\n\
+                     int[6000001] step(int[6000001] a)\n\
+                     {\n\
+                       return with { ([0] <= [i] < [6000000]) : a[[i + 1]] - a[[i]]; } : genarray([6000001], 0);\n\
+                     }\n\
+                     double[1000,1000] small(double[1000,1000] a) { return { [i, j] -> a[[i, j]] + 1.0 }; }\n";
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
+    let (module, sources) = optimised(PARTS);
+    let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
+        .expect("the module compiles");
+    let ir = String::from_utf8(ir).expect("LLVM IR is text");
+    for (name, elem) in [("relax", "x double>"), ("halve", "x float>"), ("step", "x i32>")] {
+        let chunks = functions(&ir, &format!("wl.chunk.{name}"));
+        assert_eq!(chunks.len(), 1, "{name}: one chunk function");
+        let f = chunks[0];
+        assert!(f.contains("@llvm.x86.sse.sfence()"), "{f}");
+        let aligned = f.lines().any(|l| {
+            l.contains("store <") && l.contains(elem) && l.contains(", align 64,") && l.contains("!nontemporal")
+        });
+        assert!(aligned, "{name}: aligned non-temporal vector stores\n{f}");
+    }
+    let small = functions(&ir, "wl.chunk.small");
+    assert_eq!(small.len(), 1);
+    assert!(!small[0].contains("!nontemporal"), "`small` stores as usual\n{}", small[0]);
+}
+
+#[test]
+fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
+    let (module, sources) = optimised(PARTS);
+    let (rows, cols) = (1700, 1701);
+    let grid: Vec<f64> = (0..rows * cols).map(|i| (i % 1013) as f64 * 0.5).collect();
+    let mut relaxed = grid.clone();
+    for i in 1..rows - 1 {
+        for j in 1..cols - 1 {
+            let at = |r: usize, c: usize| grid[r * cols + c];
+            relaxed[i * cols + j] = 0.25 * (at(i - 1, j) + at(i + 1, j) + at(i, j - 1) + at(i, j + 1));
+        }
+    }
+    let floats: Vec<f32> = (0..200 * 300 * 211).map(|i| (i % 1019) as f32 - 9.0).collect();
+    let ints: Vec<i64> = (0..6_000_001i64).map(|i| (i * i) % 7919).collect();
+    let mut steps: Vec<i64> = ints.windows(2).map(|w| w[1] - w[0]).collect();
+    steps.push(0);
+    let cases = [
+        ("relax", Array { shape: vec![rows, cols], elems: Elems::Double(grid) }, Elems::Double(relaxed)),
+        (
+            "halve",
+            Array { shape: vec![200, 300, 211], elems: Elems::Float(floats.clone()) },
+            Elems::Float(floats.iter().map(|x| x * 0.5).collect()),
+        ),
+        (
+            "step",
+            Array { shape: vec![6_000_001], elems: Elems::Int(compiler_core::syntax::ast::BaseType::Int, ints) },
+            Elems::Int(compiler_core::syntax::ast::BaseType::Int, steps),
+        ),
+    ];
+    for (entry, input, want) in cases {
+        let shape = input.shape.clone();
+        let arg = Value::Array(std::sync::Arc::new(input));
+        for threads in [1, 3] {
+            let a = run_natively(&module, &sources, entry, &arg, threads);
+            assert_eq!(a.shape, shape, "{entry}");
+            assert!(a.elems == want, "{entry}, {threads} thread(s): a wrong element");
         }
     }
 }

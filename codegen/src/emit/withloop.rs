@@ -36,7 +36,19 @@
 //! (`parallel.rs` in the runtime). Chunk 0 starts each fold from its neutral
 //! element, the others from the operation's identity, and the partial results
 //! are combined in chunk order, so one thread computes exactly what the
-//! interpreter does; several threads reassociate floating-point folds.
+//! interpreter does; several threads reassociate floating-point folds. A
+//! parallel part that writes and reads more than the caches hold stores its
+//! cells non-temporally (`parallel.rs`, `Emitter::part_streams`); its
+//! innermost loop runs up to a 64-byte boundary of its result first, then
+//! on from there with the stores aligned ([`Emitter::aligned_innermost`]).
+//!
+//! ```text
+//! for (i = 1; i < 1999; i++) {                  // a 2000x2000 relaxation
+//!   for (j = 1; j < 1 + gap(i); j++) b[i][j] = …;              // up to 64 B
+//!   assume(&b[i][1 + gap(i)] % 64 == 0);
+//!   for (j = 1 + gap(i); j < 1999; j++) b[i][j] = …;   // movntpd, aligned
+//! }
+//! ```
 
 use compiler_core::HashSet;
 
@@ -176,6 +188,10 @@ pub(crate) struct PartCx<'ctx, 'a> {
     pub mask: Option<PointerValue<'ctx>>,
     /// Where a fixpoint fold that is done jumps to.
     pub end: Option<BasicBlock<'ctx>>,
+    /// The part runs in a chunk function whose stores stream past the caches
+    /// (`parallel.rs`, `Emitter::part_streams`): its innermost loop starts on
+    /// a 64-byte boundary of its one result ([`Emitter::aligned_innermost`]).
+    pub stream: bool,
 }
 
 impl<'ctx, 'a> Emitter<'ctx, 'a> {
@@ -200,13 +216,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Closes a loop [`Self::open_loop`] opened; the builder continues after it.
     pub fn close_loop(&mut self, l: OpenLoop<'ctx>) -> R<()> {
+        self.close_loop_with(l, Trips::Many)
+    }
+
+    /// [`Self::close_loop`] for a loop of `trips` iterations.
+    pub fn close_loop_with(&mut self, l: OpenLoop<'ctx>, trips: Trips) -> R<()> {
         let i = l.phi.as_basic_value().into_int_value();
         let next = self.b.build_int_add(i, self.const_i64(1), "i.next")?;
         let more = self.b.build_int_compare(IntPredicate::SLT, next, l.hi, "more")?;
         let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         l.phi.add_incoming(&[(&next, latch)]);
         let back = self.b.build_conditional_branch(more, l.body, l.exit)?;
-        self.loop_hints(back);
+        match trips {
+            Trips::Few => self.small_loop_hints(back),
+            Trips::Many => self.loop_hints(back),
+        }
         self.b.position_at_end(l.exit);
         Ok(())
     }
@@ -602,7 +626,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 continue;
             }
             let iv_slot = if part.index.is_some() { Some(self.alloca(fx, self.ptr().into(), "wl.iv")?) } else { None };
-            let pcx = PartCx { w, part, s, iv_slot, mask, end: if all_fix { Some(end) } else { None } };
+            let pcx = PartCx { w, part, s, iv_slot, mask, end: if all_fix { Some(end) } else { None }, stream: false };
             self.part(fx, &pcx, &mut states)?;
         }
         self.b.build_unconditional_branch(end)?;
@@ -930,9 +954,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             _ if runs_flat(fx, pcx.w, part, n_static) => {
                 let total = self.flat_count(fx, part)?;
                 let (lo, hi) = outer.unwrap_or((self.const_i64(0), total));
-                let (l, o) = self.open_loop(fx, lo, hi)?;
-                self.iteration(fx, pcx, states, &Index::Flat(o))?;
-                self.close_loop(l)?;
+                match streamed_result(pcx, states) {
+                    Some(out) => self.aligned_innermost(fx, pcx, states, None, lo, hi, out)?,
+                    None => {
+                        let (l, o) = self.open_loop(fx, lo, hi)?;
+                        self.iteration(fx, pcx, states, &Index::Flat(o))?;
+                        self.close_loop(l)?;
+                    }
+                }
             }
             Some(n) => self.static_part(fx, pcx, states, n, ploc, outer)?,
             None => self.dynamic_part(fx, pcx, states, ploc)?,
@@ -1149,6 +1178,9 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         // A thread's chunk is a range of the nest's outermost loop.
         let chunked = super::parallel::chunked_axis(n, panel.is_some());
+        // A streaming part's innermost range, its loop left to `aligned_innermost`.
+        let streamed = streamed_result(pcx, states);
+        let mut innermost = None;
         // Row reads run when a row starts, and only when the row has cells:
         // the selection was proved in bounds for the body, which an empty
         // inner range never runs (a 5x0 array's column k does not exist).
@@ -1191,6 +1223,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     }
                     None => (g.lo[d], g.hi[d]),
                 };
+                if d == n - 1 && tile.is_none() && streamed.is_some() {
+                    innermost = Some((lo, hi));
+                    continue;
+                }
                 let (l, i) = self.open_loop(fx, lo, hi)?;
                 open.push(l);
                 idx.push(i);
@@ -1205,11 +1241,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 idx.push(i);
             }
         }
-        match (tile, tiles) {
-            (Some(t), [Some(rows), Some(cols)]) => {
+        match (tile, tiles, innermost.zip(streamed)) {
+            (Some(t), [Some(rows), Some(cols)], _) => {
                 let partial = super::tile::partial_tiles(fx, pcx.part, n);
                 self.tile(fx, pcx, states, plan.as_ref(), panel.as_ref(), &idx, rows, cols, t, partial)?
             }
+            (_, _, Some(((lo, hi), out))) => self.aligned_innermost(fx, pcx, states, Some(&idx), lo, hi, out)?,
             _ => self.iteration(fx, pcx, states, &Index::Static(idx))?,
         }
         while let Some(l) = open.pop() {
@@ -1226,6 +1263,47 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.call(self.rt.dec, &[panel.array.into()])?;
         }
         Ok(())
+    }
+
+    /// The innermost loop of a streaming part ([`PartCx::stream`]): indices
+    /// `lo..hi` after the outer ones, `outer` (`None`: a flat part's offsets),
+    /// whose cells go to `out`'s data, elements of its width. The body runs
+    /// up to the first index whose cell starts on a 64-byte boundary of the
+    /// data, then from there with LLVM told so (`parallel::assume_aligned_at`),
+    /// as a streaming flat loop does (`parallel::Emitter::flat_chunk`): the
+    /// vectorised stores become aligned ones, which stay whole vectors once
+    /// made non-temporal. The body is emitted twice; its values are
+    /// re-emitted in the second copy, so nothing of the first is used there.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn aligned_innermost(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        pcx: &PartCx<'ctx, 'a>,
+        states: &mut [OpState<'ctx, 'a>],
+        outer: Option<&[IntValue<'ctx>]>,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        (data, bytes): (PointerValue<'ctx>, u64),
+    ) -> R<()> {
+        let index_at = |i: IntValue<'ctx>| match outer {
+            Some(outer) => Index::Static(outer.iter().copied().chain([i]).collect()),
+            None => Index::Flat(i),
+        };
+        let frame =
+            states[0].frame().cloned().ok_or_else(|| CodegenError::Bug("a streamed part without a frame".into()))?;
+        let first = self.frame_offset(fx, &index_at(lo), &frame)?;
+        let aligned = self.aligned_start(data, first, bytes)?;
+        let gap = self.b.build_int_sub(aligned, first, "gap")?;
+        let start = self.b.build_int_add(lo, gap, "row.aligned")?;
+        let head_end =
+            self.call_intrinsic("llvm.smin", &[self.i64().into()], &[start.into(), hi.into()])?.into_int_value();
+        let (l, i) = self.open_loop(fx, lo, head_end)?;
+        self.iteration(fx, pcx, states, &index_at(i))?;
+        self.close_loop_with(l, Trips::Few)?;
+        self.assume_aligned_at(data, aligned, bytes)?;
+        let (l, i) = self.open_loop(fx, start, hi)?;
+        self.iteration(fx, pcx, states, &index_at(i))?;
+        self.close_loop(l)
     }
 
     /// Continues in a new block `then` that runs only when the generator's
@@ -1948,6 +2026,20 @@ fn int_min(t: BaseType) -> i64 {
     }
 }
 
+/// The data and element width of the one result a streaming part
+/// ([`PartCx::stream`]) writes; `None` for any other part.
+fn streamed_result<'ctx>(pcx: &PartCx<'ctx, '_>, states: &[OpState<'ctx, '_>]) -> Option<(PointerValue<'ctx>, u64)> {
+    if !pcx.stream {
+        return None;
+    }
+    match states {
+        [OpState::Gen { result: Result::Eager { data, .. }, elem, .. }] | [OpState::Mod { data, elem, .. }] => {
+            Some((*data, super::elem_bytes(*elem)))
+        }
+        _ => None,
+    }
+}
+
 /// A part's *row reads*, in body order, with the statements they need: the
 /// selections of an array whose buffer the with-loop takes over (`reuse`)
 /// anywhere but at the written index. `compiler_core::opt::snapshot` leaves
@@ -2053,7 +2145,7 @@ fn row_index(fx: &Fx<'_, '_>, part: &Part, st: &Stmt) -> bool {
 
 /// Whether a part writes every index between its bounds (no step or width
 /// other than 1).
-fn dense_part(fx: &Fx<'_, '_>, p: &compiler_core::ir::Part) -> bool {
+pub(crate) fn dense_part(fx: &Fx<'_, '_>, p: &compiler_core::ir::Part) -> bool {
     let ones = |v: ValueId| fx.consts.get(&v).and_then(|c| c.as_int_vec()).is_some_and(|v| v.iter().all(|&x| x == 1));
     p.step.is_none_or(ones) && p.width.is_none_or(ones)
 }
