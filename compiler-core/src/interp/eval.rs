@@ -516,7 +516,7 @@ impl<'p> Interp<'p> {
                         return Ok(flow);
                     }
                 }
-                Stmt::While { cond, body, span } => {
+                Stmt::While { cond, body, span, .. } => {
                     while self.eval_bool(frame, cond, "loop condition")? {
                         if self.options.max_steps.is_some() {
                             self.step(*span)?;

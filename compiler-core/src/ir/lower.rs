@@ -610,7 +610,10 @@ impl FnLower<'_, '_> {
     /// runs (its condition is false on entry, known by inference, which is
     /// why evaluating it cannot fail either), and its body is not typed.
     fn loop_entered(&self, s: &hir::Stmt) -> bool {
-        self.instance().loops_entered.contains(&stmt_span(s))
+        match s {
+            hir::Stmt::While { id, .. } | hir::Stmt::DoWhile { id, .. } => self.instance().loops_entered.contains(id),
+            _ => false,
+        }
     }
 
     fn local_ty(&self, l: LocalId) -> Ty {
@@ -928,8 +931,8 @@ impl FnLower<'_, '_> {
         ret: Option<(ValueId, Vec<ValueId>)>,
     ) -> (ValueId, Vec<ValueId>) {
         let (cond, body, test_first, span) = match s {
-            hir::Stmt::While { cond, body, span } => (cond, body, true, *span),
-            hir::Stmt::DoWhile { body, cond, span } => (cond, body, false, *span),
+            hir::Stmt::While { cond, body, span, .. } => (cond, body, true, *span),
+            hir::Stmt::DoWhile { body, cond, span, .. } => (cond, body, false, *span),
             _ => unreachable_loop(),
         };
         // Carried: locals the body (or condition) assigns that are defined before.

@@ -195,3 +195,23 @@ fn ifs_left_empty_are_removed_and_ifs_with_checks_stay() {
     assert_eq!(ifs(&m), 1, "{}", print::module_text(&m));
     assert!(print::module_text(&m).contains("check in_bounds"));
 }
+
+/// Two loops from one macro expansion share its span; inference enters the
+/// first (`x < 3` on entry) and not the second (`y > 5` is false on entry),
+/// so lowering leaves the second out. Recorded by span, the first loop's
+/// entry counted for both, and the second was lowered with an untyped body
+/// (a `+` that reached no instance, B0001).
+#[test]
+fn a_loop_inference_never_entered_is_left_out_though_it_shares_a_span() {
+    let source = "#define TWO_LOOPS(a, b) while (a < 3) { a = a + 1; } while (b > 5) { b = b + half(tod(b)); }\n\
+                  int half(double d) { return toi(d / 2.0); }\n\
+                  int main() { x = 0; y = 0; TWO_LOOPS(x, y) return x * 10 + y; }\n";
+    let options = crate::driver::FrontendOptions::default();
+    let fe = crate::driver::frontend("loops.sac", source, &crate::syntax::cpp::MemoryLoader::default(), &options);
+    assert!(!fe.has_errors(), "{:?}", fe.diagnostics);
+    let m = lower::lower(&fe.program, &fe.typed, &fe.sources);
+    let main = m.functions.iter().find(|f| f.name == "main").expect("main");
+    let text = print::function_text(&m, main);
+    assert_eq!(text.matches("loop while").count(), 1, "{text}");
+    assert!(!text.contains("B0001"), "{text}");
+}

@@ -31,6 +31,12 @@ pub struct SiteId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WithId(pub u32);
 
+/// Identifies a `while`, `do`/`while` or `for` loop (inference records per
+/// instance which loops it entered; the loops of one macro expansion share a
+/// span, so spans cannot tell them apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LoopId(pub u32);
+
 /// Element type of a resolved type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
@@ -167,11 +173,13 @@ pub enum Stmt {
         span: Span,
     },
     While {
+        id: LoopId,
         cond: Expr,
         body: Vec<Stmt>,
         span: Span,
     },
     DoWhile {
+        id: LoopId,
         body: Vec<Stmt>,
         cond: Expr,
         span: Span,

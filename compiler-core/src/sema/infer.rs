@@ -757,7 +757,7 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
-            Stmt::While { cond, body, span } => {
+            Stmt::While { id: loop_id, cond, body, span } => {
                 let c = self.expr(walk, cond);
                 self.check_bool(&c, cond.span, "a loop condition");
                 if matches!(
@@ -767,7 +767,7 @@ impl<'a> Engine<'a> {
                     return;
                 }
                 if let Some(id) = walk.record {
-                    self.typed.instances[id.0 as usize].loops_entered.insert(*span);
+                    self.typed.instances[id.0 as usize].loops_entered.insert(*loop_id);
                 }
                 self.fixpoint(walk, *span, |engine, walk| {
                     engine.stmts(walk, body);
@@ -781,9 +781,9 @@ impl<'a> Engine<'a> {
                 // ranks with the entry's).
                 self.expr(walk, cond);
             }
-            Stmt::DoWhile { body, cond, span } => {
+            Stmt::DoWhile { id: loop_id, body, cond, span } => {
                 if let Some(id) = walk.record {
-                    self.typed.instances[id.0 as usize].loops_entered.insert(*span);
+                    self.typed.instances[id.0 as usize].loops_entered.insert(*loop_id);
                 }
                 self.fixpoint(walk, *span, |engine, walk| {
                     engine.stmts(walk, body);

@@ -130,6 +130,7 @@ struct State<'a> {
     defer_library: bool,
     n_sites: u32,
     n_withs: u32,
+    n_loops: u32,
     /// Modules that define a name, for "add `use Array: all;`" hints.
     providers: Arc<HashMap<Name, Vec<&'static str>>>,
 }
@@ -148,6 +149,7 @@ impl<'a> State<'a> {
             defer_library: false,
             n_sites: 0,
             n_withs: 0,
+            n_loops: 0,
             providers: Arc::default(),
         }
     }
@@ -461,6 +463,11 @@ impl<'a> State<'a> {
     fn new_with(&mut self) -> hir::WithId {
         self.n_withs += 1;
         hir::WithId(self.n_withs - 1)
+    }
+
+    fn new_loop(&mut self) -> hir::LoopId {
+        self.n_loops += 1;
+        hir::LoopId(self.n_loops - 1)
     }
 
     fn new_site(&mut self) -> hir::SiteId {

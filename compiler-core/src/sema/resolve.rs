@@ -282,13 +282,13 @@ impl Ctx<'_, '_> {
                 let before = self.defined.clone();
                 let body = self.block(&body.stmts);
                 self.restore_after_loop(before);
-                out.push(Stmt::While { cond, body, span });
+                out.push(Stmt::While { id: self.state.new_loop(), cond, body, span });
             }
             StmtKind::DoWhile { body, cond } => {
                 let body = self.block(&body.stmts);
                 let cond = self.expr(cond);
                 self.terminated = false;
-                out.push(Stmt::DoWhile { body, cond, span });
+                out.push(Stmt::DoWhile { id: self.state.new_loop(), body, cond, span });
             }
             StmtKind::For { init, cond, step, body } => {
                 for i in init {
@@ -304,7 +304,7 @@ impl Ctx<'_, '_> {
                     self.stmt(st, &mut body_stmts);
                 }
                 self.restore_after_loop(before);
-                out.push(Stmt::While { cond, body: body_stmts, span });
+                out.push(Stmt::While { id: self.state.new_loop(), cond, body: body_stmts, span });
             }
             StmtKind::Return { values } => {
                 if self.with_depth > 0 {

@@ -10,7 +10,7 @@
 use crate::{HashMap, HashSet};
 use std::rc::Rc;
 
-use super::hir::{FunId, SiteId, WithId};
+use super::hir::{FunId, LoopId, SiteId, WithId};
 use super::ty::Ty;
 use crate::span::Span;
 use crate::syntax::ast::Name;
@@ -59,10 +59,11 @@ pub struct Instance {
     pub symbol: String,
     /// Parameter types are narrower than the declared ones.
     pub specialised: bool,
-    /// The `while`/`for` loops whose bodies inference reached (by the loop's
-    /// span); a loop not among them never runs (its condition is known to be
-    /// false on entry, or the loop is dead code), and lowering leaves it out.
-    pub loops_entered: HashSet<Span>,
+    /// The `while`/`for` loops whose bodies inference reached (by loop, not
+    /// by span: the loops of one macro expansion share its span); a loop not
+    /// among them never runs (its condition is known to be false on entry, or
+    /// the loop is dead code), and lowering leaves it out.
+    pub loops_entered: HashSet<LoopId>,
     /// With-loop partitions whose generator inference found statically empty
     /// (by with-loop and partition number; not by span: the with-loops of one
     /// macro expansion share the expansion's span, and the library's `eq`
