@@ -167,7 +167,8 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
 /// interior (rows of 1701 doubles, so each row starts at another offset from
 /// a 64-byte boundary), a full-frame element-wise genarray of rank 3 (one
 /// loop over offsets), and a rank-1 genarray over all but its last index
-/// (its default written apart). `small` reads and writes 16 MB.
+/// (its default written apart). `small` reads and writes 16 MB; `relax_any`
+/// is of run-time shape.
 const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                      {\n\
                        return with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
@@ -179,7 +180,13 @@ const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                      {\n\
                        return with { ([0] <= [i] < [6000000]) : a[[i + 1]] - a[[i]]; } : genarray([6000001], 0);\n\
                      }\n\
-                     double[1000,1000] small(double[1000,1000] a) { return { [i, j] -> a[[i, j]] + 1.0 }; }\n";
+                     double[1000,1000] small(double[1000,1000] a) { return { [i, j] -> a[[i, j]] + 1.0 }; }\n\
+                     double[.,.] relax_any(double[.,.] a)\n\
+                     {\n\
+                       return with { ([1, 1] <= [i, j] < shape(a) - 1) :\n\
+                                0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
+                              } : modarray(a);\n\
+                     }\n";
 
 #[cfg(target_arch = "x86_64")]
 #[test]
@@ -189,7 +196,7 @@ fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
         .expect("the module compiles");
     let ir = String::from_utf8(ir).expect("LLVM IR is text");
     for (name, elem) in [("relax", "x double>"), ("halve", "x float>"), ("step", "x i32>")] {
-        let chunks = functions(&ir, &format!("wl.chunk.{name}"));
+        let chunks = functions(&ir, &format!("wl.chunk.stream.{name}"));
         assert_eq!(chunks.len(), 1, "{name}: one chunk function");
         let f = chunks[0];
         assert!(f.contains("@llvm.x86.sse.sfence()"), "{f}");
@@ -201,6 +208,23 @@ fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
     let small = functions(&ir, "wl.chunk.small");
     assert_eq!(small.len(), 1);
     assert!(!small[0].contains("!nontemporal"), "`small` stores as usual\n{}", small[0]);
+    assert!(functions(&ir, "wl.chunk.stream.small").is_empty());
+    // Of run-time shape: no streaming copy (it would be compiled in every
+    // generic instance, most of which run on small arrays).
+    assert_eq!(functions(&ir, "wl.chunk.relax_any").len(), 1);
+    assert!(functions(&ir, "wl.chunk.stream.relax_any").is_empty());
+}
+
+/// A 5-point relaxation of the interior of a `rows` x `cols` grid, the border kept.
+fn relaxed(grid: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    let mut out = grid.to_vec();
+    for i in 1..rows - 1 {
+        for j in 1..cols - 1 {
+            let at = |r: usize, c: usize| grid[r * cols + c];
+            out[i * cols + j] = 0.25 * (at(i - 1, j) + at(i + 1, j) + at(i, j - 1) + at(i, j + 1));
+        }
+    }
+    out
 }
 
 #[test]
@@ -208,19 +232,27 @@ fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
     let (module, sources) = optimised(PARTS);
     let (rows, cols) = (1700, 1701);
     let grid: Vec<f64> = (0..rows * cols).map(|i| (i % 1013) as f64 * 0.5).collect();
-    let mut relaxed = grid.clone();
-    for i in 1..rows - 1 {
-        for j in 1..cols - 1 {
-            let at = |r: usize, c: usize| grid[r * cols + c];
-            relaxed[i * cols + j] = 0.25 * (at(i - 1, j) + at(i + 1, j) + at(i, j - 1) + at(i, j + 1));
-        }
-    }
+    let small: Vec<f64> = (0..37 * 45).map(|i| (i % 17) as f64).collect();
     let floats: Vec<f32> = (0..200 * 300 * 211).map(|i| (i % 1019) as f32 - 9.0).collect();
     let ints: Vec<i64> = (0..6_000_001i64).map(|i| (i * i) % 7919).collect();
     let mut steps: Vec<i64> = ints.windows(2).map(|w| w[1] - w[0]).collect();
     steps.push(0);
     let cases = [
-        ("relax", Array { shape: vec![rows, cols], elems: Elems::Double(grid) }, Elems::Double(relaxed)),
+        (
+            "relax",
+            Array { shape: vec![rows, cols], elems: Elems::Double(grid.clone()) },
+            Elems::Double(relaxed(&grid, rows, cols)),
+        ),
+        (
+            "relax_any",
+            Array { shape: vec![rows, cols], elems: Elems::Double(grid.clone()) },
+            Elems::Double(relaxed(&grid, rows, cols)),
+        ),
+        (
+            "relax_any",
+            Array { shape: vec![37, 45], elems: Elems::Double(small.clone()) },
+            Elems::Double(relaxed(&small, 37, 45)),
+        ),
         (
             "halve",
             Array { shape: vec![200, 300, 211], elems: Elems::Float(floats.clone()) },

@@ -610,7 +610,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<inkwell::values::FunctionValue<'ctx>> {
         let p = self.ptr();
         let ChunkShell { func, mut cfx, remap, chunk, lo, hi, entry_bb, body_bb } =
-            self.chunk_shell(fx, "wl.chunk", caps, env_ty)?;
+            self.chunk_shell(fx, if stream { "wl.chunk.stream" } else { "wl.chunk" }, caps, env_ty)?;
         // Only what the with-loop reads from outside crosses over.
         let free = free_uses(s);
         cfx.vals = free.iter().filter_map(|k| fx.vals.get(k).map(|v| (*k, remap.v(*v)))).collect();
