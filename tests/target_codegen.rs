@@ -167,8 +167,9 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
 /// interior (rows of 1701 doubles, so each row starts at another offset from
 /// a 64-byte boundary), a full-frame element-wise genarray of rank 3 (one
 /// loop over offsets), and a rank-1 genarray over all but its last index
-/// (its default written apart). `small` reads and writes 16 MB; `relax_any`
-/// is of run-time shape.
+/// (its default written apart). `small` reads and writes 16 MB. Of
+/// run-time shape: `relax_any` (never streams) and `flip_any` (a flat part:
+/// streams when its array is large).
 const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                      {\n\
                        return with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
@@ -186,7 +187,8 @@ const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                        return with { ([1, 1] <= [i, j] < shape(a) - 1) :\n\
                                 0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
                               } : modarray(a);\n\
-                     }\n";
+                     }\n\
+                     bool[.,.] flip_any(bool[.,.] a) { return { iv -> !a[iv] }; }\n";
 
 #[cfg(target_arch = "x86_64")]
 #[test]
@@ -209,10 +211,15 @@ fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
     assert_eq!(small.len(), 1);
     assert!(!small[0].contains("!nontemporal"), "`small` stores as usual\n{}", small[0]);
     assert!(functions(&ir, "wl.chunk.stream.small").is_empty());
-    // Of run-time shape: no streaming copy (it would be compiled in every
-    // generic instance, most of which run on small arrays).
+    // Of run-time shape: a stencil gets no streaming copy (it would be
+    // compiled in every generic instance, most of which run on small
+    // arrays), a flat element-wise part gets one, taken for a large array.
     assert_eq!(functions(&ir, "wl.chunk.relax_any").len(), 1);
     assert!(functions(&ir, "wl.chunk.stream.relax_any").is_empty());
+    let (plain, streaming) = (functions(&ir, "wl.chunk.flip_any"), functions(&ir, "wl.chunk.stream.flip_any"));
+    assert_eq!((plain.len(), streaming.len()), (1, 1), "`flip_any`: a plain and a streaming chunk function");
+    assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
+    assert!(streaming[0].contains("!nontemporal") && streaming[0].contains(", align 64,"), "{}", streaming[0]);
 }
 
 /// A 5-point relaxation of the interior of a `rows` x `cols` grid, the border kept.
@@ -233,6 +240,10 @@ fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
     let (rows, cols) = (1700, 1701);
     let grid: Vec<f64> = (0..rows * cols).map(|i| (i % 1013) as f64 * 0.5).collect();
     let small: Vec<f64> = (0..37 * 45).map(|i| (i % 17) as f64).collect();
+    // 44 MB read and written: streams, in chunks that start anywhere.
+    let flags: Vec<bool> = (0..4001 * 5501).map(|i| i % 7 < 3).collect();
+    let few: Vec<bool> = (0..13 * 5).map(|i| i % 2 == 0).collect();
+    let flipped = |f: &[bool]| Elems::Bool(f.iter().map(|x| !x).collect());
     let floats: Vec<f32> = (0..200 * 300 * 211).map(|i| (i % 1019) as f32 - 9.0).collect();
     let ints: Vec<i64> = (0..6_000_001i64).map(|i| (i * i) % 7919).collect();
     let mut steps: Vec<i64> = ints.windows(2).map(|w| w[1] - w[0]).collect();
@@ -253,6 +264,8 @@ fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
             Array { shape: vec![37, 45], elems: Elems::Double(small.clone()) },
             Elems::Double(relaxed(&small, 37, 45)),
         ),
+        ("flip_any", Array { shape: vec![4001, 5501], elems: Elems::Bool(flags.clone()) }, flipped(&flags)),
+        ("flip_any", Array { shape: vec![13, 5], elems: Elems::Bool(few.clone()) }, flipped(&few)),
         (
             "halve",
             Array { shape: vec![200, 300, 211], elems: Elems::Float(floats.clone()) },

@@ -80,10 +80,30 @@ fn is_constant(v: BasicValueEnum<'_>) -> bool {
 /// A part's chunk function and the environment it is called with.
 struct Outlined<'ctx> {
     func: inkwell::values::FunctionValue<'ctx>,
+    /// The streaming copy of `func`, for a part that streams by size.
+    stream_func: Option<inkwell::values::FunctionValue<'ctx>>,
     env: PointerValue<'ctx>,
     env_ty: inkwell::types::StructType<'ctx>,
     /// The environment's field holding where partial fold results go.
     partials_field: Option<u32>,
+}
+
+/// Whether a parallel part's stores stream past the caches
+/// ([`Emitter::part_streams`]).
+enum Streaming<'ctx> {
+    Never,
+    Always,
+    /// When the part writes and reads [`PART_STREAM_MIN_FOOTPRINT`] or more,
+    /// known at run time: its chunk function has a streaming copy. The
+    /// footprint is `known` bytes, plus `cell_bytes` per index of the part
+    /// (unless `static_cells`: counted in `known`), plus each of `arrays`'
+    /// elements at its width.
+    Sized {
+        cell_bytes: u64,
+        known: u64,
+        arrays: Vec<(PointerValue<'ctx>, u64)>,
+        static_cells: bool,
+    },
 }
 
 /// A chunk function being emitted ([`Emitter::chunk_shell`]).
@@ -264,8 +284,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         } else {
             self.ptr().const_null()
         };
-        let stream = self.part_streams(fx, s, part, states, n);
-        let out = self.outline(fx, s, w, part, states, inline_partials, folds, stream)?;
+        let streaming = self.part_streams(fx, s, w, part, states, n);
+        let out = self.outline(fx, s, w, part, states, inline_partials, folds, &streaming)?;
+        // The chunk function, or where the part streams by size, the one of
+        // its two copies that fits.
+        let chunk_fn = match out.stream_func {
+            Some(stream_func) => {
+                let large = self.streams_at_run_time(&streaming, total)?;
+                let (plain, stream) =
+                    (out.func.as_global_value().as_pointer_value(), stream_func.as_global_value().as_pointer_value());
+                Some(self.b.build_select(large, stream, plain, "chunk.fn")?.into_pointer_value())
+            }
+            None => None,
+        };
         let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;
         let par_bb = self.ctx.append_basic_block(fx.func, "par.split");
         let seq_bb = self.ctx.append_basic_block(fx.func, "par.inline");
@@ -274,7 +305,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
         self.b.position_at_end(seq_bb);
         let zero = self.const_i64(0);
-        self.b.build_call(out.func, &[fx.ctxp.into(), out.env.into(), zero.into(), zero.into(), outer.into()], "")?;
+        let args = [fx.ctxp.into(), out.env.into(), zero.into(), zero.into(), outer.into()];
+        match chunk_fn {
+            Some(f) => self.b.build_indirect_call(self.chunk_fn_type(), f, &args, "")?,
+            None => self.b.build_call(out.func, &args, "")?,
+        };
         self.check_error(fx)?;
         let mut k = 0;
         for st in states.iter() {
@@ -301,8 +336,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         } else {
             self.ptr().const_null()
         };
-        let (chunk_fn, env) = (out.func, out.env);
-        let f = chunk_fn.as_global_value().as_pointer_value();
+        let env = out.env;
+        let f = chunk_fn.unwrap_or_else(|| out.func.as_global_value().as_pointer_value());
         self.call(self.rt.parallel_for, &[fx.ctxp.into(), outer.into(), chunks.into(), f.into(), env.into()])?;
         self.check_error(fx)?;
         // Combine the partial folds in chunk order.
@@ -340,20 +375,31 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// result of scalar cells whose body computes scalars only, so that every
     /// store in its chunk function is a store of a cell (no index vector, no
     /// array built, no call, which LLVM may inline, no nested loop), dense
-    /// (its rows are what [`Emitter::aligned_innermost`]
-    /// aligns), and whose
+    /// (its rows are what [`Emitter::aligned_innermost`] aligns), and whose
     /// footprint, the cells it writes and the arrays the with-loop reads, is
-    /// at least [`PART_STREAM_MIN_FOOTPRINT`] (all of static size).
+    /// at least [`PART_STREAM_MIN_FOOTPRINT`]: known here where all of them
+    /// have static sizes, else at run time ([`Streaming::Sized`]) for a flat
+    /// part (one loop over its frame's offsets, [`super::withloop::runs_flat`])
+    /// of at most [`SIZED_STREAM_MAX_STATEMENTS`] statements: a streaming copy
+    /// of every generic part would be compiled in every generic instance (the
+    /// benchmark library's compile took 12% longer), most of which run on
+    /// arrays that never stream, and a stencil of run-time shape as a rule runs
+    /// near its specialised instance's time anyway (a 2000x2000 relaxation's
+    /// generic instance, streaming, 0.82-0.93x the time of plain stores). A
+    /// flat element-wise part is what shape-generic code of the seeds' kind
+    /// is made of (logical implication of `bool[.,.]` arrays, 1.4x its
+    /// specialised instance's time without a streaming copy).
     fn part_streams(
         &self,
         fx: &Fx<'ctx, 'a>,
         s: &Stmt,
+        w: &With,
         part: &Part,
         states: &[OpState<'ctx, 'a>],
         n: Option<usize>,
-    ) -> bool {
+    ) -> Streaming<'ctx> {
         if !self.streams || part.index.is_some() || !super::withloop::dense_part(fx, part) {
-            return false;
+            return Streaming::Never;
         }
         let elem = match states {
             [OpState::Gen { result: GenResult::Eager { .. }, cell_static: Some(cell), elem, .. }]
@@ -364,22 +410,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             [OpState::Mod { elem, array_ty, .. }] if static_rank(array_ty).is_some() && static_rank(array_ty) == n => {
                 *elem
             }
-            _ => return false,
+            _ => return Streaming::Never,
         };
-        let Some(cells) = compiler_core::opt::util::static_iterations(&*fx.defs, part) else { return false };
-        let mut footprint = (cells.max(0) as u64).saturating_mul(super::elem_bytes(elem));
-        for v in free_uses(s) {
-            let ty = fx.irf.ty(v);
-            if scalar_repr(ty) || fx.virt.contains(&v) {
-                continue;
-            }
-            let (Some(extents), Elem::Base(b)) = (ty.shape.extents(), &ty.elem) else { return false };
-            let count = extents.iter().fold(1u64, |n, e| n.saturating_mul(*e as u64));
-            footprint = footprint.saturating_add(count.saturating_mul(super::elem_bytes(*b)));
-        }
-        if footprint < PART_STREAM_MIN_FOOTPRINT {
-            return false;
-        }
         let mut scalar = part.body.yields.iter().all(|y| scalar_repr(fx.irf.ty(*y)));
         part.body.walk(&mut |st| {
             scalar &= match &st.op {
@@ -387,7 +419,65 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 _ => st.defs.iter().all(|d| scalar_repr(fx.irf.ty(*d)) || fx.virt.contains(d)),
             }
         });
-        scalar
+        if !scalar {
+            return Streaming::Never;
+        }
+        let cell_bytes = super::elem_bytes(elem);
+        let cells = compiler_core::opt::util::static_iterations(&*fx.defs, part);
+        let mut known = cells.map_or(0, |c| (c.max(0) as u64).saturating_mul(cell_bytes));
+        let mut arrays = Vec::new();
+        let mut free: Vec<_> = free_uses(s).into_iter().collect();
+        free.sort();
+        for v in free {
+            let ty = fx.irf.ty(v);
+            if scalar_repr(ty) || fx.virt.contains(&v) {
+                continue;
+            }
+            let Elem::Base(b) = ty.elem else { return Streaming::Never };
+            match ty.shape.extents() {
+                Some(extents) => {
+                    let count = extents.iter().fold(1u64, |n, e| n.saturating_mul(*e as u64));
+                    known = known.saturating_add(count.saturating_mul(super::elem_bytes(b)));
+                }
+                // An array of run-time size that is built (a shape view
+                // never is): its header says how many elements.
+                None => {
+                    if let Some(BasicValueEnum::PointerValue(p)) = fx.vals.get(&v) {
+                        arrays.push((*p, super::elem_bytes(b)));
+                    }
+                }
+            }
+        }
+        let mut statements = 0;
+        part.body.walk(&mut |_| statements += 1);
+        let sized = super::withloop::runs_flat(fx, w, part, n) && statements <= SIZED_STREAM_MAX_STATEMENTS;
+        match (cells, arrays.is_empty()) {
+            (Some(_), true) if known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
+            (Some(_), true) => Streaming::Never,
+            _ if sized => Streaming::Sized { cell_bytes, known, arrays, static_cells: cells.is_some() },
+            _ => Streaming::Never,
+        }
+    }
+
+    /// Whether a part that streams by size ([`Streaming::Sized`]) writes and
+    /// reads [`PART_STREAM_MIN_FOOTPRINT`] or more: an `i1`. `cells`: how
+    /// many indices the part has.
+    fn streams_at_run_time(&mut self, streaming: &Streaming<'ctx>, cells: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let Streaming::Sized { cell_bytes, known, arrays, static_cells } = streaming else {
+            return Err(CodegenError::Bug("a run-time streaming test of a part that does not stream by size".into()));
+        };
+        let mut bytes = self.const_i64(*known as i64);
+        if !static_cells {
+            let written = self.b.build_int_mul(cells, self.const_i64(*cell_bytes as i64), "cells.bytes")?;
+            bytes = self.b.build_int_add(bytes, written, "footprint")?;
+        }
+        for (array, elem_bytes) in arrays {
+            let count = self.size(*array)?;
+            let read = self.b.build_int_mul(count, self.const_i64(*elem_bytes as i64), "read.bytes")?;
+            bytes = self.b.build_int_add(bytes, read, "footprint")?;
+        }
+        let min = self.const_i64(PART_STREAM_MIN_FOOTPRINT as i64);
+        Ok(self.b.build_int_compare(IntPredicate::SGE, bytes, min, "streams")?)
     }
 
     /// A stack environment holding `caps`' values (filled here).
@@ -505,7 +595,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         states: &[OpState<'ctx, 'a>],
         partials: PointerValue<'ctx>,
         folds: usize,
-        stream: bool,
+        streaming: &Streaming<'ctx>,
     ) -> R<Outlined<'ctx>> {
         // What the chunk function reads from here.
         let mut caps = Captures::default();
@@ -552,10 +642,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         caps.add(partials.into());
         let (env, env_ty) = self.fill_env(fx, &caps)?;
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
-        let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds, &remat, stream)?;
+        let always = matches!(streaming, Streaming::Always);
+        let func = self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds, &remat, always)?;
+        let stream_func = match streaming {
+            Streaming::Sized { .. } => {
+                Some(self.chunk_function(fx, s, w, part, states, &caps, env_ty, partials, folds, &remat, true)?)
+            }
+            _ => None,
+        };
         self.b.position_at_end(here);
         let partials_field = caps.index.get(&partials.into()).map(|i| *i as u32);
-        Ok(Outlined { func, env, env_ty, partials_field })
+        Ok(Outlined { func, stream_func, env, env_ty, partials_field })
     }
 
     /// A part of static index length `n`: its outer trip count and its size.
@@ -976,6 +1073,12 @@ pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 /// logical implication of two 4000x4000 boolean arrays (48 MB) 0.77-0.84x
 /// the time, a 2000x2000 relaxation (64 MB) 0.81-0.91x.
 pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = 40 << 20;
+
+/// The most statements a flat part of run-time size may have for a
+/// streaming copy of its chunk function ([`Emitter::part_streams`]): an
+/// element-wise body whose time goes to memory (a fused `!a | b` is four),
+/// not to arithmetic (Black-Scholes' is over a hundred, and as fast either way).
+const SIZED_STREAM_MAX_STATEMENTS: usize = 16;
 
 /// The function attribute that marks a chunk function whose stores stream
 /// past the caches ([`mark_streaming_stores`]).
