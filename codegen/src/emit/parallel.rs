@@ -378,16 +378,22 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// (its rows are what [`Emitter::aligned_innermost`] aligns), and whose
     /// footprint, the cells it writes and the arrays the with-loop reads, is
     /// at least [`PART_STREAM_MIN_FOOTPRINT`]: known here where all of them
-    /// have static sizes, else at run time ([`Streaming::Sized`]) for a part
-    /// of at most [`SIZED_STREAM_MAX_STATEMENTS`] statements that is flat
-    /// (one loop over its frame's offsets, [`super::withloop::runs_flat`]) or
-    /// a step of a loop ([`inside_loop`]): a streaming copy of every generic
-    /// part would be compiled in every generic instance (the benchmark
-    /// library's compile took 12% longer), most of which run on small arrays
-    /// (a determinant's minors). Element-wise code and iterated stencils are
-    /// where shape-generic code meets large arrays: without a streaming copy
-    /// logical implication of two 4000x4000 `bool[.,.]` arrays took 1.4x its
-    /// specialised instance's time, a 2000x2000 relaxation 1.35-1.39x.
+    /// have static sizes, else at run time ([`Streaming::Sized`]) for a flat
+    /// part (one loop over its frame's offsets, [`super::withloop::runs_flat`])
+    /// of at most [`SIZED_STREAM_MAX_STATEMENTS`] statements: a streaming copy
+    /// of every generic part would be compiled in every generic instance (the
+    /// benchmark library's compile took 12% longer), most of which run on
+    /// arrays that never stream, and a stencil of run-time shape as a rule runs
+    /// near its specialised instance's time anyway (a 2000x2000 relaxation's
+    /// generic instance, streaming, 0.82-0.93x the time of plain stores). A
+    /// flat element-wise part is what shape-generic code of the seeds' kind
+    /// is made of (logical implication of `bool[.,.]` arrays, 1.4x its
+    /// specialised instance's time without a streaming copy). Tried and
+    /// left: a copy for short parts that are a step of a loop too (iterated
+    /// stencils: a 2000x2000 relaxation's generic instance then ran 0.82-0.93x
+    /// the time, within 1.05x of its specialised one), but the compile
+    /// service took 1.3-2x as long for such kernels (floyd 67 -> 111 ms,
+    /// relax_apl 142 -> 277), 0.47 -> 0.54x JAX's compile over the benchmark.
     fn part_streams(
         &self,
         fx: &Fx<'ctx, 'a>,
@@ -449,8 +455,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let mut statements = 0;
         part.body.walk(&mut |_| statements += 1);
-        let sized = statements <= SIZED_STREAM_MAX_STATEMENTS
-            && (super::withloop::runs_flat(fx, w, part, n) || inside_loop(fx.irf, s));
+        let sized = super::withloop::runs_flat(fx, w, part, n) && statements <= SIZED_STREAM_MAX_STATEMENTS;
         match (cells, arrays.is_empty()) {
             (Some(_), true) if known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
             (Some(_), true) => Streaming::Never,
@@ -1074,35 +1079,10 @@ pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 /// the time, a 2000x2000 relaxation (64 MB) 0.81-0.91x.
 pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = 40 << 20;
 
-/// Whether statement `s` lies in a loop of `f` (a step of an iterative
-/// algorithm, which touches its arrays again every round).
-fn inside_loop(f: &compiler_core::ir::Function, s: &Stmt) -> bool {
-    fn find(b: &compiler_core::ir::Block, s: &Stmt, in_loop: bool) -> Option<bool> {
-        for st in &b.stmts {
-            if std::ptr::eq(st, s) {
-                return Some(in_loop);
-            }
-            let inner = in_loop || matches!(st.op, Op::Loop { .. });
-            let mut found = None;
-            st.op.walk_blocks(&mut |blk| {
-                if found.is_none() {
-                    found = find(blk, s, inner);
-                }
-            });
-            if found.is_some() {
-                return found;
-            }
-        }
-        None
-    }
-    find(&f.body, s, false).unwrap_or(false)
-}
-
-/// The most statements a part of run-time size may have for a streaming
-/// copy of its chunk function ([`Emitter::part_streams`]): a body whose time
-/// goes to memory (a fused `!a | b` is four statements, a 5-point stencil
-/// twelve), not to arithmetic (Black-Scholes' is over a hundred, and as fast
-/// either way; a 27-point stencil's is 80).
+/// The most statements a flat part of run-time size may have for a
+/// streaming copy of its chunk function ([`Emitter::part_streams`]): an
+/// element-wise body whose time goes to memory (a fused `!a | b` is four),
+/// not to arithmetic (Black-Scholes' is over a hundred, and as fast either way).
 const SIZED_STREAM_MAX_STATEMENTS: usize = 16;
 
 /// The function attribute that marks a chunk function whose stores stream
