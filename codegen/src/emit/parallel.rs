@@ -383,17 +383,16 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// of at most [`SIZED_STREAM_MAX_STATEMENTS`] statements: a streaming copy
     /// of every generic part would be compiled in every generic instance (the
     /// benchmark library's compile took 12% longer), most of which run on
-    /// arrays that never stream, and a stencil of run-time shape as a rule runs
-    /// near its specialised instance's time anyway (a 2000x2000 relaxation's
-    /// generic instance, streaming, 0.82-0.93x the time of plain stores). A
-    /// flat element-wise part is what shape-generic code of the seeds' kind
-    /// is made of (logical implication of `bool[.,.]` arrays, 1.4x its
-    /// specialised instance's time without a streaming copy). Tried and
-    /// left: a copy for short parts that are a step of a loop too (iterated
-    /// stencils: a 2000x2000 relaxation's generic instance then ran 0.82-0.93x
-    /// the time, within 1.05x of its specialised one), but the compile
-    /// service took 1.3-2x as long for such kernels (floyd 67 -> 111 ms,
-    /// relax_apl 142 -> 277), 0.47 -> 0.54x JAX's compile over the benchmark.
+    /// arrays that never stream. A flat element-wise part is cheap to copy
+    /// and what shape-generic code of the seeds' kind is made of (logical
+    /// implication of `bool[.,.]` arrays took 1.4x its specialised instance's
+    /// time without a streaming copy). Tried and left: a copy for short parts
+    /// that are a step of a loop too (iterated stencils: a 2000x2000
+    /// relaxation's generic instance then ran 0.82-0.93x the time, within
+    /// 1.05x of its specialised one, against 1.35-1.39x without), but the
+    /// compile service took 1.3-2x as long for such kernels (floyd 67 -> 111
+    /// ms, relax_apl 142 -> 277), 0.47 -> 0.54x JAX's compile over the
+    /// benchmark.
     fn part_streams(
         &self,
         fx: &Fx<'ctx, 'a>,

@@ -1155,7 +1155,14 @@ impl FnLower<'_, '_> {
     fn call(&mut self, callee: &hir::Callee, args: &[hir::Expr], out: &mut Vec<Stmt>, span: Span) -> Vec<ValueId> {
         let target = self.instance().calls.get(&callee.site).copied();
         let first = self.ml.program.function(callee.candidates[0]);
-        if first.intrinsic.is_some() {
+        // Whether the call reaches a built-in: by the instance inference
+        // picked, as the overloads of a name may mix the built-in `printf`
+        // with user functions (which may come first).
+        let intrinsic = match target {
+            Some(Target::Instance(i)) => self.ml.program.function(self.ml.typed.instance(i).fun).intrinsic.is_some(),
+            _ => first.intrinsic.is_some(),
+        };
+        if intrinsic {
             // printf: a primitive with the format first.
             let vals: Vec<ValueId> = args.iter().map(|a| self.expr(a, out)).collect();
             let ty = Ty::new(Elem::Base(BaseType::Int), Shape::scalar());
