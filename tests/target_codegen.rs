@@ -41,6 +41,14 @@ fn optimised(source: &str) -> (compiler_core::ir::Module, compiler_core::span::S
     (module, fe.sources)
 }
 
+/// `source`, optimised, as LLVM IR for the host.
+fn host_llvm_ir(source: &str) -> String {
+    let (module, sources) = optimised(source);
+    let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
+        .expect("the module compiles");
+    String::from_utf8(ir).expect("LLVM IR is text")
+}
+
 /// The text of each function of an LLVM module whose name starts with `prefix`.
 fn functions<'t>(ir: &'t str, prefix: &str) -> Vec<&'t str> {
     ir.split("\ndefine ")
@@ -52,10 +60,7 @@ fn functions<'t>(ir: &'t str, prefix: &str) -> Vec<&'t str> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn large_static_results_are_stored_past_the_caches() {
-    let (module, sources) = optimised(SOURCE);
-    let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
-        .expect("the module compiles");
-    let ir = String::from_utf8(ir).expect("LLVM IR is text");
+    let ir = host_llvm_ir(SOURCE);
     let big = functions(&ir, "wl.flat.stream.big");
     assert_eq!(big.len(), 1, "one flat loop for `big`, the streaming one");
     assert!(functions(&ir, "wl.flat.big").is_empty(), "no plain loop for `big`");
@@ -193,10 +198,7 @@ const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
-    let (module, sources) = optimised(PARTS);
-    let ir = withloop_codegen::compile(&module, &sources, &Options::default(), false, Output::LlvmIr)
-        .expect("the module compiles");
-    let ir = String::from_utf8(ir).expect("LLVM IR is text");
+    let ir = host_llvm_ir(PARTS);
     for (name, elem) in [("relax", "x double>"), ("halve", "x float>"), ("step", "x i32>")] {
         let chunks = functions(&ir, &format!("wl.chunk.stream.{name}"));
         assert_eq!(chunks.len(), 1, "{name}: one chunk function");
