@@ -374,14 +374,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// ([`PartCx::stream`]): where the target streams, a part writing one
     /// result of scalar cells whose body computes scalars only, so that every
     /// store in its chunk function is a store of a cell (no index vector, no
-    /// array built, no call, which LLVM may inline, no nested loop), dense
-    /// (its rows are what [`Emitter::aligned_innermost`] aligns), and whose
+    /// array built, no call, which LLVM may inline, no nested loop), and
+    /// short ([`STREAM_MAX_STATEMENTS`]), dense (its rows are what
+    /// [`Emitter::aligned_innermost`] aligns), and whose
     /// footprint, the cells it writes and the arrays the with-loop reads, is
     /// at least [`PART_STREAM_MIN_FOOTPRINT`]: known here where all of them
     /// have static sizes, else at run time ([`Streaming::Sized`]) for a flat
-    /// part (one loop over its frame's offsets, [`super::withloop::runs_flat`])
-    /// of at most [`SIZED_STREAM_MAX_STATEMENTS`] statements: a streaming copy
-    /// of every generic part would be compiled in every generic instance (the
+    /// part (one loop over its frame's offsets, [`super::withloop::runs_flat`]):
+    /// a streaming copy of every generic part would be compiled in every generic instance (the
     /// benchmark library's compile took 12% longer), most of which run on
     /// arrays that never stream. A flat element-wise part is cheap to copy
     /// and what shape-generic code of the seeds' kind is made of (logical
@@ -454,9 +454,10 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let mut statements = 0;
         part.body.walk(&mut |_| statements += 1);
-        let sized = super::withloop::runs_flat(fx, w, part, n) && statements <= SIZED_STREAM_MAX_STATEMENTS;
+        let short = statements <= STREAM_MAX_STATEMENTS;
+        let sized = short && super::withloop::runs_flat(fx, w, part, n);
         match (cells, arrays.is_empty()) {
-            (Some(_), true) if known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
+            (Some(_), true) if short && known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
             (Some(_), true) => Streaming::Never,
             _ if sized => Streaming::Sized { cell_bytes, known, arrays, static_cells: cells.is_some() },
             _ => Streaming::Never,
@@ -1078,11 +1079,12 @@ pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 /// the time, a 2000x2000 relaxation (64 MB) 0.81-0.91x.
 pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = 40 << 20;
 
-/// The most statements a flat part of run-time size may have for a
-/// streaming copy of its chunk function ([`Emitter::part_streams`]): an
-/// element-wise body whose time goes to memory (a fused `!a | b` is four),
-/// not to arithmetic (Black-Scholes' is over a hundred, and as fast either way).
-const SIZED_STREAM_MAX_STATEMENTS: usize = 16;
+/// The most statements a part's body may have to stream
+/// ([`Emitter::part_streams`]): a body whose time goes to memory (a fused
+/// `!a | b` is four statements, a 5-point stencil twelve), not to arithmetic
+/// (Black-Scholes' is over a hundred: it ran as fast streaming, and its
+/// aligned head, the body once more, only made its compile slower).
+const STREAM_MAX_STATEMENTS: usize = 16;
 
 /// The function attribute that marks a chunk function whose stores stream
 /// past the caches ([`mark_streaming_stores`]).
