@@ -977,20 +977,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         match aligned {
             Some(bytes) if bytes.is_power_of_two() && bytes <= STREAM_ALIGN => {
                 let out = inner[0].into_pointer_value();
-                let start = self.aligned_start(out, lo, bytes)?;
-                let head_end = self
-                    .call_intrinsic("llvm.smin", &[self.i64().into()], &[start.into(), hi.into()])?
-                    .into_int_value();
-                self.for_range(&mut cfx, Trips::Few, lo, head_end, &mut |e, fx, i| body(e, fx, &inner, i))?;
-                let rest = self.ctx.append_basic_block(func, "flat.aligned");
-                let done = self.ctx.append_basic_block(func, "flat.done");
-                let more = self.b.build_int_compare(IntPredicate::SLT, start, hi, "flat.more")?;
-                self.b.build_conditional_branch(more, rest, done)?;
-                self.b.position_at_end(rest);
-                self.assume_aligned_at(out, start, bytes)?;
-                self.for_range(&mut cfx, Trips::Many, start, hi, &mut |e, fx, i| body(e, fx, &inner, i))?;
-                self.b.build_unconditional_branch(done)?;
-                self.b.position_at_end(done);
+                self.aligned_range(&mut cfx, lo, hi, (out, lo, bytes), &mut |e, fx, i| body(e, fx, &inner, i))?;
             }
             _ => self.for_range(&mut cfx, Trips::Many, lo, hi, &mut |e, fx, i| body(e, fx, &inner, i))?,
         }
@@ -1022,13 +1009,46 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(self.b.build_int_add(lo, gap, "aligned.start")?)
     }
 
+    /// Runs `body` over indices `lo..hi`, whose elements of `bytes` bytes lie
+    /// in `out`, index `lo`'s at element `first`: up to the first one on a
+    /// [`STREAM_ALIGN`]-byte boundary (a scalar loop of a few iterations),
+    /// then from there with LLVM told that boundary is aligned
+    /// ([`Self::assume_aligned_at`]), so the vectorised stores of the second
+    /// loop are aligned ones (a streaming flat loop's chunk, a streaming
+    /// with-loop part's rows). `body` is emitted twice.
+    pub(crate) fn aligned_range(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        (out, first, bytes): (PointerValue<'ctx>, IntValue<'ctx>, u64),
+        body: &mut dyn FnMut(&mut Self, &mut Fx<'ctx, 'a>, IntValue<'ctx>) -> R<()>,
+    ) -> R<()> {
+        let aligned = self.aligned_start(out, first, bytes)?;
+        let gap = self.b.build_int_sub(aligned, first, "gap")?;
+        let start = self.b.build_int_add(lo, gap, "aligned.index")?;
+        let head_end =
+            self.call_intrinsic("llvm.smin", &[self.i64().into()], &[start.into(), hi.into()])?.into_int_value();
+        self.for_range(fx, Trips::Few, lo, head_end, body)?;
+        let rest = self.ctx.append_basic_block(fx.func, "aligned.rest");
+        let done = self.ctx.append_basic_block(fx.func, "aligned.done");
+        let more = self.b.build_int_compare(IntPredicate::SLT, start, hi, "aligned.more")?;
+        self.b.build_conditional_branch(more, rest, done)?;
+        self.b.position_at_end(rest);
+        self.assume_aligned_at(out, aligned, bytes)?;
+        self.for_range(fx, Trips::Many, start, hi, body)?;
+        self.b.build_unconditional_branch(done)?;
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
     /// Tells LLVM that element `start` of `out` (elements of `bytes` bytes)
     /// lies on a [`STREAM_ALIGN`]-byte boundary, as an assumption about `out`
     /// itself (`out - (-start·bytes)` is aligned), which LLVM's
     /// alignment-from-assumptions pass applies to every access through
     /// `out` it can relate to `start`: after vectorisation, the stores of a
     /// loop starting there.
-    pub(crate) fn assume_aligned_at(&mut self, out: PointerValue<'ctx>, start: IntValue<'ctx>, bytes: u64) -> R<()> {
+    fn assume_aligned_at(&mut self, out: PointerValue<'ctx>, start: IntValue<'ctx>, bytes: u64) -> R<()> {
         use inkwell::values::{AnyValue, OperandBundle};
         let assume = self.intrinsic("llvm.assume", &[])?;
         let offset = self.b.build_int_mul(start, self.const_i64(bytes as i64), "start.bytes")?;

@@ -216,21 +216,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Closes a loop [`Self::open_loop`] opened; the builder continues after it.
     pub fn close_loop(&mut self, l: OpenLoop<'ctx>) -> R<()> {
-        self.close_loop_with(l, Trips::Many)
-    }
-
-    /// [`Self::close_loop`] for a loop of `trips` iterations.
-    pub fn close_loop_with(&mut self, l: OpenLoop<'ctx>, trips: Trips) -> R<()> {
         let i = l.phi.as_basic_value().into_int_value();
         let next = self.b.build_int_add(i, self.const_i64(1), "i.next")?;
         let more = self.b.build_int_compare(IntPredicate::SLT, next, l.hi, "more")?;
         let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no insert block".into()))?;
         l.phi.add_incoming(&[(&next, latch)]);
         let back = self.b.build_conditional_branch(more, l.body, l.exit)?;
-        match trips {
-            Trips::Few => self.small_loop_hints(back),
-            Trips::Many => self.loop_hints(back),
-        }
+        self.loop_hints(back);
         self.b.position_at_end(l.exit);
         Ok(())
     }
@@ -1269,11 +1261,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// `lo..hi` after the outer ones, `outer` (`None`: a flat part's offsets),
     /// whose cells go to `out`'s data, elements of its width. The body runs
     /// up to the first index whose cell starts on a 64-byte boundary of the
-    /// data, then from there with LLVM told so (`parallel::assume_aligned_at`),
-    /// as a streaming flat loop does (`parallel::Emitter::flat_chunk`): the
-    /// vectorised stores become aligned ones, which stay whole vectors once
-    /// made non-temporal. The body is emitted twice; its values are
-    /// re-emitted in the second copy, so nothing of the first is used there.
+    /// data, then from there with LLVM told so ([`Emitter::aligned_range`],
+    /// as a streaming flat loop's chunk): the vectorised stores become
+    /// aligned ones, which stay whole vectors once made non-temporal. The
+    /// body is emitted twice; its values are re-emitted in the second copy,
+    /// so nothing of the first is used there.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn aligned_innermost(
         &mut self,
@@ -1292,18 +1284,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let frame =
             states[0].frame().cloned().ok_or_else(|| CodegenError::Bug("a streamed part without a frame".into()))?;
         let first = self.frame_offset(fx, &index_at(lo), &frame)?;
-        let aligned = self.aligned_start(data, first, bytes)?;
-        let gap = self.b.build_int_sub(aligned, first, "gap")?;
-        let start = self.b.build_int_add(lo, gap, "row.aligned")?;
-        let head_end =
-            self.call_intrinsic("llvm.smin", &[self.i64().into()], &[start.into(), hi.into()])?.into_int_value();
-        let (l, i) = self.open_loop(fx, lo, head_end)?;
-        self.iteration(fx, pcx, states, &index_at(i))?;
-        self.close_loop_with(l, Trips::Few)?;
-        self.assume_aligned_at(data, aligned, bytes)?;
-        let (l, i) = self.open_loop(fx, start, hi)?;
-        self.iteration(fx, pcx, states, &index_at(i))?;
-        self.close_loop(l)
+        self.aligned_range(fx, lo, hi, (data, first, bytes), &mut |e, fx, i| e.iteration(fx, pcx, states, &index_at(i)))
     }
 
     /// Continues in a new block `then` that runs only when the generator's
