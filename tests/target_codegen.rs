@@ -109,8 +109,19 @@ fn run_natively(
     arg: &Value,
     threads: u32,
 ) -> std::sync::Arc<Array> {
+    run_natively_on(module, sources, entry, vec![arg.clone()], threads)
+}
+
+/// [`run_natively`] on several arguments.
+fn run_natively_on(
+    module: &compiler_core::ir::Module,
+    sources: &compiler_core::span::SourceMap,
+    entry: &str,
+    args: Vec<Value>,
+    threads: u32,
+) -> std::sync::Arc<Array> {
     let options = Options { threads: Some(threads), ..Default::default() };
-    let out = withloop_codegen::jit::run(module, sources, entry, vec![arg.clone()], &options, None, &mut |_| {})
+    let out = withloop_codegen::jit::run(module, sources, entry, args, &options, None, &mut |_| {})
         .unwrap_or_else(|e| panic!("run: {e:?}"));
     match out.into_iter().next() {
         Some(Value::Array(a)) => a,
@@ -173,8 +184,11 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
 /// a 64-byte boundary), a full-frame element-wise genarray of rank 3 (one
 /// loop over offsets), and a rank-1 genarray over all but its last index
 /// (its default written apart). `small` reads and writes 16 MB. Of
-/// run-time shape: `relax_any` (never streams) and `flip_any` (a flat part:
-/// streams when its array is large).
+/// run-time shape: `relax_any` (never streams), `flip_any` (a flat part) and
+/// `relax_steps` (a stencil in a loop), which stream when their arrays are
+/// large, and steps that never stream: `floyd_steps` updates its array in
+/// place and copies a row of it, `shift_steps` writes a border column besides
+/// the rest.
 const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                      {\n\
                        return with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
@@ -193,14 +207,39 @@ const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                                 0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
                               } : modarray(a);\n\
                      }\n\
-                     bool[.,.] flip_any(bool[.,.] a) { return { iv -> !a[iv] }; }\n";
+                     bool[.,.] flip_any(bool[.,.] a) { return { iv -> !a[iv] }; }\n\
+                     double[.,.] relax_steps(double[.,.] a, int n)\n\
+                     {\n\
+                       for (k = 0; k < n; k++) {\n\
+                         a = with { ([1, 1] <= [i, j] < shape(a) - 1) :\n\
+                                  0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
+                                } : modarray(a);\n\
+                       }\n\
+                       return a;\n\
+                     }\n\
+                     double[.,.] floyd_steps(double[.,.] d)\n\
+                     {\n\
+                       for (k = 0; k < shape(d)[0]; k++) {\n\
+                         d = { [i, j] -> min(d[[i, j]], d[[i, k]] + d[[k, j]]) };\n\
+                       }\n\
+                       return d;\n\
+                     }\n\
+                     double[.,.] shift_steps(double[.,.] a, int n)\n\
+                     {\n\
+                       for (k = 0; k < n; k++) {\n\
+                         a = with { ([0, 0] <= [i, j] < [shape(a)[0], 1]) : 0.0;\n\
+                                    ([0, 1] <= [i, j] < shape(a)) : a[[i, j - 1]] * 0.5;\n\
+                                  } : genarray(shape(a), 0.0);\n\
+                       }\n\
+                       return a;\n\
+                     }\n";
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
     let ir = host_llvm_ir(PARTS);
     for (name, elem) in [("relax", "x double>"), ("halve", "x float>"), ("step", "x i32>")] {
-        let chunks = functions(&ir, &format!("wl.chunk.stream.{name}"));
+        let chunks = functions(&ir, &format!("wl.chunk.stream.{name}__"));
         assert_eq!(chunks.len(), 1, "{name}: one chunk function");
         let f = chunks[0];
         assert!(f.contains("@llvm.x86.sse.sfence()"), "{f}");
@@ -213,15 +252,33 @@ fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
     assert_eq!(small.len(), 1);
     assert!(!small[0].contains("!nontemporal"), "`small` stores as usual\n{}", small[0]);
     assert!(functions(&ir, "wl.chunk.stream.small").is_empty());
-    // Of run-time shape: a stencil gets no streaming copy (it would be
-    // compiled in every generic instance, most of which run on small
-    // arrays), a flat element-wise part gets one, taken for a large array.
+    // Of run-time shape: a stencil run once gets no streaming copy (it would
+    // be compiled in every generic instance, most of which run on small
+    // arrays); a flat element-wise part and a stencil iterated in a loop get
+    // one, taken for a large array.
     assert_eq!(functions(&ir, "wl.chunk.relax_any").len(), 1);
     assert!(functions(&ir, "wl.chunk.stream.relax_any").is_empty());
-    let (plain, streaming) = (functions(&ir, "wl.chunk.flip_any"), functions(&ir, "wl.chunk.stream.flip_any"));
-    assert_eq!((plain.len(), streaming.len()), (1, 1), "`flip_any`: a plain and a streaming chunk function");
-    assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
-    assert!(streaming[0].contains("!nontemporal") && streaming[0].contains(", align 64,"), "{}", streaming[0]);
+    for name in ["flip_any", "relax_steps"] {
+        let (plain, streaming) =
+            (functions(&ir, &format!("wl.chunk.{name}")), functions(&ir, &format!("wl.chunk.stream.{name}")));
+        assert_eq!((plain.len(), streaming.len()), (1, 1), "`{name}`: a plain and a streaming chunk function");
+        assert!(!plain[0].contains("!nontemporal"), "{}", plain[0]);
+        assert!(streaming[0].contains("!nontemporal") && streaming[0].contains(", align 64,"), "{}", streaming[0]);
+    }
+    // The relaxation's result is a fresh array (`flip_any`'s may take over
+    // its argument's buffer): LLVM is told the cells written are not what
+    // the chunk reads, and vectorises without an overlap test.
+    for f in [functions(&ir, "wl.chunk.relax_steps"), functions(&ir, "wl.chunk.stream.relax_steps")].concat() {
+        assert!(f.contains("!alias.scope") && !f.contains("vector.memcheck"), "{f}");
+    }
+    // Steps where streaming buys nothing get no copy: an update in place
+    // (the lines written were just read), a copy of one row (its footprint is
+    // not the array's), a border strip (a column of cells); the rest of
+    // `shift_steps` gets one.
+    assert!(functions(&ir, "wl.chunk.floyd_steps").len() >= 2, "the row copy and the update run in parallel");
+    assert!(functions(&ir, "wl.chunk.stream.floyd_steps").is_empty());
+    assert_eq!(functions(&ir, "wl.chunk.shift_steps").len(), 2, "the strip and the interior run in parallel");
+    assert_eq!(functions(&ir, "wl.chunk.stream.shift_steps").len(), 1);
 }
 
 /// A 5-point relaxation of the interior of a `rows` x `cols` grid, the border kept.
@@ -286,6 +343,28 @@ fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
             let a = run_natively(&module, &sources, entry, &arg, threads);
             assert_eq!(a.shape, shape, "{entry}");
             assert!(a.elems == want, "{entry}, {threads} thread(s): a wrong element");
+        }
+    }
+    // Two steps of the relaxation of run-time shape, large and small.
+    for (grid, rows, cols) in [(&grid, rows, cols), (&small, 37, 45)] {
+        let twice = relaxed(&relaxed(grid, rows, cols), rows, cols);
+        let arg =
+            Value::Array(std::sync::Arc::new(Array { shape: vec![rows, cols], elems: Elems::Double(grid.clone()) }));
+        let steps =
+            Value::Scalar(compiler_core::interp::value::Scalar::Int(compiler_core::syntax::ast::BaseType::Int, 2));
+        for threads in [1, 3] {
+            let a = run_natively_on(&module, &sources, "relax_steps", vec![arg.clone(), steps.clone()], threads);
+            assert!(a.elems == Elems::Double(twice.clone()), "relax_steps {rows}x{cols}, {threads} thread(s)");
+        }
+        // Two shifts right by a column, halving: the rest's streaming copy
+        // for the large grid.
+        let shifted = |g: &[f64]| -> Vec<f64> {
+            (0..rows * cols).map(|k| if k % cols == 0 { 0.0 } else { g[k - 1] * 0.5 }).collect()
+        };
+        let want = Elems::Double(shifted(&shifted(grid)));
+        for threads in [1, 3] {
+            let a = run_natively_on(&module, &sources, "shift_steps", vec![arg.clone(), steps.clone()], threads);
+            assert!(a.elems == want, "shift_steps {rows}x{cols}, {threads} thread(s)");
         }
     }
 }

@@ -376,23 +376,23 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// store in its chunk function is a store of a cell (no index vector, no
     /// array built, no call, which LLVM may inline, no nested loop), and
     /// short ([`STREAM_MAX_STATEMENTS`]), dense (its rows are what
-    /// [`Emitter::aligned_innermost`] aligns), and whose
-    /// footprint, the cells it writes and the arrays the with-loop reads, is
-    /// at least [`PART_STREAM_MIN_FOOTPRINT`]: known here where all of them
-    /// have static sizes, else at run time ([`Streaming::Sized`]) for a flat
-    /// part (one loop over its frame's offsets, [`super::withloop::runs_flat`]):
-    /// a streaming copy of every generic part would be compiled in every generic instance (the
-    /// benchmark library's compile took 12% longer), most of which run on
-    /// arrays that never stream. A flat element-wise part is cheap to copy
-    /// and what shape-generic code of the seeds' kind is made of (logical
-    /// implication of `bool[.,.]` arrays took 1.4x its specialised instance's
-    /// time without a streaming copy). Tried and left: a copy for short parts
-    /// that are a step of a loop too (iterated stencils: a 2000x2000
-    /// relaxation's generic instance then ran 0.82-0.93x the time, within
-    /// 1.05x of its specialised one, against 1.35-1.39x without), but the
-    /// compile service took 1.3-2x as long for such kernels (floyd 67 -> 111
-    /// ms, relax_apl 142 -> 277), 0.47 -> 0.54x JAX's compile over the
-    /// benchmark.
+    /// [`Emitter::aligned_innermost`] aligns), and whose footprint, the cells
+    /// it writes and the arrays the with-loop reads, is at least
+    /// [`PART_STREAM_MIN_FOOTPRINT`]: known here where all of them have static
+    /// sizes, else at run time ([`Streaming::Sized`]: a streaming copy of its
+    /// chunk function) for a part that is flat (one loop over its frame's
+    /// offsets, [`super::withloop::runs_flat`]) or a step of a loop
+    /// ([`inside_loop`]). Element-wise code and iterated stencils are where
+    /// shape-generic code meets large arrays (without a copy, logical
+    /// implication of two 4000x4000 `bool[.,.]` arrays took 1.4x its
+    /// specialised instance's time, a 2000x2000 relaxation 1.35-1.39x); a
+    /// copy of every generic part would be compiled in every generic instance
+    /// (the benchmark library's compile took 12% longer), most of which run
+    /// on small arrays (a determinant's minors). Never where streaming buys
+    /// nothing: a thin part ([`thin_part`], a stencil's border), a step that
+    /// updates its array in place ([`updates_in_place`]), a part reading
+    /// slices of larger arrays ([`reads_slices`]), whose footprint says
+    /// nothing.
     fn part_streams(
         &self,
         fx: &Fx<'ctx, 'a>,
@@ -454,12 +454,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let mut statements = 0;
         part.body.walk(&mut |_| statements += 1);
-        let short = statements <= STREAM_MAX_STATEMENTS;
-        let sized = short && super::withloop::runs_flat(fx, w, part, n);
+        let flat = super::withloop::runs_flat(fx, w, part, n);
+        let step = inside_loop(fx.irf, s);
+        if statements > STREAM_MAX_STATEMENTS
+            || thin_part(fx, part)
+            || (step && updates_in_place(w, part))
+            || (!flat && reads_slices(fx, s, part))
+        {
+            return Streaming::Never;
+        }
         match (cells, arrays.is_empty()) {
-            (Some(_), true) if short && known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
+            (Some(_), true) if known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
             (Some(_), true) => Streaming::Never,
-            _ if sized => Streaming::Sized { cell_bytes, known, arrays, static_cells: cells.is_some() },
+            _ if flat || step => Streaming::Sized { cell_bytes, known, arrays, static_cells: cells.is_some() },
             _ => Streaming::Never,
         }
     }
@@ -798,7 +805,56 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_return(None)?;
         self.b.position_at_end(entry_bb);
         self.b.build_unconditional_branch(body_bb)?;
+        if w.reuse.iter().all(Option::is_none) {
+            let results: Vec<PointerValue<'ctx>> = mine
+                .iter()
+                .filter_map(|st| match st {
+                    OpState::Gen { result: GenResult::Eager { data, .. }, .. } | OpState::Mod { data, .. } => {
+                        Some(*data)
+                    }
+                    _ => None,
+                })
+                .collect();
+            scope_result_accesses(func, &results);
+        }
         Ok(func)
+    }
+}
+
+/// Tells LLVM that in chunk function `func` the cells of the results
+/// (`results`, their data) are not what any load reads: every store through
+/// a result's data gets an alias scope of its own and every load `noalias`
+/// of it. So the vectoriser needs no run-time overlap test between the
+/// cells written and the arrays read (two pointer ranges compared per
+/// array and a scalar fallback loop, in every chunk function: a
+/// relaxation's generic instance compiled with 8% fewer instructions
+/// executed). Only for with-loops without `reuse`: their results are
+/// fresh buffers (a `genarray`'s allocation, a `modarray`'s copy) that
+/// nothing read in the with-loop can point into, and no with-loop reads its
+/// own result.
+fn scope_result_accesses(func: inkwell::values::FunctionValue<'_>, results: &[PointerValue<'_>]) {
+    use inkwell::values::{AsValueRef, InstructionOpcode};
+    if results.is_empty() {
+        return;
+    }
+    let ctx = func.get_type().get_context();
+    let name = func.get_name().to_string_lossy().into_owned();
+    let domain = ctx.metadata_node(&[ctx.metadata_string(&format!("{name}.results")).into()]);
+    let scope = ctx.metadata_node(&[ctx.metadata_string(&format!("{name}.cells")).into(), domain.into()]);
+    let list = ctx.metadata_node(&[scope.into()]);
+    let (scope_kind, noalias_kind) = (ctx.get_kind_id("alias.scope"), ctx.get_kind_id("noalias"));
+    let results: Vec<_> = results.iter().map(|p| p.as_value_ref()).collect();
+    let of_result = |inst, operand| address_base(inst, operand).map(|b| results.contains(&b.as_value_ref()));
+    for inst in super::instructions(func) {
+        match inst.get_opcode() {
+            InstructionOpcode::Store if of_result(inst, 1) == Some(true) => {
+                let _ = inst.set_metadata(list, scope_kind);
+            }
+            InstructionOpcode::Load if of_result(inst, 0) == Some(false) => {
+                let _ = inst.set_metadata(list, noalias_kind);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -1099,6 +1155,65 @@ pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 /// the time, a 2000x2000 relaxation (64 MB) 0.81-0.91x.
 pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = 40 << 20;
 
+/// Whether statement `s` lies in a loop of `f` (a step of an iterative
+/// algorithm, which touches its arrays again every round).
+fn inside_loop(f: &compiler_core::ir::Function, s: &Stmt) -> bool {
+    fn find(b: &compiler_core::ir::Block, s: &Stmt, in_loop: bool) -> Option<bool> {
+        for st in &b.stmts {
+            if std::ptr::eq(st, s) {
+                return Some(in_loop);
+            }
+            let inner = in_loop || matches!(st.op, Op::Loop { .. });
+            let mut found = None;
+            st.op.walk_blocks(&mut |blk| {
+                if found.is_none() {
+                    found = find(blk, s, inner);
+                }
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    find(&f.body, s, false).unwrap_or(false)
+}
+
+/// A part narrower than this on some axis (a border strip of a stencil)
+/// writes too few cells for streaming them to matter.
+const THIN_EXTENT: i64 = 16;
+
+/// Whether `part` spans fewer than [`THIN_EXTENT`] indices on some axis,
+/// its bounds differing there by a constant (a stencil's border rows and
+/// columns, `[1, 0] <= iv < [m - 1, 1]`).
+fn thin_part(fx: &Fx<'_, '_>, part: &Part) -> bool {
+    let reader = compiler_core::opt::index::Reader::new(fx.irf, &*fx.defs);
+    let (Some(lower), Some(upper)) = (reader.vector(part.lower), reader.vector(part.upper)) else { return false };
+    lower.iter().zip(&upper).any(|(l, u)| u.minus(l).is_some_and(|e| e < THIN_EXTENT))
+}
+
+/// Whether `w` may update an array in place that `part`'s body reads (its
+/// result takes over the buffer of an array read at the written index,
+/// [`With::reuse`]): the lines it writes were just read into the cache, so
+/// streaming them saves no read (an iterated Floyd-Warshall step).
+fn updates_in_place(w: &With, part: &Part) -> bool {
+    let mut reads = false;
+    part.body.walk(&mut |st| st.op.for_each_operand(&mut |v| reads |= w.reuse.contains(&Some(v))));
+    reads
+}
+
+/// Whether the with-loop `s` reads an array of higher rank than `part`'s
+/// index space: a slice of it, most likely (Floyd-Warshall's copy of row `k`
+/// reads a row of an `n x n` array), so that its footprint, counted in whole
+/// arrays, says nothing of what the part touches.
+fn reads_slices(fx: &Fx<'_, '_>, s: &Stmt, part: &Part) -> bool {
+    let Some(rank) = super::ops::static_extent(fx.irf.ty(part.lower), 0) else { return true };
+    free_uses(s).into_iter().any(|v| {
+        let ty = fx.irf.ty(v);
+        !scalar_repr(ty) && !fx.virt.contains(&v) && static_rank(ty).is_none_or(|r| r > rank)
+    })
+}
+
 /// The most statements a part's body may have to stream
 /// ([`Emitter::part_streams`]): a body whose time goes to memory (a fused
 /// `!a | b` is four statements, a 5-point stencil twelve), not to arithmetic
@@ -1120,13 +1235,27 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 }
 
-/// Whether store `inst` writes a stack slot (an `alloca`'s).
+/// The pointer that operand `operand` of `inst`, an address, is an offset
+/// of: the address itself, or the base of the `getelementptr`s it is made by.
+fn address_base<'ctx>(
+    inst: inkwell::values::InstructionValue<'ctx>,
+    operand: u32,
+) -> Option<inkwell::values::BasicValueEnum<'ctx>> {
+    use inkwell::values::{InstructionOpcode, Operand};
+    let Some(Operand::Value(mut at)) = inst.get_operand(operand) else { return None };
+    while let Some(gep) = at.as_instruction_value().filter(|i| i.get_opcode() == InstructionOpcode::GetElementPtr) {
+        let Some(Operand::Value(base)) = gep.get_operand(0) else { return None };
+        at = base;
+    }
+    Some(at)
+}
+
+/// Whether store `inst` writes a stack slot (an `alloca`'s, perhaps at an
+/// offset: a buffer of index components).
 fn stores_to_stack(inst: inkwell::values::InstructionValue<'_>) -> bool {
-    matches!(
-        inst.get_operand(1),
-        Some(inkwell::values::Operand::Value(p)) if p.as_instruction_value()
-            .is_some_and(|d| d.get_opcode() == inkwell::values::InstructionOpcode::Alloca)
-    )
+    address_base(inst, 1)
+        .and_then(|p| p.as_instruction_value())
+        .is_some_and(|d| d.get_opcode() == inkwell::values::InstructionOpcode::Alloca)
 }
 
 /// After optimisation: in every function marked [`STREAM_ATTRIBUTE`], every
