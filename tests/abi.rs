@@ -425,6 +425,30 @@ fn very_large_functions_are_left_unoptimised() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// An entry's instance whose own code only allocates, checks and hands its
+/// with-loop to a chunk function, called once per call of the entry, is
+/// glue LLVM leaves unoptimised (compile time); its chunk function, and an
+/// instance that loops itself, are optimised.
+#[test]
+fn instances_that_only_drive_chunk_functions_are_left_unoptimised() {
+    let work = scratch("drivers");
+    let inv = invocation("drivers.sac", &[]);
+    emit(&inv, Emit::LlvmIr, &work.join("drivers.ll"));
+    let ll = std::fs::read_to_string(work.join("drivers.ll")).expect("llvm ir");
+    let optnone = |prefix: &str| {
+        let line = ll
+            .lines()
+            .find(|l| l.starts_with("define") && l.contains(&format!("@{prefix}")))
+            .unwrap_or_else(|| panic!("no function {prefix}"));
+        let group = line.rsplit(' ').find(|w| w.starts_with('#')).unwrap_or("");
+        ll.lines().any(|l| l.starts_with(&format!("attributes {group} = ")) && l.contains("optnone"))
+    };
+    assert!(optnone("wl.scale__d_X_X("), "the driver is not left unoptimised");
+    assert!(!optnone("wl.chunk.scale__d_X_X."), "its chunk function is not optimised");
+    assert!(!optnone("wl.halve_steps__d_X_X__i("), "an instance with a loop is not optimised");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn vectorised_exp_and_log_call_libmvec_and_link_with_it() {
     let work = scratch("vecmath");

@@ -113,6 +113,10 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// see [`parallel::mark_streaming_stores`]): a flat loop of run-time
     /// length then gets a streaming copy of its chunk function as well.
     pub streams: bool,
+    /// The back edges of the loops emitted as running a few iterations
+    /// ([`Trips::Few`]): what [`Emitter::finish`] does not count as a loop
+    /// when it looks for the functions that only drive others.
+    few_latches: std::cell::RefCell<Vec<InstructionValue<'ctx>>>,
     /// Type-based alias tags (LLVM `!tbaa`): array headers (rank, size, data
     /// pointer, extents) and elements never overlap, so a store to an
     /// element cannot change a header. Without this LLVM reloads an array's
@@ -128,6 +132,10 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// Per IR function: whether another IR function calls it (otherwise only
     /// its C function does).
     pub called: Vec<bool>,
+    /// Per IR function: whether only C code calls it, itself or through an
+    /// entry's dispatch wrapper that only its C function calls: it runs once
+    /// per call of the entry ([`Emitter::finish`]).
+    pub called_from_c: Vec<bool>,
 }
 
 /// What the emitter knows of the whole module, computed once per compile
@@ -137,6 +145,7 @@ pub(crate) struct Facts {
     pub effectful: Vec<bool>,
     pub call_work: Vec<i64>,
     pub called: Vec<bool>,
+    pub called_from_c: Vec<bool>,
 }
 
 impl Facts {
@@ -150,10 +159,24 @@ impl Facts {
                 }
             }
         }
+        // Called from SaC code: by anything but an entry's wrapper that only
+        // C code calls.
+        let mut from_code = vec![false; ir.functions.len()];
+        for (k, f) in ir.functions.iter().enumerate() {
+            if f.kind == ir::FunctionKind::Wrapper && !called[k] {
+                continue;
+            }
+            for g in compiler_core::opt::util::callees(f) {
+                if let Some(c) = from_code.get_mut(g.0 as usize) {
+                    *c = true;
+                }
+            }
+        }
         Facts {
             effectful: compiler_core::opt::util::effectful_functions(ir),
             call_work: compiler_core::opt::util::function_work(ir),
             called,
+            called_from_c: from_code.into_iter().map(|c| !c).collect(),
         }
     }
 }
@@ -490,10 +513,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             partition: None,
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             streams: false,
+            few_latches: Default::default(),
             tbaa: Tbaa::new(ctx),
             effectful: facts.effectful,
             call_work: facts.call_work,
             called: facts.called,
+            called_from_c: facts.called_from_c,
         }
     }
 
@@ -1001,6 +1026,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// generic instance (combining a parallel fold's partial results took 17
     /// vector instructions per instance of `dot`).
     pub fn small_loop_hints(&self, latch_branch: InstructionValue<'ctx>) {
+        self.few_latches.borrow_mut().push(latch_branch);
         self.loop_metadata(
             latch_branch,
             &[
@@ -1354,6 +1380,25 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let features = self.ctx.create_string_attribute("target-features", &spec.features);
         let nounwind =
             self.ctx.create_enum_attribute(inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind"), 0);
+        // Instances that only drive: called once per call of an entry, whose
+        // own code has no loop but of a few iterations (their with-loops and
+        // element-wise loops are chunk functions of their own), are left
+        // unoptimised, as the wrappers and C functions around them are: a few
+        // hundred instructions that allocate, check shapes and hand the work
+        // to chunk functions, run once per call (the compile service's
+        // instructions for `dot` and `implies`, both instances drivers, 20-25%
+        // fewer in LLVM).
+        let optnone = inkwell::attributes::Attribute::get_named_enum_kind_id("optnone");
+        for (k, func) in self.funcs.iter().enumerate() {
+            let driver = self.ir.functions[k].kind == ir::FunctionKind::Instance
+                && self.called_from_c[k]
+                && func.count_basic_blocks() > 0
+                && func.get_enum_attribute(inkwell::attributes::AttributeLoc::Function, optnone).is_none()
+                && !has_loop(*func, &self.few_latches.borrow());
+            if driver {
+                self.unoptimised(*func, false);
+            }
+        }
         let mut f = self.module.get_first_function();
         while let Some(func) = f {
             if func.count_basic_blocks() > 0 {
@@ -1373,6 +1418,54 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         Ok((self.module, tm))
     }
+}
+
+/// Whether `func`'s control flow has a cycle other than the loops whose
+/// back edges are `few` (loops of a few iterations).
+fn has_loop<'ctx>(func: inkwell::values::FunctionValue<'ctx>, few: &[InstructionValue<'ctx>]) -> bool {
+    use inkwell::values::Operand;
+    let blocks = func.get_basic_blocks();
+    let index: HashMap<inkwell::basic_block::BasicBlock<'ctx>, usize> =
+        blocks.iter().enumerate().map(|(k, b)| (*b, k)).collect();
+    let successors = |k: usize| -> (Option<InstructionValue<'ctx>>, Vec<usize>) {
+        let Some(t) = blocks[k].get_terminator() else { return (None, Vec::new()) };
+        let next = (0..t.get_num_operands())
+            .filter_map(|i| match t.get_operand(i) {
+                Some(Operand::Block(b)) => index.get(&b).copied(),
+                _ => None,
+            })
+            .collect();
+        (Some(t), next)
+    };
+    // Depth first from the entry: an edge to a block on the path is a back edge.
+    let mut state = vec![0u8; blocks.len()];
+    let mut stack: Vec<(usize, Option<InstructionValue<'ctx>>, Vec<usize>)> = Vec::new();
+    if blocks.is_empty() {
+        return false;
+    }
+    let (t, next) = successors(0);
+    state[0] = 1;
+    stack.push((0, t, next));
+    while let Some((k, t, next)) = stack.last_mut() {
+        match next.pop() {
+            Some(n) if state[n] == 1 => {
+                if !t.is_some_and(|t| few.contains(&t)) {
+                    return true;
+                }
+            }
+            Some(n) if state[n] == 0 => {
+                state[n] = 1;
+                let (t, next) = successors(n);
+                stack.push((n, t, next));
+            }
+            Some(_) => {}
+            None => {
+                state[*k] = 2;
+                stack.pop();
+            }
+        }
+    }
+    false
 }
 
 /// Functions with more LLVM instructions than this are left unoptimised
