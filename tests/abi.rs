@@ -427,8 +427,9 @@ fn very_large_functions_are_left_unoptimised() {
 
 /// An entry's instance whose own code only allocates, checks and hands its
 /// with-loop to a chunk function, called once per call of the entry, is
-/// glue LLVM leaves unoptimised (compile time); its chunk function, and an
-/// instance that loops itself, are optimised.
+/// glue LLVM leaves unoptimised (compile time); its chunk function, an
+/// instance that loops itself and one that computes without chunk functions
+/// are optimised.
 #[test]
 fn instances_that_only_drive_chunk_functions_are_left_unoptimised() {
     let work = scratch("drivers");
@@ -446,6 +447,7 @@ fn instances_that_only_drive_chunk_functions_are_left_unoptimised() {
     assert!(optnone("wl.scale__d_X_X("), "the driver is not left unoptimised");
     assert!(!optnone("wl.chunk.scale__d_X_X."), "its chunk function is not optimised");
     assert!(!optnone("wl.halve_steps__d_X_X__i("), "an instance with a loop is not optimised");
+    assert!(!optnone("wl.det2__d_2_2("), "an instance that computes itself is not optimised");
     let _ = std::fs::remove_dir_all(&work);
 }
 

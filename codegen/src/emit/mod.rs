@@ -1381,20 +1381,22 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let nounwind =
             self.ctx.create_enum_attribute(inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind"), 0);
         // Instances that only drive: called once per call of an entry, whose
-        // own code has no loop but of a few iterations (their with-loops and
-        // element-wise loops are chunk functions of their own), are left
-        // unoptimised, as the wrappers and C functions around them are: a few
-        // hundred instructions that allocate, check shapes and hand the work
-        // to chunk functions, run once per call (the compile service's
-        // instructions for `dot` and `implies`, both instances drivers, 20-25%
-        // fewer in LLVM).
+        // own code has no loop but of a few iterations and little arithmetic
+        // and hands its work to chunk functions (its with-loops and
+        // element-wise loops), are left unoptimised, as the wrappers and C
+        // functions around them are: a few hundred instructions that
+        // allocate, check shapes and start the chunks, run once per call (the
+        // compile service's instructions for `dot` and `implies`, both
+        // instances drivers, 20-25% fewer in LLVM). An entry that computes
+        // itself (a 4x4 determinant unrolled, no loop) stays optimised.
         let optnone = inkwell::attributes::Attribute::get_named_enum_kind_id("optnone");
         for (k, func) in self.funcs.iter().enumerate() {
             let driver = self.ir.functions[k].kind == ir::FunctionKind::Instance
                 && self.called_from_c[k]
                 && func.count_basic_blocks() > 0
                 && func.get_enum_attribute(inkwell::attributes::AttributeLoc::Function, optnone).is_none()
-                && !has_loop(*func, &self.few_latches.borrow());
+                && !has_loop(*func, &self.few_latches.borrow())
+                && only_drives(*func);
             if driver {
                 self.unoptimised(*func, false);
             }
@@ -1418,6 +1420,42 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         Ok((self.module, tm))
     }
+}
+
+/// The most floating-point operations a function that only drives chunk
+/// functions may do itself ([`only_drives`]).
+const DRIVER_MAX_FLOAT_OPS: usize = 16;
+
+/// Whether `func` hands work to a chunk function (passes one to the
+/// runtime, or calls it) or to the runtime's matrix product, and does
+/// little arithmetic itself: at most
+/// [`DRIVER_MAX_FLOAT_OPS`] floating-point operations (combining a fold's
+/// partial results, a scalar argument's scaling).
+fn only_drives(func: inkwell::values::FunctionValue<'_>) -> bool {
+    use inkwell::values::{InstructionOpcode, Operand};
+    let mut float_ops = 0;
+    let mut chunks = false;
+    for inst in instructions(func) {
+        if matches!(
+            inst.get_opcode(),
+            InstructionOpcode::FAdd
+                | InstructionOpcode::FSub
+                | InstructionOpcode::FMul
+                | InstructionOpcode::FDiv
+                | InstructionOpcode::FRem
+                | InstructionOpcode::FNeg
+        ) {
+            float_ops += 1;
+        }
+        chunks |= (0..inst.get_num_operands()).any(|i| match inst.get_operand(i) {
+            Some(Operand::Value(inkwell::values::BasicValueEnum::PointerValue(p))) => p
+                .get_name()
+                .to_str()
+                .is_ok_and(|n| n.starts_with("wl.chunk.") || n.starts_with("wl.flat.") || n == "wl_gemm_f64"),
+            _ => false,
+        });
+    }
+    chunks && float_ops <= DRIVER_MAX_FLOAT_OPS
 }
 
 /// Whether `func`'s control flow has a cycle other than the loops whose
