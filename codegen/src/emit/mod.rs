@@ -1396,7 +1396,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 && func.count_basic_blocks() > 0
                 && func.get_enum_attribute(inkwell::attributes::AttributeLoc::Function, optnone).is_none()
                 && !has_loop(*func, &self.few_latches.borrow())
-                && only_drives(*func);
+                && only_drives(*func, self.rt.gemm_f64);
             if driver {
                 self.unoptimised(*func, false);
             }
@@ -1431,8 +1431,9 @@ const DRIVER_MAX_FLOAT_OPS: usize = 16;
 /// little arithmetic itself: at most
 /// [`DRIVER_MAX_FLOAT_OPS`] floating-point operations (combining a fold's
 /// partial results, a scalar argument's scaling).
-fn only_drives(func: inkwell::values::FunctionValue<'_>) -> bool {
+fn only_drives<'ctx>(func: inkwell::values::FunctionValue<'ctx>, gemm: inkwell::values::FunctionValue<'ctx>) -> bool {
     use inkwell::values::{InstructionOpcode, Operand};
+    let gemm = gemm.as_global_value().as_pointer_value();
     let mut float_ops = 0;
     let mut chunks = false;
     for inst in instructions(func) {
@@ -1448,10 +1449,10 @@ fn only_drives(func: inkwell::values::FunctionValue<'_>) -> bool {
             float_ops += 1;
         }
         chunks |= (0..inst.get_num_operands()).any(|i| match inst.get_operand(i) {
-            Some(Operand::Value(inkwell::values::BasicValueEnum::PointerValue(p))) => p
-                .get_name()
-                .to_str()
-                .is_ok_and(|n| n.starts_with("wl.chunk.") || n.starts_with("wl.flat.") || n == "wl_gemm_f64"),
+            Some(Operand::Value(inkwell::values::BasicValueEnum::PointerValue(p))) => {
+                p == gemm
+                    || p.get_name().to_str().is_ok_and(|n| n.starts_with("wl.chunk.") || n.starts_with("wl.flat."))
+            }
             _ => false,
         });
     }
