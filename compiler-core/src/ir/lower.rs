@@ -1165,6 +1165,16 @@ impl FnLower<'_, '_> {
         if intrinsic {
             // printf: a primitive with the format first.
             let vals: Vec<ValueId> = args.iter().map(|a| self.expr(a, out)).collect();
+            if vals.first().is_none_or(|v| self.b.ty(*v).elem != Elem::String) {
+                // Reached without a format string, where a user's overload of
+                // `printf` did not take the arguments: a run-time error, as
+                // the interpreter's; the values the call site expects (the
+                // user's overload's results) are never read.
+                let message = "`printf` needs a format string first".to_string();
+                out.push(Stmt::new(Vec::new(), Op::Fail { code: codes::RUNTIME_TYPE_MISMATCH, message }, span));
+                let tys: Vec<Ty> = first.results.iter().map(|t| Ty::new(t.elem, Shape::of_spec(&t.shape))).collect();
+                return tys.iter().map(|t| self.b.placeholder_of(out, t, span)).collect();
+            }
             let ty = Ty::new(Elem::Base(BaseType::Int), Shape::scalar());
             self.b.emit1(out, Op::prim(Prim::Printf, vals), ty, span);
             return Vec::new();
