@@ -117,6 +117,9 @@ pub(crate) struct Emitter<'ctx, 'a> {
     /// ([`Trips::Few`]): what [`Emitter::finish`] does not count as a loop
     /// when it looks for the functions that only drive others.
     few_latches: std::cell::RefCell<Vec<InstructionValue<'ctx>>>,
+    /// Every chunk function emitted ([`parallel`]): what a function that
+    /// only drives hands its work to ([`Emitter::finish`]).
+    pub(crate) chunk_funcs: Vec<inkwell::values::FunctionValue<'ctx>>,
     /// Type-based alias tags (LLVM `!tbaa`): array headers (rank, size, data
     /// pointer, extents) and elements never overlap, so a store to an
     /// element cannot change a header. Without this LLVM reloads an array's
@@ -514,6 +517,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             static_parallel_min: crate::STATIC_PARALLEL_MIN,
             streams: false,
             few_latches: Default::default(),
+            chunk_funcs: Vec::new(),
             tbaa: Tbaa::new(ctx),
             effectful: facts.effectful,
             call_work: facts.call_work,
@@ -1390,13 +1394,19 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // instances drivers, 20-25% fewer in LLVM). An entry that computes
         // itself (a 4x4 determinant unrolled, no loop) stays optimised.
         let optnone = inkwell::attributes::Attribute::get_named_enum_kind_id("optnone");
+        let work_takers: Vec<PointerValue<'ctx>> = self
+            .chunk_funcs
+            .iter()
+            .chain([&self.rt.gemm_f64])
+            .map(|f| f.as_global_value().as_pointer_value())
+            .collect();
         for (k, func) in self.funcs.iter().enumerate() {
             let driver = self.ir.functions[k].kind == ir::FunctionKind::Instance
                 && self.called_from_c[k]
                 && func.count_basic_blocks() > 0
                 && func.get_enum_attribute(inkwell::attributes::AttributeLoc::Function, optnone).is_none()
                 && !has_loop(*func, &self.few_latches.borrow())
-                && only_drives(*func, self.rt.gemm_f64);
+                && only_drives(*func, &work_takers);
             if driver {
                 self.unoptimised(*func, false);
             }
@@ -1426,14 +1436,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 /// functions may do itself ([`only_drives`]).
 const DRIVER_MAX_FLOAT_OPS: usize = 16;
 
-/// Whether `func` hands work to a chunk function (passes one to the
-/// runtime, or calls it) or to the runtime's matrix product, and does
-/// little arithmetic itself: at most
-/// [`DRIVER_MAX_FLOAT_OPS`] floating-point operations (combining a fold's
-/// partial results, a scalar argument's scaling).
-fn only_drives<'ctx>(func: inkwell::values::FunctionValue<'ctx>, gemm: inkwell::values::FunctionValue<'ctx>) -> bool {
+/// Whether `func` hands work to one of `takers` (passes it to the runtime,
+/// or calls it: the chunk functions and the runtime's matrix product), and
+/// does little arithmetic itself: at most [`DRIVER_MAX_FLOAT_OPS`]
+/// floating-point operations (combining a fold's partial results, a scalar
+/// argument's scaling).
+fn only_drives<'ctx>(func: inkwell::values::FunctionValue<'ctx>, takers: &[PointerValue<'ctx>]) -> bool {
     use inkwell::values::{InstructionOpcode, Operand};
-    let gemm = gemm.as_global_value().as_pointer_value();
     let mut float_ops = 0;
     let mut chunks = false;
     for inst in instructions(func) {
@@ -1449,10 +1458,7 @@ fn only_drives<'ctx>(func: inkwell::values::FunctionValue<'ctx>, gemm: inkwell::
             float_ops += 1;
         }
         chunks |= (0..inst.get_num_operands()).any(|i| match inst.get_operand(i) {
-            Some(Operand::Value(inkwell::values::BasicValueEnum::PointerValue(p))) => {
-                p == gemm
-                    || p.get_name().to_str().is_ok_and(|n| n.starts_with("wl.chunk.") || n.starts_with("wl.flat."))
-            }
+            Some(Operand::Value(inkwell::values::BasicValueEnum::PointerValue(p))) => takers.contains(&p),
             _ => false,
         });
     }

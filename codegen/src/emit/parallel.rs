@@ -432,7 +432,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut arrays = Vec::new();
         let mut free: Vec<_> = free_uses(s).into_iter().collect();
         free.sort();
-        for v in free {
+        for &v in &free {
             let ty = fx.irf.ty(v);
             if scalar_repr(ty) || fx.virt.contains(&v) {
                 continue;
@@ -459,7 +459,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if statements > STREAM_MAX_STATEMENTS
             || thin_part(fx, part)
             || (step && updates_in_place(w, part))
-            || (!flat && reads_slices(fx, s, part))
+            || (!flat && reads_slices(fx, &free, part))
         {
             return Streaming::Never;
         }
@@ -522,6 +522,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     ) -> R<ChunkShell<'ctx, 'a>> {
         let name = self.fresh(&format!("{prefix}.{}", fx.irf.name));
         let func = self.module.add_function(&name, self.chunk_fn_type(), Some(Linkage::Internal));
+        self.chunk_funcs.push(func);
         let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
         func.add_attribute(inkwell::attributes::AttributeLoc::Function, self.ctx.create_enum_attribute(noinline, 0));
         let entry_bb = self.ctx.append_basic_block(func, "entry");
@@ -1202,13 +1203,14 @@ fn updates_in_place(w: &With, part: &Part) -> bool {
     reads
 }
 
-/// Whether the with-loop `s` reads an array of higher rank than `part`'s
-/// index space: a slice of it, most likely (Floyd-Warshall's copy of row `k`
-/// reads a row of an `n x n` array), so that its footprint, counted in whole
-/// arrays, says nothing of what the part touches.
-fn reads_slices(fx: &Fx<'_, '_>, s: &Stmt, part: &Part) -> bool {
+/// Whether a with-loop whose free values are `free` reads an array of higher
+/// rank than `part`'s index space: a slice of it, most likely
+/// (Floyd-Warshall's copy of row `k` reads a row of an `n x n` array), so
+/// that its footprint, counted in whole arrays, says nothing of what the
+/// part touches.
+fn reads_slices(fx: &Fx<'_, '_>, free: &[compiler_core::ir::ValueId], part: &Part) -> bool {
     let Some(rank) = super::ops::static_extent(fx.irf.ty(part.lower), 0) else { return true };
-    free_uses(s).into_iter().any(|v| {
+    free.iter().any(|&v| {
         let ty = fx.irf.ty(v);
         !scalar_repr(ty) && !fx.virt.contains(&v) && static_rank(ty).is_none_or(|r| r > rank)
     })

@@ -1171,9 +1171,7 @@ impl FnLower<'_, '_> {
                 // the interpreter's; the values the call site expects (the
                 // user's overload's results) are never read.
                 let message = "`printf` needs a format string first".to_string();
-                out.push(Stmt::new(Vec::new(), Op::Fail { code: codes::RUNTIME_TYPE_MISMATCH, message }, span));
-                let tys: Vec<Ty> = first.results.iter().map(|t| Ty::new(t.elem, Shape::of_spec(&t.shape))).collect();
-                return tys.iter().map(|t| self.b.placeholder_of(out, t, span)).collect();
+                return self.failed_call(codes::RUNTIME_TYPE_MISMATCH, message, first, out, span);
             }
             let ty = Ty::new(Elem::Base(BaseType::Int), Shape::scalar());
             self.b.emit1(out, Op::prim(Prim::Printf, vals), ty, span);
@@ -1210,13 +1208,25 @@ impl FnLower<'_, '_> {
             }
             None => {
                 // Inference never reached this call (dead code); reaching it is a bug.
-                let n = first.results.len();
                 let message = format!("call of `{}` reached no instance", callee.name);
-                out.push(Stmt::new(Vec::new(), Op::Fail { code: codes::INTERNAL_ERROR, message }, span));
-                let tys: Vec<Ty> = first.results.iter().map(|t| Ty::new(t.elem, Shape::of_spec(&t.shape))).collect();
-                (0..n).map(|k| self.b.placeholder_of(out, &tys[k], span)).collect()
+                self.failed_call(codes::INTERNAL_ERROR, message, first, out, span)
             }
         }
+    }
+
+    /// A call that fails with `code` and `message` where it runs, and the
+    /// values `callee`'s results would be, never read.
+    fn failed_call(
+        &mut self,
+        code: crate::diagnostics::Code,
+        message: String,
+        callee: &hir::Function,
+        out: &mut Vec<Stmt>,
+        span: Span,
+    ) -> Vec<ValueId> {
+        out.push(Stmt::new(Vec::new(), Op::Fail { code, message }, span));
+        let tys: Vec<Ty> = callee.results.iter().map(|t| Ty::new(t.elem, Shape::of_spec(&t.shape))).collect();
+        tys.iter().map(|t| self.b.placeholder_of(out, t, span)).collect()
     }
 
     fn bound(&mut self, b: &Bound, out: &mut Vec<Stmt>) -> Option<ValueId> {
