@@ -120,7 +120,17 @@ fn run_natively_on(
     args: Vec<Value>,
     threads: u32,
 ) -> std::sync::Arc<Array> {
-    let options = Options { threads: Some(threads), ..Default::default() };
+    run_natively_with(module, sources, entry, args, Options { threads: Some(threads), ..Default::default() })
+}
+
+/// [`run_natively_on`] with `options`.
+fn run_natively_with(
+    module: &compiler_core::ir::Module,
+    sources: &compiler_core::span::SourceMap,
+    entry: &str,
+    args: Vec<Value>,
+    options: Options,
+) -> std::sync::Arc<Array> {
     let out = withloop_codegen::jit::run(module, sources, entry, args, &options, None, &mut |_| {})
         .unwrap_or_else(|e| panic!("run: {e:?}"));
     match out.into_iter().next() {
@@ -183,7 +193,9 @@ fn streamed_results_are_whole_at_every_element_width_and_chunk_boundary() {
 /// interior (rows of 1701 doubles, so each row starts at another offset from
 /// a 64-byte boundary), a full-frame element-wise genarray of rank 3 (one
 /// loop over offsets), and a rank-1 genarray over all but its last index
-/// (its default written apart). `small` reads and writes 16 MB. Of
+/// (its default written apart). `small` reads and writes 16 MB.
+/// `relax_static_steps` iterates `relax`: a step streams when its footprint
+/// reaches the context's bound, which follows the machine's cache. Of
 /// run-time shape: `relax_any` (never streams), `flip_any` (a flat part) and
 /// `relax_steps` (a stencil in a loop), which stream when their arrays are
 /// large, and steps that never stream: `floyd_steps` updates its array in
@@ -194,6 +206,15 @@ const PARTS: &str = "double[1700,1701] relax(double[1700,1701] a)\n\
                        return with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
                                 0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
                               } : modarray(a);\n\
+                     }\n\
+                     double[1700,1701] relax_static_steps(double[1700,1701] a, int n)\n\
+                     {\n\
+                       for (k = 0; k < n; k++) {\n\
+                         a = with { ([1, 1] <= [i, j] < [1699, 1700]) :\n\
+                                  0.25 * (a[[i - 1, j]] + a[[i + 1, j]] + a[[i, j - 1]] + a[[i, j + 1]]);\n\
+                                } : modarray(a);\n\
+                       }\n\
+                       return a;\n\
                      }\n\
                      float[200,300,211] halve(float[200,300,211] a) { return { iv -> a[iv] * 0.5f }; }\n\
                      int[6000001] step(int[6000001] a)\n\
@@ -258,7 +279,9 @@ fn large_with_loop_parts_store_aligned_vectors_past_the_caches() {
     // one, taken for a large array.
     assert_eq!(functions(&ir, "wl.chunk.relax_any").len(), 1);
     assert!(functions(&ir, "wl.chunk.stream.relax_any").is_empty());
-    for name in ["flip_any", "relax_steps"] {
+    // A step of static shape gets both too: whether its arrays stay cached
+    // for the next step depends on the machine it runs on.
+    for name in ["flip_any", "relax_steps", "relax_static_steps"] {
         let (plain, streaming) =
             (functions(&ir, &format!("wl.chunk.{name}")), functions(&ir, &format!("wl.chunk.stream.{name}")));
         assert_eq!((plain.len(), streaming.len()), (1, 1), "`{name}`: a plain and a streaming chunk function");
@@ -355,6 +378,13 @@ fn streamed_with_loop_parts_are_whole_on_one_thread_and_three() {
         for threads in [1, 3] {
             let a = run_natively_on(&module, &sources, "relax_steps", vec![arg.clone(), steps.clone()], threads);
             assert!(a.elems == Elems::Double(twice.clone()), "relax_steps {rows}x{cols}, {threads} thread(s)");
+        }
+        // Whichever copy the context's bound picks, streaming or not.
+        let entries: &[&str] = if rows == 1700 { &["relax_steps", "relax_static_steps"] } else { &["relax_steps"] };
+        for (entry, stream_min) in entries.iter().flat_map(|e| [(e, 0), (e, i64::MAX)]) {
+            let options = Options { threads: Some(2), stream_min: Some(stream_min), ..Default::default() };
+            let a = run_natively_with(&module, &sources, entry, vec![arg.clone(), steps.clone()], options);
+            assert!(a.elems == Elems::Double(twice.clone()), "{entry} {rows}x{cols}, stream_min {stream_min}");
         }
         // Two shifts right by a column, halving: the rest's streaming copy
         // for the large grid.

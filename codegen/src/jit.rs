@@ -168,6 +168,9 @@ pub fn run_counted(
     if let Some(m) = options.parallel_min {
         wctx.parallel_min = m;
     }
+    if let Some(m) = options.stream_min {
+        wctx.stream_min = m;
+    }
     // Calls stop short of this thread's stack end (a recursion error, not a crash).
     wctx.stack_floor = withloop_rt::stack_floor();
     let c: *mut WlCtx = &mut *wctx;

@@ -88,6 +88,10 @@ pub struct Options {
     /// also replaces [`STATIC_PARALLEL_MIN`] as the compile-time cut.
     pub threads: Option<u32>,
     pub parallel_min: Option<i64>,
+    /// For in-process runs: the footprint, in bytes, from which a with-loop
+    /// step of a loop streams its stores (default: the context's,
+    /// `WITHLOOP_STREAM_MIN` or a third of the last-level cache).
+    pub stream_min: Option<i64>,
     /// Folds of `float`/`double` `+` and `*` combine their elements strictly
     /// in index order, as the interpreter does. By default (SaC leaves a
     /// fold's order unspecified) LLVM may reassociate them, which lets it
@@ -121,6 +125,7 @@ impl Default for Options {
             parallel: true,
             threads: None,
             parallel_min: None,
+            stream_min: None,
             exact_folds: false,
             partitions: None,
             vector_math: true,

@@ -14,6 +14,7 @@ pub const CTX_SITE: u64 = 8;
 pub const CTX_MAX_DEPTH: u64 = 24;
 pub const CTX_PARALLEL_MIN: u64 = 32;
 pub const CTX_STACK_FLOOR: u64 = std::mem::offset_of!(withloop_rt::WlCtx, stack_floor) as u64;
+pub const CTX_STREAM_MIN: u64 = std::mem::offset_of!(withloop_rt::WlCtx, stream_min) as u64;
 /// Byte offsets into `WlArray`.
 pub const ARR_RC: u64 = 0;
 pub const ARR_RANK: u64 = 8;

@@ -185,6 +185,17 @@ pub unsafe extern "C" fn wl_ctx_set_parallel_min(ctx: *mut WlCtx, iterations: i6
     unsafe { (*ctx).parallel_min = iterations.max(1) };
 }
 
+/// Sets the footprint, in bytes written and read, from which a with-loop
+/// step of a loop stores past the caches (default `WITHLOOP_STREAM_MIN`, or
+/// a third of the machine's last-level cache, at least 40 MiB).
+///
+/// # Safety
+/// `ctx` is valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_ctx_set_stream_min(ctx: *mut WlCtx, bytes: i64) {
+    unsafe { (*ctx).stream_min = bytes.max(0) };
+}
+
 /// The last error's code (`"R0001"`), or an empty string.
 ///
 /// # Safety

@@ -85,6 +85,7 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
             threads: 1,
             parallel_min: parent.parallel_min,
             max_elements: parent.max_elements,
+            stream_min: parent.stream_min,
             ..WlCtx::default()
         })
         .collect();

@@ -279,6 +279,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
         parallel: options.threads != Some(1),
         threads: None,
         parallel_min: None,
+        stream_min: None,
         exact_folds: options.exact_folds.unwrap_or(false),
         partitions: None,
         vector_math: options.vector_math.unwrap_or(true),

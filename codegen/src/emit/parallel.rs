@@ -93,16 +93,18 @@ struct Outlined<'ctx> {
 enum Streaming<'ctx> {
     Never,
     Always,
-    /// When the part writes and reads [`PART_STREAM_MIN_FOOTPRINT`] or more,
-    /// known at run time: its chunk function has a streaming copy. The
-    /// footprint is `known` bytes, plus `cell_bytes` per index of the part
-    /// (unless `static_cells`: counted in `known`), plus each of `arrays`'
-    /// elements at its width.
+    /// When the part writes and reads [`PART_STREAM_MIN_FOOTPRINT`] or more
+    /// (a step of a loop: the context's `stream_min`), known at run time:
+    /// its chunk function has a streaming copy. The footprint is `known`
+    /// bytes, plus `cell_bytes` per index of the part (unless
+    /// `static_cells`: counted in `known`), plus each of `arrays`' elements
+    /// at its width.
     Sized {
         cell_bytes: u64,
         known: u64,
         arrays: Vec<(PointerValue<'ctx>, u64)>,
         static_cells: bool,
+        step: bool,
     },
 }
 
@@ -290,7 +292,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // its two copies that fits.
         let chunk_fn = match out.stream_func {
             Some(stream_func) => {
-                let large = self.streams_at_run_time(&streaming, total)?;
+                let large = self.streams_at_run_time(fx, &streaming, total)?;
                 let (plain, stream) =
                     (out.func.as_global_value().as_pointer_value(), stream_func.as_global_value().as_pointer_value());
                 Some(self.b.build_select(large, stream, plain, "chunk.fn")?.into_pointer_value())
@@ -382,7 +384,11 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     /// sizes, else at run time ([`Streaming::Sized`]: a streaming copy of its
     /// chunk function) for a part that is flat (one loop over its frame's
     /// offsets, [`super::withloop::runs_flat`]) or a step of a loop
-    /// ([`inside_loop`]). Element-wise code and iterated stencils are where
+    /// ([`inside_loop`]). A step's bound is the context's `stream_min`,
+    /// which follows the machine's last-level cache (a step's arrays that
+    /// stay cached are read from there by the next step), so a step that
+    /// reaches [`PART_STREAM_MIN_FOOTPRINT`] picks its copy at run time even
+    /// where its footprint is static. Element-wise code and iterated stencils are where
     /// shape-generic code meets large arrays (without a copy, logical
     /// implication of two 4000x4000 `bool[.,.]` arrays took 1.4x its
     /// specialised instance's time, a 2000x2000 relaxation 1.35-1.39x); a
@@ -463,19 +469,26 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         {
             return Streaming::Never;
         }
+        let static_cells = cells.is_some();
         match (cells, arrays.is_empty()) {
-            (Some(_), true) if known >= PART_STREAM_MIN_FOOTPRINT => Streaming::Always,
-            (Some(_), true) => Streaming::Never,
-            _ if flat || step => Streaming::Sized { cell_bytes, known, arrays, static_cells: cells.is_some() },
+            (Some(_), true) if known < PART_STREAM_MIN_FOOTPRINT => Streaming::Never,
+            (Some(_), true) if !step => Streaming::Always,
+            _ if flat || step => Streaming::Sized { cell_bytes, known, arrays, static_cells, step },
             _ => Streaming::Never,
         }
     }
 
     /// Whether a part that streams by size ([`Streaming::Sized`]) writes and
-    /// reads [`PART_STREAM_MIN_FOOTPRINT`] or more: an `i1`. `cells`: how
-    /// many indices the part has.
-    fn streams_at_run_time(&mut self, streaming: &Streaming<'ctx>, cells: IntValue<'ctx>) -> R<IntValue<'ctx>> {
-        let Streaming::Sized { cell_bytes, known, arrays, static_cells } = streaming else {
+    /// reads [`PART_STREAM_MIN_FOOTPRINT`] or more (a step of a loop: the
+    /// context's `stream_min`): an `i1`. `cells`: how many indices the part
+    /// has.
+    fn streams_at_run_time(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        streaming: &Streaming<'ctx>,
+        cells: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        let Streaming::Sized { cell_bytes, known, arrays, static_cells, step } = streaming else {
             return Err(CodegenError::Bug("a run-time streaming test of a part that does not stream by size".into()));
         };
         let mut bytes = self.const_i64(*known as i64);
@@ -488,7 +501,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let read = self.b.build_int_mul(count, self.const_i64(*elem_bytes as i64), "read.bytes")?;
             bytes = self.b.build_int_add(bytes, read, "footprint")?;
         }
-        let min = self.const_i64(PART_STREAM_MIN_FOOTPRINT as i64);
+        let min = if *step {
+            let p = self.ctx_field(fx, rt::CTX_STREAM_MIN)?;
+            self.b.build_load(self.i64(), p, "stream.min")?.into_int_value()
+        } else {
+            self.const_i64(PART_STREAM_MIN_FOOTPRINT as i64)
+        };
         Ok(self.b.build_int_compare(IntPredicate::SGE, bytes, min, "streams")?)
     }
 
@@ -1146,15 +1164,12 @@ fn streams(per_iteration: u64, n: i64) -> bool {
 /// reads it, which non-temporal stores would forfeit.
 pub(crate) const STREAM_MIN_BYTES: u64 = 32 << 20;
 
-/// A parallel with-loop part streams its stores when it writes and reads
-/// at least this many bytes ([`Emitter::part_streams`]): more than one Zen
-/// core complex's last-level cache (32 MiB) holds, by a margin. Measured on a
-/// Zen 3 (32 MiB L3), one and two threads: a 27-point stencil over 128³
-/// doubles (16 MiB read, 16 MiB written, the next step reading it) ran
-/// 1.2-1.3x slower streaming, as its arrays stay mostly cached without;
-/// logical implication of two 4000x4000 boolean arrays (48 MB) 0.77-0.84x
-/// the time, a 2000x2000 relaxation (64 MB) 0.81-0.91x.
-pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = 40 << 20;
+/// A parallel with-loop part run once streams its stores when it writes and
+/// reads at least this many bytes ([`Emitter::part_streams`]); a step of a
+/// loop streams from the context's bound ([`withloop_rt::WlCtx::stream_min`],
+/// which follows the machine's cache and is by default not lower), and one
+/// of static size below this bound gets no streaming copy.
+pub(crate) const PART_STREAM_MIN_FOOTPRINT: u64 = withloop_rt::STREAM_MIN_FOOTPRINT as u64;
 
 /// Whether statement `s` lies in a loop of `f` (a step of an iterative
 /// algorithm, which touches its arrays again every round).
