@@ -8,7 +8,7 @@ use super::format;
 use super::ops::{OpError, elementwise_convert};
 use super::prims;
 use super::value::{Array, Elems, Scalar, Value, row_major_offset, shape_size};
-use super::{RunOptions, RuntimeError};
+use super::{GENERATOR_LENGTH_MISMATCH, RunOptions, RuntimeError};
 use crate::diagnostics::{self as codes, Code};
 use crate::sema::analysis::expr_pure;
 use crate::sema::hir::{
@@ -720,6 +720,18 @@ impl<'p> Interp<'p> {
         }
         'parts: for part in &w.parts {
             let generator = self.generator(frame, part, frame_shape.as_deref())?;
+            // A genarray's indices are whole indices of its shape.
+            for st in &states {
+                if let OpState::Gen { shape, .. } = st
+                    && generator.lower.len() != shape.len()
+                {
+                    return Err(self.error(
+                        codes::BAD_GENERATOR_VALUE,
+                        GENERATOR_LENGTH_MISMATCH.to_string(),
+                        part.generator_span,
+                    ));
+                }
+            }
             // Generators must stay inside every genarray and modarray result.
             if generator.nonempty() {
                 for fs in states.iter().filter_map(|s| s.frame_shape()) {

@@ -41,6 +41,12 @@ impl Default for RunOptions {
 /// Stack size a thread running the interpreter with the default call depth needs.
 pub const STACK_BYTES: usize = 1 << 30;
 
+/// The run-time error (`R0006`) of a genarray with-loop whose generator's
+/// indices are not as long as its shape (the shape's length known only at
+/// run time; the type checker reports the rest). Compiled code fails with
+/// the same message (`ir::lower`).
+pub const GENERATOR_LENGTH_MISMATCH: &str = "the generator's indices are not as long as the genarray's shape";
+
 /// A run-time error: code, message, the user's source location, and the calls
 /// that led there.
 #[derive(Clone, Debug, PartialEq)]

@@ -1243,11 +1243,13 @@ impl FnLower<'_, '_> {
         // Operators first.
         let mut ops = Vec::new();
         let mut frame: Option<ValueId> = None;
+        let mut gen_shapes = Vec::new();
         for op in &w.ops {
             ops.push(match op {
                 hir::WithOp::Genarray { shape, default, .. } => {
                     let s = self.expr(shape, out);
                     frame.get_or_insert(s);
+                    gen_shapes.push(s);
                     let d = default.as_ref().map(|d| self.expr(d, out));
                     WithOp::Genarray { shape: s, default: d }
                 }
@@ -1306,6 +1308,35 @@ impl FnLower<'_, '_> {
                 let no = self.b.constant(out, Value::Scalar(Scalar::Bool(false)), p.span);
                 let message = "cannot tell how long this generator's index is".to_string();
                 self.b.check(out, Check::Assert(no), codes::BAD_GENERATOR_VALUE, message, p.span);
+            }
+            // A genarray's indices are whole indices of its shape; where
+            // a length is known only at run time, checked there (the type
+            // checker reported static mismatches).
+            let index_len = |this: &Self| match (n_static, len_source) {
+                (Some(n), _) => Some(n),
+                (None, Some(src)) => this.b.ty(src).shape.extents().and_then(|e| e.first().copied()),
+                (None, None) => None,
+            };
+            for &g in &gen_shapes {
+                let frame_len = self.b.ty(g).shape.extents().and_then(|e| e.first().copied());
+                if (n_static.is_none() && len_source.is_none()) || (index_len(self).is_some() && frame_len.is_some()) {
+                    continue;
+                }
+                let zero = self.b.constant(out, Value::int_vector(&[0]), span);
+                let generator_len = match (n_static, len_source) {
+                    (Some(n), _) => self.b.constant(out, Value::Scalar(Scalar::int(n as i64)), span),
+                    (None, Some(src)) => {
+                        let shape = self.b.prim(out, Prim::Shape, vec![src], int_vec.clone(), span);
+                        self.b.prim(out, Prim::Sel, vec![zero, shape], int_ty.clone(), span)
+                    }
+                    (None, None) => continue,
+                };
+                let frame_shape = self.b.prim(out, Prim::Shape, vec![g], int_vec.clone(), span);
+                let frame_len = self.b.prim(out, Prim::Sel, vec![zero, frame_shape], int_ty.clone(), span);
+                let bool_ty = Ty::new(Elem::Base(BaseType::Bool), Shape::scalar());
+                let same = self.b.prim(out, Prim::Bin(BinOp::Eq), vec![generator_len, frame_len], bool_ty, p.span);
+                let message = crate::interp::GENERATOR_LENGTH_MISMATCH.to_string();
+                self.b.check(out, Check::Assert(same), codes::BAD_GENERATOR_VALUE, message, p.generator_span);
             }
             let frame_prefix = |this: &mut Self, out: &mut Vec<Stmt>| -> ValueId {
                 let f = frame.unwrap_or_else(|| this.b.constant(out, Value::int_vector(&[]), span));

@@ -1336,6 +1336,24 @@ impl<'a> Engine<'a> {
                 .map(|s| s.len())
                 .or_else(|| bound_lens.iter().flatten().next().copied())
                 .or(frame_rank);
+            // A genarray's indices are whole indices of its shape: a
+            // generator of another length covers no index of it.
+            let gen_rank = ops.iter().find_map(|o| match o {
+                Op::Gen { frame, .. } => frame.rank_if_known(),
+                _ => None,
+            });
+            if let (Some(n), Some(m)) = (n, gen_rank)
+                && n != m
+            {
+                self.report(
+                    codes::STATIC_SHAPE_ERROR,
+                    format!(
+                        "the generator's indices have {n} component{} but the genarray's shape has {m}",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                    part.generator_span,
+                );
+            }
             if let Some(v) = part.index_vector {
                 let info = Some(int_vector(n));
                 self.record_local(walk, v, &info);
