@@ -161,8 +161,8 @@ pub const STREAM_MIN_FOOTPRINT: i64 = 40 << 20;
 /// from the cache by the next step; streamed, from memory. On an Emerald
 /// Rapids guest (300 MiB L3 shared with other guests; two vCPUs), relaxation
 /// steps over 2000x2000 doubles (64 MB) ran 0.76-0.87x the time without
-/// streaming, over 2300x2300 (85 MB) 0.84x on two threads and even on one,
-/// over 2600x2600 (108 MB) 0.85x on two threads but 1.2x on one, over
+/// streaming, over 2300x2300 (85 MB) 0.84x on two threads and 0.94-0.98x on
+/// one, over 2600x2600 (108 MB) 0.85x on two threads but 1.2x on one, over
 /// 3000x3000 (144 MB) 1.17-1.23x: the guest's share of the cache is about a
 /// third of it.
 fn default_stream_min() -> i64 {

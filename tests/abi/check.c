@@ -22,6 +22,14 @@ int main(void) {
   wl_array_release(&r);
   CHECK(r.owner == NULL, "release clears the descriptor");
 
+  /* The context's tuning (threads, the smallest part split, the footprint
+     from which a loop's steps stream their stores) changes no result. */
+  wl_ctx_set_threads(ctx, 2);
+  wl_ctx_set_parallel_min(ctx, 1);
+  wl_ctx_set_stream_min(ctx, 0);
+  CHECK(wl_scale(ctx, &a, 2.0, &r) == 0 && ((const double *)r.data)[5] == 12, "scale on a tuned context");
+  wl_array_release(&r);
+
   /* The AKS variant. */
   double m33[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
   int64_t shape33[2] = {3, 3};

@@ -1312,14 +1312,16 @@ impl FnLower<'_, '_> {
             // A genarray's indices are whole indices of its shape; where
             // a length is known only at run time, checked there (the type
             // checker reported static mismatches).
-            let index_len = |this: &Self| match (n_static, len_source) {
-                (Some(n), _) => Some(n),
-                (None, Some(src)) => this.b.ty(src).shape.extents().and_then(|e| e.first().copied()),
-                (None, None) => None,
-            };
             for &g in &gen_shapes {
-                let frame_len = self.b.ty(g).shape.extents().and_then(|e| e.first().copied());
-                if (n_static.is_none() && len_source.is_none()) || (index_len(self).is_some() && frame_len.is_some()) {
+                let static_len =
+                    |this: &Self, v: ValueId| this.b.ty(v).shape.extents().and_then(|e| e.first().copied());
+                let index_len = match (n_static, len_source) {
+                    (Some(n), _) => Some(n),
+                    (None, Some(src)) => static_len(self, src),
+                    // No bound: the index is as long as the shape.
+                    (None, None) => continue,
+                };
+                if index_len.is_some() && static_len(self, g).is_some() {
                     continue;
                 }
                 let zero = self.b.constant(out, Value::int_vector(&[0]), span);
