@@ -139,9 +139,12 @@ fn ask_stack() -> Option<(usize, usize)> {
 /// `WITHLOOP_PARALLEL_MIN`, else 32768.
 fn default_parallel_min() -> i64 {
     static MIN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("WITHLOOP_PARALLEL_MIN").ok().and_then(|s| s.trim().parse::<i64>().ok()).unwrap_or(1 << 15).max(1)
-    })
+    *MIN.get_or_init(|| env_int("WITHLOOP_PARALLEL_MIN").unwrap_or(1 << 15).max(1))
+}
+
+/// The integer environment variable `name`, if set to one.
+fn env_int(name: &str) -> Option<i64> {
+    std::env::var(name).ok().and_then(|s| s.trim().parse::<i64>().ok())
 }
 
 /// The smallest footprint that streams, whatever the machine: more than one
@@ -168,9 +171,7 @@ pub const STREAM_MIN_FOOTPRINT: i64 = 40 << 20;
 fn default_stream_min() -> i64 {
     static MIN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| {
-        std::env::var("WITHLOOP_STREAM_MIN")
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
+        env_int("WITHLOOP_STREAM_MIN")
             .unwrap_or_else(|| last_level_cache().map_or(0, |bytes| bytes / 3).max(STREAM_MIN_FOOTPRINT))
             .max(0)
     })

@@ -1309,32 +1309,32 @@ impl FnLower<'_, '_> {
                 let message = "cannot tell how long this generator's index is".to_string();
                 self.b.check(out, Check::Assert(no), codes::BAD_GENERATOR_VALUE, message, p.span);
             }
+            // How long vector `v` is (`shape(v)[0]`).
+            let vector_len = |this: &mut Self, out: &mut Vec<Stmt>, v: ValueId| -> ValueId {
+                let s = this.b.prim(out, Prim::Shape, vec![v], int_vec.clone(), span);
+                let z = this.b.constant(out, Value::int_vector(&[0]), span);
+                this.b.prim(out, Prim::Sel, vec![z, s], int_ty.clone(), span)
+            };
+            // The generator's index length, where a pattern or a vector sets
+            // it (else it is the frame's).
+            let index_len = |this: &mut Self, out: &mut Vec<Stmt>| -> Option<ValueId> {
+                match (n_static, len_source) {
+                    (Some(n), _) => Some(this.b.constant(out, Value::Scalar(Scalar::int(n as i64)), span)),
+                    (None, Some(src)) => Some(vector_len(this, out, src)),
+                    (None, None) => None,
+                }
+            };
             // A genarray's indices are whole indices of its shape; where
             // a length is known only at run time, checked there (the type
             // checker reported static mismatches).
+            let static_len = |this: &Self, v: ValueId| this.b.ty(v).shape.extents().and_then(|e| e.first().copied());
+            let static_index_len = n_static.or_else(|| len_source.and_then(|src| static_len(self, src)));
             for &g in &gen_shapes {
-                let static_len =
-                    |this: &Self, v: ValueId| this.b.ty(v).shape.extents().and_then(|e| e.first().copied());
-                let index_len = match (n_static, len_source) {
-                    (Some(n), _) => Some(n),
-                    (None, Some(src)) => static_len(self, src),
-                    // No bound: the index is as long as the shape.
-                    (None, None) => continue,
-                };
-                if index_len.is_some() && static_len(self, g).is_some() {
+                if static_index_len.is_some() && static_len(self, g).is_some() {
                     continue;
                 }
-                let zero = self.b.constant(out, Value::int_vector(&[0]), span);
-                let generator_len = match (n_static, len_source) {
-                    (Some(n), _) => self.b.constant(out, Value::Scalar(Scalar::int(n as i64)), span),
-                    (None, Some(src)) => {
-                        let shape = self.b.prim(out, Prim::Shape, vec![src], int_vec.clone(), span);
-                        self.b.prim(out, Prim::Sel, vec![zero, shape], int_ty.clone(), span)
-                    }
-                    (None, None) => continue,
-                };
-                let frame_shape = self.b.prim(out, Prim::Shape, vec![g], int_vec.clone(), span);
-                let frame_len = self.b.prim(out, Prim::Sel, vec![zero, frame_shape], int_ty.clone(), span);
+                let Some(generator_len) = index_len(self, out) else { continue };
+                let frame_len = vector_len(self, out, g);
                 let bool_ty = Ty::new(Elem::Base(BaseType::Bool), Shape::scalar());
                 let same = self.b.prim(out, Prim::Bin(BinOp::Eq), vec![generator_len, frame_len], bool_ty, p.span);
                 let message = crate::interp::GENERATOR_LENGTH_MISMATCH.to_string();
@@ -1342,18 +1342,9 @@ impl FnLower<'_, '_> {
             }
             let frame_prefix = |this: &mut Self, out: &mut Vec<Stmt>| -> ValueId {
                 let f = frame.unwrap_or_else(|| this.b.constant(out, Value::int_vector(&[]), span));
-                match (n_static, len_source) {
-                    (Some(n), _) => {
-                        let k = this.b.constant(out, Value::Scalar(Scalar::int(n as i64)), span);
-                        this.b.prim(out, Prim::Take, vec![k, f], int_vec.clone(), span)
-                    }
-                    (None, Some(src)) => {
-                        let s = this.b.prim(out, Prim::Shape, vec![src], int_vec.clone(), span);
-                        let z = this.b.constant(out, Value::int_vector(&[0]), span);
-                        let k = this.b.prim(out, Prim::Sel, vec![z, s], int_ty.clone(), span);
-                        this.b.prim(out, Prim::Take, vec![k, f], int_vec.clone(), span)
-                    }
-                    (None, None) => f,
+                match index_len(this, out) {
+                    Some(k) => this.b.prim(out, Prim::Take, vec![k, f], int_vec.clone(), span),
+                    None => f,
                 }
             };
             let zeros_like = |this: &mut Self, out: &mut Vec<Stmt>, v: ValueId| -> ValueId {

@@ -1294,6 +1294,10 @@ impl<'a> Engine<'a> {
             Op::Mod { array } => array.as_ref().and_then(|a| a.ty.shape.rank_if_known()),
             Op::Fold { .. } => None,
         });
+        let gen_rank = ops.iter().find_map(|o| match o {
+            Op::Gen { frame, .. } => frame.rank_if_known(),
+            _ => None,
+        });
         let mut cells: Vec<Option<Info>> = vec![None; ops.len()];
         let mut any_part_ran = vec![false; ops.len()];
         for (part_number, part) in w.parts.iter().enumerate() {
@@ -1338,10 +1342,6 @@ impl<'a> Engine<'a> {
                 .or(frame_rank);
             // A genarray's indices are whole indices of its shape: a
             // generator of another length covers no index of it.
-            let gen_rank = ops.iter().find_map(|o| match o {
-                Op::Gen { frame, .. } => frame.rank_if_known(),
-                _ => None,
-            });
             if let (Some(n), Some(m)) = (n, gen_rank)
                 && n != m
             {
