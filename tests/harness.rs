@@ -56,7 +56,10 @@ fn main() {
             let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
             let name = relative.to_string_lossy().trim_end_matches(".sac").trim_end_matches(".l0").to_string();
             let path = if std::env::current_dir().is_ok_and(|d| d == root) { relative } else { path };
-            Some(Trial::test(name, move || run_test(&path, &text)))
+            // On a deep stack, as `withloop` compiles and runs: expressions
+            // may be 1024 levels deep, more than a test thread's stack holds
+            // in a debug build.
+            Some(Trial::test(name, move || compiler_core::interp::with_large_stack(move || run_test(&path, &text))))
         })
         .collect();
     libtest_mimic::run(&args, trials).exit();

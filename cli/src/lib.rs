@@ -143,6 +143,13 @@ fn add_diagnostics(report: &mut Report, sources: &SourceMap, diagnostics: &[Diag
 
 /// `withloop check FILE`: diagnostics only.
 pub fn check(inv: &Invocation) -> Report {
+    let inv = inv.clone();
+    // The front end recurses over expression trees as deep as the parser
+    // allows (`MAX_EXPR_DEPTH`): more than a main thread's 8 MiB holds.
+    interp::with_large_stack(move || check_here(&inv))
+}
+
+fn check_here(inv: &Invocation) -> Report {
     let mut report = Report::default();
     let Some(text) = read(inv, &mut report) else { return report };
     let fe = driver::frontend(&inv.file.to_string_lossy(), &text, &FsLoader, &inv.frontend);
@@ -468,6 +475,18 @@ fn optimised_timed(
 /// `withloop compile FILE`: compiles and prints (or writes to `output`) what
 /// `emit` asks for; native kinds use `native`.
 pub fn compile(
+    inv: &Invocation,
+    options: &opt::PipelineOptions,
+    emit: Emit,
+    native: &withloop_codegen::Options,
+    output: Option<&Path>,
+) -> Report {
+    let (inv, options, native, output) = (inv.clone(), options.clone(), native.clone(), output.map(Path::to_path_buf));
+    // Deep expression trees, as in `check`.
+    interp::with_large_stack(move || compile_here(&inv, &options, emit, &native, output.as_deref()))
+}
+
+fn compile_here(
     inv: &Invocation,
     options: &opt::PipelineOptions,
     emit: Emit,

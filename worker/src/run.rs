@@ -291,7 +291,7 @@ pub fn child_main() -> std::process::ExitCode {
             Err(e) => {
                 ChildOutcome::Err { kind: FailureKind::Bug, body: Failure::invalid(format!("the run: {e}")).body }
             }
-            Ok(request) => match child_run(&request) {
+            Ok(request) => match child_run_on_deep_stack(request) {
                 Ok(r) => ChildOutcome::Ok(r),
                 Err(f) => ChildOutcome::Err { kind: f.kind, body: f.body },
             },
@@ -303,6 +303,25 @@ pub fn child_main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// The stack of the thread a run's child compiles and runs on: the front end
+/// recurses over expression trees as deep as the parsers allow (1024 levels,
+/// a few MiB; a chain of 3000 subtractions overflowed 8 MiB before the
+/// parsers bounded chains). Reserved before the run's memory limit is set,
+/// and counted in it.
+const CHILD_STACK: usize = 64 << 20;
+
+/// [`child_run`] on a thread with [`CHILD_STACK`].
+fn child_run_on_deep_stack(request: RunRequest) -> Result<RunResponse, Failure> {
+    let spawned = std::thread::Builder::new()
+        .name("withloop-run".into())
+        .stack_size(CHILD_STACK)
+        .spawn(move || child_run(&request));
+    match spawned {
+        Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(e) => Err(Failure::transient(format!("starting the run's thread: {e}"))),
+    }
 }
 
 fn child_run(request: &RunRequest) -> Result<RunResponse, Failure> {

@@ -185,7 +185,10 @@ struct Parser<'d> {
     toks: Vec<Token>,
     pos: usize,
     diags: &'d mut Diagnostics,
+    /// Nesting ([`MAX_DEPTH`]).
     depth: usize,
+    /// Operators of the left-associative chains being parsed ([`MAX_EXPR_DEPTH`]).
+    links: usize,
 }
 
 /// A syntax error was reported; the caller skips to the next function.
@@ -195,17 +198,28 @@ type P<T> = Result<T, Bail>;
 
 const MAX_DEPTH: usize = 400;
 
+/// Deepest expression tree: nesting plus the operators of left-associative
+/// chains (`x - 1 - 1 - …`, each nesting the expression so far one level
+/// deeper), which later stages recurse over (a chain of 20000 overflowed the
+/// CLI's stack).
+const MAX_EXPR_DEPTH: usize = 1024;
+
 /// Parses an L0 program. Functions with syntax errors are left out (the errors
 /// are reported); the rest are returned.
 pub fn parse_program(file: FileId, text: &str, diags: &mut Diagnostics) -> Program {
     let toks = lex(file, text, diags);
-    let mut p = Parser { toks, pos: 0, diags, depth: 0 };
+    let mut p = Parser { toks, pos: 0, diags, depth: 0, links: 0 };
     let mut functions = Vec::new();
     while p.peek() != &Tok::Eof {
         if p.is_word("fun") {
             match p.fundef() {
                 Ok(f) => functions.push(f),
-                Err(Bail) => p.skip_to_fun(),
+                Err(Bail) => {
+                    // A bail leaves the nesting it was in: the next function starts afresh.
+                    p.depth = 0;
+                    p.links = 0;
+                    p.skip_to_fun();
+                }
             }
         } else {
             let span = p.span();
@@ -429,30 +443,52 @@ impl Parser<'_> {
     /// Precedence climbing; `pow` is right-associative, the rest left.
     fn binary(&mut self, min: u8) -> P<Expr> {
         let mut lhs = self.unary()?;
+        let start = self.links;
         while let Some((op, prec)) = self.binop() {
             if prec <= min {
                 break;
             }
+            if self.depth + self.links >= MAX_EXPR_DEPTH {
+                return Err(self.too_deep());
+            }
+            // What follows in the chain, right operands included, is one
+            // level deeper.
+            self.links += 1;
             self.bump();
             let next = if op == BinOp::Pow { prec - 1 } else { prec };
             let rhs = self.binary_at(next)?;
             let span = lhs.span.to(rhs.span);
             lhs = Expr { kind: ExprKind::Bin(op, Box::new(lhs), Box::new(rhs)), span };
         }
+        self.links = start;
         Ok(lhs)
     }
 
     /// [`Self::binary`] with a bound on nesting, so deep input cannot overflow the stack.
     fn binary_at(&mut self, min: u8) -> P<Expr> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            let span = self.span();
-            self.diags.push(Diagnostic::error(codes::NESTING_TOO_DEEP, "expression nested too deeply").at(span, ""));
-            return Err(Bail);
+        if self.depth > MAX_DEPTH || self.depth + self.links > MAX_EXPR_DEPTH {
+            return Err(self.too_deep());
         }
         let r = self.binary(min);
         self.depth -= 1;
         r
+    }
+
+    /// Reports an expression nested beyond [`MAX_DEPTH`] or deeper than
+    /// [`MAX_EXPR_DEPTH`] (at the next token).
+    fn too_deep(&mut self) -> Bail {
+        let span = self.span();
+        let d = if self.depth > MAX_DEPTH {
+            Diagnostic::error(codes::NESTING_TOO_DEEP, "expression nested too deeply").at(span, "")
+        } else {
+            Diagnostic::error(codes::NESTING_TOO_DEEP, format!("expression more than {MAX_EXPR_DEPTH} levels deep"))
+                .at(span, "")
+                .with_note("each operator of a chain such as `a - b - c` nests the expression so far one level deeper")
+                .with_hint("split the expression with `let`")
+        };
+        self.diags.push(d);
+        Bail
     }
 
     fn unary(&mut self) -> P<Expr> {

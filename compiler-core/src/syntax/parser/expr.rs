@@ -73,6 +73,7 @@ impl Parser<'_> {
     /// Precedence climbing over the infix operators with binding power ≥ `min`.
     pub(super) fn binary(&mut self, min: u8) -> Expr {
         let mut lhs = self.unary();
+        let mut links = 0;
         loop {
             let t = self.peek().clone();
             if t.kind != TokenKind::Punct {
@@ -90,6 +91,13 @@ impl Parser<'_> {
                 break;
             }
             self.bump();
+            if !self.link() {
+                // Too deep (reported once): the rest of the chain is read, not kept.
+                let rhs = self.discarded(|p| p.binary(prec + 1));
+                lhs = self.error_expr(lhs.span.to(rhs.span));
+                continue;
+            }
+            links += 1;
             let rhs = self.binary(prec + 1);
             let span = lhs.span.to(rhs.span);
             lhs = match t.text.as_str() {
@@ -106,6 +114,7 @@ impl Parser<'_> {
                 },
             };
         }
+        self.links -= links;
         lhs
     }
 
@@ -144,7 +153,13 @@ impl Parser<'_> {
             self.bump();
             let ty = self.type_expr();
             self.expect(")");
+            // A cast nests its operand as a prefix operator does.
+            if !self.enter() {
+                self.leave();
+                return self.error_expr(t.span);
+            }
             let operand = self.unary();
+            self.leave();
             let span = t.span.to(operand.span);
             return match ty {
                 Some(ty) => Expr { kind: ExprKind::Cast { ty, expr: Box::new(operand) }, span },
@@ -185,11 +200,19 @@ impl Parser<'_> {
 
     fn postfix(&mut self) -> Expr {
         let mut e = self.primary();
+        let mut links = 0;
         while self.at("[") {
             let open = self.peek().span;
-            let items = self.index_items();
+            let deeper = self.link();
+            let items = if deeper { self.index_items() } else { self.discarded(Self::index_items) };
             let close = self.prev_span();
             let span = e.span.to(close);
+            if !deeper {
+                // Too deep (reported once): the selection is read, not kept.
+                e = self.error_expr(span);
+                continue;
+            }
+            links += 1;
             let has_dots = items.iter().any(|i| !matches!(i, DotIndex::Expr(_)));
             if has_dots {
                 e = Expr { kind: ExprKind::DotSelect { array: Box::new(e), index: items }, span };
@@ -211,6 +234,7 @@ impl Parser<'_> {
                 e = Expr { kind: ExprKind::Select { array: Box::new(e), index }, span };
             }
         }
+        self.links -= links;
         e
     }
 

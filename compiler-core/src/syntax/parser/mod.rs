@@ -23,6 +23,14 @@ use crate::span::Span;
 /// Deepest nesting of statements and expressions the parser descends into.
 pub const MAX_DEPTH: usize = 256;
 
+/// Deepest expression tree: nesting plus the links of chains the parser
+/// builds in a loop, each of which wraps the expression so far one level
+/// deeper (`a - b - c` is `(a - b) - c`; `a[i][j]` is `(a[i])[j]`). Name
+/// resolution, type inference, lowering and the interpreter recurse over
+/// expression trees: a chain of 3000 subtractions overflowed the CLI's 8 MiB
+/// stack in name resolution, one of 100000 the compile service's.
+pub const MAX_EXPR_DEPTH: usize = 1024;
+
 /// Parses a whole token stream (which must end with `Eof`).
 pub fn parse_module(tokens: &[Token], diagnostics: &mut Diagnostics) -> SourceModule {
     let mut parser = Parser::new(tokens, diagnostics);
@@ -74,6 +82,8 @@ struct Parser<'a> {
     diags: &'a mut Diagnostics,
     typedefs: HashSet<Name>,
     depth: usize,
+    /// Links of the chains being parsed ([`MAX_EXPR_DEPTH`]).
+    links: usize,
     /// Inside a tensor-comprehension body, `|` ends the body.
     no_pipe: bool,
     /// Reported "nested too deeply" already.
@@ -159,6 +169,7 @@ impl<'a> Parser<'a> {
             diags,
             typedefs,
             depth: 0,
+            links: 0,
             no_pipe: false,
             depth_reported: false,
             last_error_pos: None,
@@ -308,19 +319,54 @@ impl<'a> Parser<'a> {
 
     fn enter(&mut self) -> bool {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            if !self.depth_reported {
-                self.depth_reported = true;
-                let span = self.peek().span;
-                self.error_at(
-                    Diagnostic::error(codes::NESTING_TOO_DEEP, format!("nested more than {MAX_DEPTH} levels deep"))
-                        .at(span, "here")
-                        .with_hint("split the expression into several assignments"),
-                );
-            }
+        if self.depth > MAX_DEPTH || self.depth + self.links > MAX_EXPR_DEPTH {
+            self.too_deep();
             return false;
         }
         true
+    }
+
+    /// One more link of a chain (an operator applied to the expression so
+    /// far, a selection from it): `false` when the expression would be
+    /// deeper than [`MAX_EXPR_DEPTH`] (reported once). The caller gives its
+    /// links back when the chain ends (`self.links -= n`).
+    fn link(&mut self) -> bool {
+        if self.depth + self.links >= MAX_EXPR_DEPTH {
+            self.too_deep();
+            return false;
+        }
+        self.links += 1;
+        true
+    }
+
+    /// Parses with `f` what a chain too deep goes on with, which is read but
+    /// not kept: its own operands nest only as deep as they do themselves
+    /// (and parse without further errors where they are well formed).
+    fn discarded<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let links = std::mem::take(&mut self.links);
+        let kept = f(self);
+        self.links = links;
+        kept
+    }
+
+    fn too_deep(&mut self) {
+        if self.depth_reported {
+            return;
+        }
+        self.depth_reported = true;
+        let span = self.peek().span;
+        let message = if self.depth > MAX_DEPTH {
+            format!("nested more than {MAX_DEPTH} levels deep")
+        } else {
+            format!("expression more than {MAX_EXPR_DEPTH} levels deep")
+        };
+        let mut d = Diagnostic::error(codes::NESTING_TOO_DEEP, message)
+            .at(span, "here")
+            .with_hint("split the expression into several assignments");
+        if self.links > 0 {
+            d = d.with_note("each operator of a chain such as `a - b - c` (and each selection of `a[i][j]`) nests the expression so far one level deeper");
+        }
+        self.error_at(d);
     }
 
     fn leave(&mut self) {

@@ -158,6 +158,58 @@ fn deep_nesting_is_an_error_not_a_crash() {
     assert!(errs.iter().any(|e| e.starts_with("E0107")), "{errs:?}");
 }
 
+/// How deep an expression tree is (iteratively: the trees here are too deep
+/// for a recursive walk on a test thread).
+fn tree_depth(e: &Expr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(e, 1)];
+    while let Some((e, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match &e.kind {
+            ExprKind::Binary { lhs, rhs, .. } => stack.extend([(&**lhs, depth + 1), (&**rhs, depth + 1)]),
+            ExprKind::Select { array, index } => {
+                stack.push((&**array, depth + 1));
+                stack.extend(index.iter().map(|i| (i, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+fn returned(m: &SourceModule) -> &Expr {
+    match &body(m, 0).last().expect("a return").kind {
+        StmtKind::Return { values } => &values[0],
+        other => panic!("not a return: {other:?}"),
+    }
+}
+
+#[test]
+fn operator_chains_count_towards_the_expression_depth() {
+    // 1000 operators: deeper than parentheses may nest, within MAX_EXPR_DEPTH.
+    let (m, errs) = parse(&format!("int main() {{ return 1{}; }}", " - 1".repeat(1000)));
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(tree_depth(returned(&m)), 1001);
+    // 5000: one error, at the operator that would go past the limit, and the
+    // rest of the chain read without further errors.
+    let (_, errs) =
+        parse(&format!("int f(int x) {{ return x; }} int main() {{ return 1{} + f(2); }}", " - 1".repeat(5000)));
+    assert_eq!(errs, ["E0107 expression more than 1024 levels deep"]);
+    // Selections chain as operators do.
+    let (_, errs) = parse(&format!("int main() {{ a = [1]; return a{}; }}", "[0]".repeat(3000)));
+    assert_eq!(errs, ["E0107 expression more than 1024 levels deep"]);
+    // Nesting and chains add up: 200 parentheses around a chain of 900.
+    let chain = format!("{}1{}{}", "(".repeat(200), " * 1".repeat(900), ")".repeat(200));
+    let (_, errs) = parse(&format!("int main() {{ return {chain}; }}"));
+    assert_eq!(errs, ["E0107 expression more than 1024 levels deep"]);
+}
+
+#[test]
+fn casts_nest_as_prefix_operators_do() {
+    let (_, errs) = parse(&format!("int main() {{ return {}1; }}", "(int)".repeat(5000)));
+    assert!(errs.iter().any(|e| e.starts_with("E0107 nested more than 256")), "{errs:?}");
+}
+
 #[test]
 fn literals_with_suffixes() {
     assert_eq!(parse_int_literal("10ul"), Some((10, LiteralType::Base(BaseType::ULong))));
