@@ -39,11 +39,34 @@ impl Parser<'_> {
         if !self.enter() {
             self.leave();
             let span = self.peek().span;
+            self.skip_expression();
             return Expr { kind: ExprKind::Error, span };
         }
         let e = self.ternary();
         self.leave();
         e
+    }
+
+    /// After an expression too deep to parse (reported once): skips its
+    /// tokens, brackets and all, up to what ends it where it started (`)`,
+    /// `]`, `}`, `;` or `,` outside brackets), so that the construct around
+    /// it goes on without errors that only follow from this one (an `else
+    /// if` chain 3000 long gave 274).
+    fn skip_expression(&mut self) {
+        let mut open = 0usize;
+        while !self.at_eof() {
+            let t = self.peek();
+            if t.kind == TokenKind::Punct {
+                match t.text.as_str() {
+                    "(" | "[" | "{" => open += 1,
+                    ")" | "]" | "}" if open == 0 => return,
+                    ")" | "]" | "}" => open -= 1,
+                    ";" | "," if open == 0 => return,
+                    _ => {}
+                }
+            }
+            self.bump();
+        }
     }
 
     fn error_expr(&self, span: Span) -> Expr {

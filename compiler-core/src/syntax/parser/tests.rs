@@ -205,6 +205,19 @@ fn operator_chains_count_towards_the_expression_depth() {
 }
 
 #[test]
+fn too_deep_nesting_is_one_error() {
+    // Each `else if` nests a statement in the one before.
+    let arms: String = (1..3000).map(|i| format!(" else if (x == {i}) {{ y = {i}; }}")).collect();
+    let (m, errs) = parse(&format!(
+        "int main() {{ x = 7; y = 0; if (x == 0) {{ y = 0; }}{arms} return y; }} int g() {{ return 1; }}"
+    ));
+    assert_eq!(errs, ["E0107 nested more than 256 levels deep"]);
+    assert!(m.items.iter().any(|i| matches!(i, Item::Function(f) if f.name == "g")));
+    let (_, errs) = parse(&format!("int main() {{ return {}1{} + 2; }}", "(".repeat(5000), ")".repeat(5000)));
+    assert_eq!(errs, ["E0107 nested more than 256 levels deep"]);
+}
+
+#[test]
 fn casts_nest_as_prefix_operators_do() {
     let (_, errs) = parse(&format!("int main() {{ return {}1; }}", "(int)".repeat(5000)));
     assert!(errs.iter().any(|e| e.starts_with("E0107 nested more than 256")), "{errs:?}");
