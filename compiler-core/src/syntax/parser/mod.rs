@@ -28,7 +28,8 @@ pub const MAX_DEPTH: usize = 256;
 /// deeper (`a - b - c` is `(a - b) - c`; `a[i][j]` is `(a[i])[j]`). Name
 /// resolution, type inference, lowering and the interpreter recurse over
 /// expression trees: a chain of 3000 subtractions overflowed the CLI's 8 MiB
-/// stack in name resolution, one of 100000 the compile service's.
+/// stack in name resolution (the compile service's 256 MiB threads, by the
+/// same measure, at about 100000).
 pub const MAX_EXPR_DEPTH: usize = 1024;
 
 /// Parses a whole token stream (which must end with `Eof`).
