@@ -727,6 +727,27 @@ async fn runaway_programs_hit_their_limits_and_the_server_keeps_serving() {
 }
 
 #[tokio::test]
+async fn expressions_too_deep_are_422_and_long_chains_run() {
+    let router = app(runner_state(2048));
+    // 100000 subtractions: one located error, not a stack overflow (which
+    // aborts the whole process).
+    let deep = format!("int main() {{ return 1{}; }}", " - 1".repeat(100_000));
+    let r = post(&router, "/v1/compile", json!({ "source": deep, "file_name": "deep.sac" })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    let diagnostics = r.json()["error"]["diagnostics"].as_array().unwrap().clone();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["code"], "E0107");
+    assert_eq!(diagnostics[0]["at"]["line"], 1);
+    // 1000 compile and run in the run's child process, under a memory limit
+    // that its deep stack counts towards.
+    let long = format!("int main() {{ x = 5; return x{}; }}", " - 1".repeat(1000));
+    let mut body = run_body(&long, "main", json!([]));
+    body["limits"] = json!({ "memory_mb": 512 });
+    let r = post(&router, "/v1/run", body).await;
+    assert_eq!(r.json()["results"], json!([-995]), "{}", r.text());
+}
+
+#[tokio::test]
 async fn a_million_doubles_round_trip_through_npy_bit_exactly() {
     use base64::Engine as _;
     let router = app(runner_state(64 * 1024));
