@@ -11,7 +11,9 @@ in code generation, and belongs in no timed suite):
 
 It mutates the language tests (tests/lang/**/*.sac, *.l0) — gently (numbers,
 operators, identifiers swapped for others of the same file, so that many
-mutants still type-check) or roughly (tokens deleted, duplicated, swapped) —
+mutants still type-check), deeply (an operator and its operand repeated into
+a chain hundreds or thousands long, a token in as many parentheses) or
+roughly (tokens deleted, duplicated, swapped) —
 and for each mutant:
 
 1. `withloop check` must not crash (no panic, no signal, no compiler-bug `B`
@@ -118,6 +120,8 @@ def mutate(text, rng):
             tokens[rng.choice(names)] = rng.choice(idents)
         elif kind < 0.85:
             hide(tokens, solid, rng)
+        elif kind < 0.88:
+            deepen(tokens, solid, rng)
         else:
             i, j = rng.choice(solid), rng.choice(solid)
             roughly = rng.random()
@@ -128,6 +132,23 @@ def mutate(text, rng):
             else:
                 tokens[i], tokens[j] = tokens[j], tokens[i]
     return head + "".join(tokens)
+
+
+def deepen(tokens, solid, rng):
+    """Makes an expression long or deep, some hundreds to thousands of levels:
+    an operator and the operand after it repeated (`a - b` becomes a chain
+    `a - b - b - … - b`), or a token in that many parentheses. Around and
+    beyond the parsers' depth limits, with the deep stacks behind them (a
+    chain of 3000 once overflowed the stack)."""
+    times = rng.choice([100, 300, 1000, 1100, 3000])
+    chains = [k for k in range(len(solid) - 1) if tokens[solid[k]] in OPERATORS]
+    if chains and rng.random() < 0.7:
+        k = rng.choice(chains)
+        op, operand = tokens[solid[k]], tokens[solid[k + 1]]
+        tokens[solid[k]] = f"{op} {operand} " * times + op
+    else:
+        i = rng.choice(solid)
+        tokens[i] = "(" * times + tokens[i] + ")" * times
 
 
 HIDERS = ["_hideShape_SxA_", "_hideDim_SxA_", "_hideValue_SxA_"]
