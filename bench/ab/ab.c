@@ -10,8 +10,8 @@
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
 
-   KERNEL: neg, relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det, dot
-   or blackscholes, on the
+   KERNEL: neg, relax, relax_iv, relax_apl, smooth, mg3, matmul, floyd, implies, det, dot,
+   blackscholes or mandel, on the
    bench's sizes and an input of its own (not bench/run.py's); SYMBOL: the C
    function to call without its `wl_` prefix (default: the entry,
    e.g. `relax__d_X_X__i` for the generic instance; `-`: the entry;
@@ -42,9 +42,10 @@ typedef int32_t (*array_array_fn)(void *, const wl_array *, const wl_array *, wl
 typedef int32_t (*array_fn)(void *, const wl_array *, wl_array *);
 typedef int32_t (*array_to_double_fn)(void *, const wl_array *, double *);
 typedef int32_t (*arrays_to_double_fn)(void *, const wl_array *, const wl_array *, double *);
+typedef int32_t (*mandel_fn)(void *, int32_t, int32_t, int32_t, wl_array *);
 typedef int32_t (*blackscholes_fn)(void *, const wl_array *, const wl_array *, const wl_array *, double, double,
                                    wl_array *);
-enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY, ARRAY_TO_DOUBLE, ARRAYS_TO_DOUBLE, BLACKSCHOLES };
+enum kind { ARRAY_INT, ARRAY_ARRAY, ARRAY, ARRAY_TO_DOUBLE, ARRAYS_TO_DOUBLE, BLACKSCHOLES, MANDEL };
 
 static double now(void) {
   struct timespec t;
@@ -97,6 +98,10 @@ int main(int argc, char **argv) {
     shape[0] = shape[1] = 10, kind = ARRAY_TO_DOUBLE;
   } else if (!strcmp(kernel, "blackscholes")) {
     shape[0] = 4000000, a.rank = 1, kind = BLACKSCHOLES;
+  } else if (!strcmp(kernel, "mandel")) {
+    /* No array in (the one made here goes unused): the image's height and width
+       (the shape) and 256 steps. */
+    shape[0] = shape[1] = 1000, kind = MANDEL, iters = 256;
   } else {
     fprintf(stderr, "unknown kernel %s\n", kernel);
     return 2;
@@ -176,6 +181,7 @@ int main(int argc, char **argv) {
                    : kind == ARRAY_TO_DOUBLE ? ((array_to_double_fn)f)(ctx[i], &a, &scalar)
                    : kind == ARRAYS_TO_DOUBLE ? ((arrays_to_double_fn)f)(ctx[i], &a, &b, &scalar)
                    : kind == BLACKSCHOLES    ? ((blackscholes_fn)f)(ctx[i], &a, &strike, &expiry, 0.02, 0.3, &out)
+                   : kind == MANDEL ? ((mandel_fn)f)(ctx[i], (int32_t)shape[0], (int32_t)shape[1], iters, &out)
                                              : ((array_fn)f)(ctx[i], &a, &out);
       double t = now() - t0;
       if (rc) {
@@ -192,6 +198,11 @@ int main(int argc, char **argv) {
         int64_t ones = 0;
         for (int64_t k = 0; k < n; k++) ones += ((uint8_t *)out.data)[k] != 0;
         check[i] = (double)ones;
+      } else if (kind == MANDEL) {
+        /* the image's sum of escape counts */
+        int64_t steps = 0;
+        for (int64_t k = 0; k < n; k++) steps += ((int32_t *)out.data)[k];
+        check[i] = (double)steps;
       } else {
         check[i] = ((double *)out.data)[n / 2 + 7];
       }
