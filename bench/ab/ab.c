@@ -5,7 +5,8 @@
    driver loads both libraries (`python3 bench/run.py --build-for DIR` builds
    one; build the other with the change) with dlopen, calls one kernel of each
    alternately, and reports the minimum time of each over ROUNDS calls and
-   their ratio B/A, with one element of each result as a cross-check.
+   their ratio B/A, then the medians and theirs, with one element of each
+   result as a cross-check.
 
      gcc -O2 bench/ab/ab.c -o target/ab -ldl
      target/ab KERNEL THREADS ROUNDS DIR_A/libwlbench.so DIR_B/libwlbench.so [SYMBOL [EXTENT]]
@@ -51,6 +52,11 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -170,6 +176,10 @@ int main(int argc, char **argv) {
     }
   }
   double best[2] = {1e9, 1e9}, check[2] = {0, 0};
+  /* Every call's time, for the medians: on a host whose second CPU is
+     sometimes taken by another guest, the minima show the calls it was
+     not, the medians what a caller gets. */
+  double *times[2] = {malloc(rounds * sizeof(double)), malloc(rounds * sizeof(double))};
   for (int r = 0; r < rounds; r++) {
     for (int i = 0; i < 2; i++) {
       void *f = fn[i];
@@ -189,6 +199,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       if (t < best[i]) best[i] = t;
+      times[i][r] = t;
       if (kind == ARRAY_TO_DOUBLE || kind == ARRAYS_TO_DOUBLE) {
         check[i] = scalar;
         continue;
@@ -209,7 +220,14 @@ int main(int argc, char **argv) {
       release[i](&out);
     }
   }
-  printf("%s %s/%s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f (check %g %g)\n", kernel, symbol[0], symbol[1], threads,
-         best[0] * 1e3, best[1] * 1e3, best[1] / best[0], check[0], check[1]);
+  double median[2];
+  for (int i = 0; i < 2; i++) {
+    qsort(times[i], rounds, sizeof(double), by_value);
+    median[i] = rounds % 2 ? times[i][rounds / 2] : (times[i][rounds / 2 - 1] + times[i][rounds / 2]) / 2;
+  }
+  printf("%s %s/%s threads=%d: A %.2f ms, B %.2f ms, B/A %.3f; medians A %.2f ms, B %.2f ms, B/A %.3f "
+         "(check %g %g)\n",
+         kernel, symbol[0], symbol[1], threads, best[0] * 1e3, best[1] * 1e3, best[1] / best[0], median[0] * 1e3,
+         median[1] * 1e3, median[1] / median[0], check[0], check[1]);
   return check[0] == check[1] ? 0 : 1;
 }

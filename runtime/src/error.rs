@@ -142,9 +142,15 @@ fn default_parallel_min() -> i64 {
     *MIN.get_or_init(|| env_int("WITHLOOP_PARALLEL_MIN").unwrap_or(1 << 15).max(1))
 }
 
-/// The integer environment variable `name`, if set to one.
-fn env_int(name: &str) -> Option<i64> {
-    std::env::var(name).ok().and_then(|s| s.trim().parse::<i64>().ok())
+/// The integer environment variable `name`, if set to one (spaces around
+/// it allowed).
+pub(crate) fn env_int(name: &str) -> Option<i64> {
+    int_setting(&std::env::var(name).ok()?)
+}
+
+/// A setting's text read as an integer, if it is one.
+fn int_setting(text: &str) -> Option<i64> {
+    text.trim().parse::<i64>().ok()
 }
 
 /// The smallest footprint that streams, whatever the machine: more than one
@@ -498,6 +504,13 @@ pub unsafe extern "C" fn wl_report(ctx: *mut WlCtx) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_settings_may_have_spaces_around_them() {
+        for (value, read) in [(" 2 ", Some(2)), ("3", Some(3)), ("-1", Some(-1)), ("two", None), ("", None)] {
+            assert_eq!(int_setting(value), read, "{value:?}");
+        }
+    }
 
     #[test]
     fn cache_sizes_read_as_linux_writes_them() {

@@ -17,7 +17,9 @@ fn machine_threads() -> i64 {
     // slow for every with-loop (nested ones ask once per outer element).
     static THREADS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| {
-        if let Some(n) = std::env::var("WITHLOOP_THREADS").ok().and_then(|s| s.parse::<i64>().ok()) {
+        // Read as the other settings are (`WITHLOOP_THREADS=" 2"` is 2; a
+        // value that is not a number leaves the machine's count).
+        if let Some(n) = crate::error::env_int("WITHLOOP_THREADS") {
             return n.max(1);
         }
         std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
