@@ -177,7 +177,8 @@ void wl_ctx_set_threads(wl_ctx *ctx, int32_t threads);
 /* The smallest with-loop part, in iterations, split over threads (default $WITHLOOP_PARALLEL_MIN or 32768). */
 void wl_ctx_set_parallel_min(wl_ctx *ctx, int64_t iterations);
 /* Bytes written and read from which a with-loop step of a loop stores past the caches
-   (default $WITHLOOP_STREAM_MIN, or a third of the last-level cache, at least 40 MiB). */
+   (default $WITHLOOP_STREAM_MIN, or a third of the last-level cache, at least 40 MiB,
+   at most 100 MiB). */
 void wl_ctx_set_stream_min(wl_ctx *ctx, int64_t bytes);
 /* After a call returned non-zero: the error's code ("R0001"), message and place. */
 const char *wl_error_code(const wl_ctx *ctx);

@@ -187,7 +187,8 @@ pub unsafe extern "C" fn wl_ctx_set_parallel_min(ctx: *mut WlCtx, iterations: i6
 
 /// Sets the footprint, in bytes written and read, from which a with-loop
 /// step of a loop stores past the caches (default `WITHLOOP_STREAM_MIN`, or
-/// a third of the machine's last-level cache, at least 40 MiB).
+/// a third of the machine's last-level cache, at least 40 MiB, at most 100
+/// MiB).
 ///
 /// # Safety
 /// `ctx` is valid.

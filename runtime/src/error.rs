@@ -164,10 +164,22 @@ fn int_setting(text: &str) -> Option<i64> {
 /// soon); loop steps by the context's [`WlCtx::stream_min`].
 pub const STREAM_MIN_FOOTPRINT: i64 = 40 << 20;
 
+/// The largest default bound ([`WlCtx::stream_min`]), however large the
+/// last-level cache the machine reports: a guest's share of a large server's
+/// cache is smaller than a third of it. On the Emerald Rapids guest below
+/// (300 MiB L3 reported) the crossover lay between 85 and 144 MB; on a
+/// Sapphire/Emerald Rapids guest reporting 480 MiB (session 53, where a third
+/// of it, 160 MiB, was the bound) as well: cached, relaxation steps over
+/// 2400x2400 doubles (92 MB) took 0.89x the time they took streaming on one
+/// thread, 0.78x on two; over 2700x2700 (117 MB) 1.07x on one, 0.85x on
+/// two; over 3000x3000 (144 MB) 1.11x on one, 1.0x on two.
+pub const STREAM_MIN_MAX: i64 = 100 << 20;
+
 /// The footprint from which a step of a loop streams its stores:
 /// `WITHLOOP_STREAM_MIN` (bytes), else a third of the last-level cache, at
-/// least [`STREAM_MIN_FOOTPRINT`]. A step's arrays that stay cached are read
-/// from the cache by the next step; streamed, from memory. On an Emerald
+/// least [`STREAM_MIN_FOOTPRINT`] and at most [`STREAM_MIN_MAX`]. A step's
+/// arrays that stay cached are read from the cache by the next step;
+/// streamed, from memory. On an Emerald
 /// Rapids guest (300 MiB L3 shared with other guests; two vCPUs), relaxation
 /// steps over 2000x2000 doubles (64 MB) ran 0.76-0.87x the time without
 /// streaming, over 2300x2300 (85 MB) 0.84x on two threads and 0.94-0.98x on
@@ -178,7 +190,9 @@ fn default_stream_min() -> i64 {
     static MIN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| {
         env_int("WITHLOOP_STREAM_MIN")
-            .unwrap_or_else(|| last_level_cache().map_or(0, |bytes| bytes / 3).max(STREAM_MIN_FOOTPRINT))
+            .unwrap_or_else(|| {
+                last_level_cache().map_or(0, |bytes| bytes / 3).clamp(STREAM_MIN_FOOTPRINT, STREAM_MIN_MAX)
+            })
             .max(0)
     })
 }
@@ -523,10 +537,11 @@ mod tests {
     }
 
     #[test]
-    fn loop_steps_stream_from_at_least_the_fixed_bound() {
+    fn loop_steps_stream_from_a_bound_between_the_fixed_ones() {
         assert!(WlCtx::default().stream_min >= 0);
         if std::env::var_os("WITHLOOP_STREAM_MIN").is_none() {
-            assert!(WlCtx::default().stream_min >= STREAM_MIN_FOOTPRINT);
+            let bound = WlCtx::default().stream_min;
+            assert!((STREAM_MIN_FOOTPRINT..=STREAM_MIN_MAX).contains(&bound), "{bound}");
         }
     }
 }
