@@ -101,6 +101,41 @@ impl PTok {
     }
 }
 
+/// Where expansion puts the tokens it is done with.
+trait Sink {
+    fn put(&mut self, t: PTok);
+}
+
+/// A list still to be rescanned or looked at (a macro's argument, a
+/// directive's operands), hide sets and all.
+impl Sink for Vec<PTok> {
+    fn put(&mut self, t: PTok) {
+        self.push(t);
+    }
+}
+
+/// The preprocessor's output, for a run of ordinary lines: tokens without
+/// their hide sets, at most [`MAX_OUTPUT_TOKENS`]; the diagnostics of
+/// invalid ones, and where the output ran over, for the caller to report.
+struct Output {
+    tokens: Vec<Token>,
+    invalid: Vec<Diagnostic>,
+    overflow: Option<Span>,
+}
+
+impl Sink for Output {
+    fn put(&mut self, t: PTok) {
+        if self.tokens.len() >= MAX_OUTPUT_TOKENS {
+            self.overflow.get_or_insert(t.tok.span);
+            return;
+        }
+        if let TokenKind::Invalid(d) = &t.tok.kind {
+            self.invalid.push((**d).clone());
+        }
+        self.tokens.push(t.tok);
+    }
+}
+
 /// A hide set (Prosser): the macros a token came out of, which it must not
 /// expand again. Interned in [`HideSets`]: a token carries an index, so the
 /// tokens of an expansion, copied and rescanned many times, share one set.
@@ -305,26 +340,25 @@ impl Preprocessor<'_> {
             }
             if active {
                 let run: VecDeque<PTok> = tokens[i..j].iter().cloned().map(PTok::plain).collect();
-                let expanded = self.expand(run);
-                self.output.reserve(expanded.len().min(MAX_OUTPUT_TOKENS.saturating_sub(self.output.len())));
-                for t in expanded {
-                    if let TokenKind::Invalid(d) = &t.tok.kind {
-                        // Reported here; the parser treats it as an erroneous expression
-                        // without reporting again (so one mistake gives one error).
-                        self.diags.push((**d).clone());
-                    }
-                    if self.output.len() >= MAX_OUTPUT_TOKENS {
-                        if !self.overflowed {
-                            self.overflowed = true;
-                            self.diags.push(
-                                Diagnostic::error(codes::MACRO_ARITY, "macro expansion produces too many tokens")
-                                    .at(t.tok.span, "while expanding this")
-                                    .with_note(format!("the limit is {MAX_OUTPUT_TOKENS} tokens")),
-                            );
-                        }
-                        break;
-                    }
-                    self.output.push(t.tok);
+                // Straight into the output: a library file expands to tens of
+                // thousands of tokens, which a list of their own, grown and
+                // then copied, had the process fault in twice.
+                let mut output =
+                    Output { tokens: std::mem::take(&mut self.output), invalid: Vec::new(), overflow: None };
+                self.expand_into(run, &mut output);
+                self.output = output.tokens;
+                // Reported here; the parser treats such a token as an erroneous
+                // expression without reporting again (so one mistake gives one error).
+                self.diags.extend(output.invalid);
+                if let Some(span) = output.overflow
+                    && !self.overflowed
+                {
+                    self.overflowed = true;
+                    self.diags.push(
+                        Diagnostic::error(codes::MACRO_ARITY, "macro expansion produces too many tokens")
+                            .at(span, "while expanding this")
+                            .with_note(format!("the limit is {MAX_OUTPUT_TOKENS} tokens")),
+                    );
                 }
             }
             i = j;
@@ -603,8 +637,14 @@ impl Preprocessor<'_> {
 
     // ---------------------------------------------------------------- expansion
 
-    fn expand(&mut self, mut queue: VecDeque<PTok>) -> Vec<PTok> {
+    fn expand(&mut self, queue: VecDeque<PTok>) -> Vec<PTok> {
         let mut out = Vec::with_capacity(queue.len());
+        self.expand_into(queue, &mut out);
+        out
+    }
+
+    /// Expands `queue` into `out`.
+    fn expand_into(&mut self, mut queue: VecDeque<PTok>, out: &mut impl Sink) {
         let mut budget = MAX_OUTPUT_TOKENS;
         while let Some(t) = queue.pop_front() {
             budget = budget.saturating_sub(1);
@@ -616,10 +656,10 @@ impl Preprocessor<'_> {
                             .at(t.tok.span, "while expanding this"),
                     );
                 }
-                return out;
+                return;
             }
             if !t.tok.is_ident() {
-                out.push(t);
+                out.put(t);
                 continue;
             }
             if t.tok.text.starts_with("__") && is_builtin_macro(&t.tok.text) {
@@ -629,16 +669,16 @@ impl Preprocessor<'_> {
                 } else {
                     (TokenKind::Str, SmolStr::new(format!("\"{}\"", file.name)))
                 };
-                out.push(PTok { tok: Token { kind, text, ..t.tok }, hide: t.hide });
+                out.put(PTok { tok: Token { kind, text, ..t.tok }, hide: t.hide });
                 continue;
             }
             // Most identifiers are not macros: one lookup decides.
             let Some(mac) = self.macros.get(&t.tok.text).cloned() else {
-                out.push(t);
+                out.put(t);
                 continue;
             };
             if self.hides.contains(t.hide, mac.id) {
-                out.push(t);
+                out.put(t);
                 continue;
             }
             let name = t.tok.text.clone();
@@ -653,7 +693,7 @@ impl Preprocessor<'_> {
                 }
                 Some(params) => {
                     if !queue.front().is_some_and(|n| n.tok.is_punct("(")) {
-                        out.push(t);
+                        out.put(t);
                         continue;
                     }
                     let Some((args, rparen)) = self.collect_args(&mut queue, span, &name) else {
@@ -681,7 +721,7 @@ impl Preprocessor<'_> {
                             line_start: t.tok.line_start,
                             space_before: t.tok.space_before,
                         };
-                        out.push(PTok::plain(placeholder));
+                        out.put(PTok::plain(placeholder));
                         continue;
                     }
                     let common = self.hides.intersection(t.hide, rparen.hide);
@@ -693,7 +733,6 @@ impl Preprocessor<'_> {
                 }
             }
         }
-        out
     }
 
     /// Reads `( a, b, ... )` from the queue. Returns the arguments and the `)`.
@@ -1089,6 +1128,24 @@ mod tests {
         let (out, errs) = run("#define N 10\n#define SQ(x) ((x)*(x))\nint a = SQ(N+1);", &[]);
         assert_eq!(out, "int a = ( ( 10 + 1 ) * ( 10 + 1 ) ) ;");
         assert!(errs.is_empty());
+    }
+
+    #[test]
+    fn an_output_past_the_limit_is_one_error_and_what_fits() {
+        // Three million tokens a run, each run within expansion's budget; the
+        // second takes the file's output past the limit.
+        let bomb = "#define A x x x x x x x x x x\n#define B A A A A A A A A A A\n\
+                    #define C B B B B B B B B B B\n#define D C C C C C C C C C C\n\
+                    #define E D D D D D D D D D D\n#define F E E E E E E E E E E\n\
+                    F F F\n#define G\nF F F\n";
+        let mut sources = SourceMap::new();
+        let file = sources.add("main.sac", bomb, FileKind::User);
+        let mut d = Diagnostics::new();
+        let toks = preprocess(&mut sources, file, &NoIncludes, &PpOptions::default(), &mut d);
+        assert_eq!(toks.len(), MAX_OUTPUT_TOKENS + 1, "the tokens that fit, and the end");
+        let errors: Vec<&Diagnostic> = d.iter().collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].message.contains("too many tokens"), "{}", errors[0].message);
     }
 
     #[test]
