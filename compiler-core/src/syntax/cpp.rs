@@ -319,12 +319,17 @@ impl Preprocessor<'_> {
 
     fn process_file(&mut self, file: FileId, depth: usize) {
         let text = self.sources.get(file).text.clone();
-        // Room for what the file likely expands to, reserved once: the
-        // library's files, one macro per element type, expand to about three
-        // tokens per byte of source. Only the pages written are faulted in;
-        // grown by doubling, the output was copied to new ones four or five
-        // times over (the library: 950 of 1450 page faults in preprocessing).
-        self.output.reserve((text.len() * 4).min(MAX_OUTPUT_TOKENS.saturating_sub(self.output.len())));
+        // Room for what a library file expands to, reserved once: one macro
+        // per element type, about three tokens per byte of source. Only the
+        // pages written are faulted in; grown by doubling, the output was
+        // copied to new ones four or five times over (950 of the library's
+        // 1450 page faults in preprocessing). A user's file grows as needed
+        // (a run's address space may be limited, and its source large), and
+        // a reservation that fails is only a hint not taken.
+        if self.sources.get(file).kind == FileKind::Library {
+            let room = (text.len() * 4).min(MAX_OUTPUT_TOKENS.saturating_sub(self.output.len()));
+            let _ = self.output.try_reserve(room);
+        }
         let tokens = lex(file, &text, self.diags);
         let mut stack: Vec<Conditional> = Vec::new();
         let mut i = 0;
