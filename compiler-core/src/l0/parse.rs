@@ -201,8 +201,8 @@ const MAX_DEPTH: usize = 400;
 /// Deepest expression tree: nesting plus the operators of left-associative
 /// chains (`x - 1 - 1 - …`, each nesting the expression so far one level
 /// deeper), which later stages recurse over (a chain of 20000 overflowed the
-/// CLI's stack).
-const MAX_EXPR_DEPTH: usize = 1024;
+/// CLI's stack); SaC's bound, as both run on the same stacks.
+const MAX_EXPR_DEPTH: usize = crate::syntax::parser::MAX_EXPR_DEPTH;
 
 /// Parses an L0 program. Functions with syntax errors are left out (the errors
 /// are reported); the rest are returned.

@@ -318,7 +318,8 @@ impl Preprocessor<'_> {
     }
 
     fn process_file(&mut self, file: FileId, depth: usize) {
-        let text = self.sources.get(file).text.clone();
+        let source = self.sources.get(file);
+        let (text, library) = (source.text.clone(), source.kind == FileKind::Library);
         // Room for what a library file expands to, reserved once: one macro
         // per element type, about three tokens per byte of source. Only the
         // pages written are faulted in; grown by doubling, the output was
@@ -326,7 +327,7 @@ impl Preprocessor<'_> {
         // faults of `withloop check` on a one-line program). A user's file
         // grows as needed (a run's address space may be limited, and its
         // source large), and a reservation that fails is only a hint not taken.
-        if self.sources.get(file).kind == FileKind::Library {
+        if library {
             let room = (text.len() * 4).min(MAX_OUTPUT_TOKENS.saturating_sub(self.output.len()));
             let _ = self.output.try_reserve(room);
         }
