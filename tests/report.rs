@@ -56,3 +56,44 @@ fn passes_listing() {
     }
     insta::assert_snapshot!(listing);
 }
+
+/// Function-local passes spread the functions over threads: the benchmark
+/// suite's kernels with its shape hints (functions enough that they do) come
+/// out of the pipeline with the same IR, counters and remarks on one thread
+/// as on four.
+#[test]
+fn the_pipeline_does_the_same_on_any_number_of_threads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hints = [
+        "neg.a=double[4000,4000]",
+        "relax.a=double[2000,2000]",
+        "relax_iv.a=double[2000,2000]",
+        "relax_apl.a=double[2000,2000]",
+        "smooth.a=double[4000000]",
+        "mg3.u=double[128,128,128]",
+        "matmul.a=double[1024,1024]",
+        "matmul.b=double[1024,1024]",
+        "det.a=double[10,10]",
+        "floyd.d=double[512,512]",
+    ];
+    let frontend = compiler_core::driver::FrontendOptions {
+        shape_hints: hints.iter().map(|h| h.to_string()).collect(),
+        ..Default::default()
+    };
+    let inv = Invocation { file: root.join("../bench/kernels.sac"), frontend, ..Default::default() };
+    let run = |threads: usize| {
+        let options = PipelineOptions { verify: true, no_timing: true, threads: Some(threads), ..Default::default() };
+        let (fe, module, outcome) = optimised(&inv, &options).unwrap_or_else(|r| panic!("{}", r.stderr));
+        let report = opt::report::build("kernels.sac", &outcome, &fe.program, &fe.typed, &fe.sources, false, false);
+        (compiler_core::ir::print::module_text(&module), report.to_json(), outcome.runs_spread)
+    };
+    let (one_ir, one_report, one_spread) = run(1);
+    let (four_ir, four_report, four_spread) = run(4);
+    assert_eq!(one_spread, 0, "one thread spread functions over threads");
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        assert!(four_spread > 0, "no pass spread the functions over threads");
+    }
+    assert!(one_ir == four_ir, "the IR differs between one thread and four");
+    assert_eq!(one_report, four_report);
+    assert!(one_report.contains("with_loops_folded"), "the report says nothing folded:\n{one_report}");
+}

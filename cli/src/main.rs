@@ -208,6 +208,9 @@ impl PassArgs {
         }
         options.dump_after = self.dump_ir_after.clone();
         options.verify = self.verify_ir || cfg!(debug_assertions);
+        // One compile per process: function-local passes may use every core
+        // (`PipelineOptions::threads`).
+        options.threads = std::thread::available_parallelism().ok().map(|n| n.get());
         Ok(options)
     }
 

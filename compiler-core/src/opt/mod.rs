@@ -49,6 +49,8 @@ pub mod wlf;
 pub mod wls;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::ir::{self, Function, Module};
@@ -152,6 +154,16 @@ pub struct PipelineOptions {
     /// rather than in register tiles (the code generator says:
     /// `matrix_products`).
     pub matrix_products: MatrixProducts,
+    /// Threads a function-local pass may spread the functions over
+    /// ([`PassCx::each_function`]), where they are large enough: up to this
+    /// many, one per core at most ([`MAX_PASS_THREADS`]); `None`, the calling
+    /// thread only. The outcome is the same with any number. The CLI, one
+    /// compile per process, asks for one per core; the compile service runs
+    /// several compiles at once, each on its own thread: a pass that waited
+    /// for a helper thread while the cores ran other compiles would wait for
+    /// the scheduler (the differential tests' four threads, with one pass in
+    /// 32 on two threads, took 1.4x as long).
+    pub threads: Option<usize>,
 }
 
 /// The matrix products `gemm` hands to the runtime's blocked product.
@@ -232,6 +244,8 @@ pub struct PassCx<'a> {
     /// Functions this pass looked at; `None`: every function (a pass that
     /// works on the whole module and did not say).
     visited: Option<HashSet<String>>,
+    /// The pass spread functions over threads ([`PassCx::each_function`]).
+    spread: bool,
 }
 
 impl<'a> PassCx<'a> {
@@ -253,6 +267,7 @@ impl<'a> PassCx<'a> {
             touched: HashSet::default(),
             attributed: false,
             visited: None,
+            spread: false,
         }
     }
 
@@ -263,12 +278,79 @@ impl<'a> PassCx<'a> {
     /// the next round as it went in, so it is skipped, and the stage's later
     /// rounds cost what the functions still changing cost. What `work` counts
     /// or marks as changed is recorded against the function.
-    pub fn each_function(&mut self, m: &mut Module, mut work: impl FnMut(&mut Function, &mut PassCx)) {
-        for f in &mut m.functions {
-            if !self.stable.contains(&f.name) {
-                self.visit(f, &mut work);
+    ///
+    /// The functions are spread over threads ([`PipelineOptions::threads`]):
+    /// largest first,
+    /// each to whichever thread is free, each with a context of its own,
+    /// merged in module order, so that what the pass reports does not depend
+    /// on the threads.
+    pub fn each_function(&mut self, m: &mut Module, work: impl Fn(&mut Function, &mut PassCx) + Sync) {
+        let todo: Vec<&mut Function> = m.functions.iter_mut().filter(|f| !self.stable.contains(&f.name)).collect();
+        let threads = self.options.threads.unwrap_or(1).min(todo.len());
+        // What the largest function leaves to the other threads: a pass over
+        // one large function and a few small ones gains nothing from them.
+        let size: usize = todo.iter().map(|f| f.values.len()).sum();
+        let largest = todo.iter().map(|f| f.values.len()).max().unwrap_or(0);
+        let held = (threads >= 2 && size - largest >= PARALLEL_MIN_VALUES).then(PassThreads::take).flatten();
+        let Some(held) = held else {
+            for f in todo {
+                self.visit(f, &mut &work);
+            }
+            return;
+        };
+        let mut order: Vec<usize> = (0..todo.len()).collect();
+        order.sort_by_key(|k| std::cmp::Reverse(todo[*k].values.len()));
+        let slots: Vec<Mutex<Option<&mut Function>>> = todo.into_iter().map(|f| Mutex::new(Some(f))).collect();
+        let runs: Vec<Mutex<Option<FunctionRun>>> = slots.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let (pass, sources, options, stable) = (self.pass, self.sources, self.options, self.stable);
+        let worker = || {
+            while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let Some(f) = slots[k].lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
+                let mut cx = PassCx::new(pass, sources, options, stable);
+                cx.visit(f, &mut &work);
+                *runs[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.into_function_run());
+            }
+        };
+        self.spread = true;
+        // This thread works too, and returns when the helpers have. A pass
+        // that panics on a helper panics here, with its own message.
+        let pool = held.0;
+        pool.in_place_scope(|scope| {
+            for _ in 1..threads.min(pool.current_num_threads() + 1) {
+                scope.spawn(|_| worker());
+            }
+            worker();
+        });
+        for run in runs {
+            if let Some(run) = run.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                self.absorb(run);
             }
         }
+    }
+
+    /// What this context recorded of one function ([`PassCx::visit`] on a fresh one).
+    fn into_function_run(self) -> FunctionRun {
+        FunctionRun {
+            changed: self.changed,
+            counters: self.counters,
+            remarks: self.remarks,
+            touched: self.touched,
+            visited: self.visited,
+        }
+    }
+
+    /// Takes over what another context recorded of one function, as if this
+    /// one had visited it.
+    fn absorb(&mut self, run: FunctionRun) {
+        self.changed |= run.changed;
+        self.attributed = true;
+        for (k, n) in run.counters {
+            *self.counters.entry(k).or_default() += n;
+        }
+        self.remarks.extend(run.remarks);
+        self.touched.extend(run.touched);
+        self.visited.get_or_insert_with(HashSet::default).extend(run.visited.into_iter().flatten());
     }
 
     /// [`PassCx::each_function`] for passes that read other functions too
@@ -340,6 +422,75 @@ impl<'a> PassCx<'a> {
     }
 }
 
+/// A function-local pass spreads the functions over at most this many threads.
+pub const MAX_PASS_THREADS: usize = 4;
+
+/// Values (all a function's arena holds, a measure of its size) that the
+/// functions other than the largest must have for a function-local pass to
+/// spread them over threads: waking a thread and taking its results back
+/// takes tens of microseconds, a pass over a small function less.
+const PARALLEL_MIN_VALUES: usize = 2_000;
+
+/// The stack of the threads function-local passes run on, as the compile
+/// service gives a compile's own thread (passes recurse into nested blocks;
+/// reserved, not used, until they do).
+const PASS_THREAD_STACK: usize = 256 << 20;
+
+/// The threads that help a function-local pass's calling thread: one per
+/// core but that one, at most [`MAX_PASS_THREADS`] in all, started once per
+/// process and kept (a thread started per pass cost 150-300 us each time,
+/// more than many passes take, most of it its allocator's first pages);
+/// `None` on a one-core machine or where they cannot be started (an
+/// address-space limit).
+fn pass_threads() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_PASS_THREADS);
+        if cores < 2 {
+            return None;
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cores - 1)
+            .stack_size(PASS_THREAD_STACK)
+            .thread_name(|k| format!("withloop-pass-{k}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// The pass threads ([`pass_threads`]), held by one function-local pass at a
+/// time: another compile's pass runs on its own thread meanwhile rather than
+/// queue behind this one's functions.
+#[derive(Debug)]
+struct PassThreads(&'static rayon::ThreadPool);
+
+static PASS_THREADS_TAKEN: AtomicBool = AtomicBool::new(false);
+
+impl PassThreads {
+    /// The pass threads, if there are any and no other pass holds them.
+    fn take() -> Option<PassThreads> {
+        let pool = pass_threads()?;
+        PASS_THREADS_TAKEN.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).ok()?;
+        Some(PassThreads(pool))
+    }
+}
+
+impl Drop for PassThreads {
+    fn drop(&mut self) {
+        PASS_THREADS_TAKEN.store(false, Ordering::Release);
+    }
+}
+
+/// What a function-local pass recorded of one function on a helper thread.
+struct FunctionRun {
+    changed: bool,
+    counters: BTreeMap<&'static str, u64>,
+    remarks: Vec<Remark>,
+    touched: HashSet<String>,
+    visited: Option<HashSet<String>>,
+}
+
 /// What one pass did over the whole pipeline.
 #[derive(Clone, Debug, Default)]
 pub struct PassStats {
@@ -360,6 +511,10 @@ pub struct Outcome {
     pub remarks: Vec<Remark>,
     /// IR text after each run of `dump_after`: (stage, round, text).
     pub dumps: Vec<(&'static str, usize, String)>,
+    /// Runs of function-local passes that spread the functions over threads
+    /// ([`PipelineOptions::threads`]; not in the report, which is the same
+    /// on any number of threads).
+    pub runs_spread: usize,
 }
 
 /// A pass left the IR malformed (a compiler bug).
@@ -386,6 +541,8 @@ struct PassRun {
     changed_functions: Option<HashSet<String>>,
     /// The functions it looked at; `None`: every one.
     visited: Option<HashSet<String>>,
+    /// It spread the functions over threads.
+    spread: bool,
 }
 
 /// Runs `pass` once over `module`, skipping the `stable` functions where
@@ -407,6 +564,7 @@ fn run_pass(
         remarks: cx.remarks,
         changed_functions: cx.attributed.then_some(cx.touched),
         visited: cx.visited,
+        spread: cx.spread,
     }
 }
 
@@ -469,6 +627,7 @@ pub fn optimise_observed(
                 let run = run_pass(pass, module, sources, options, &stable);
                 let st = stats.iter_mut().find(|s| s.name == pass.name).expect("every pass has stats");
                 st.runs += 1;
+                outcome.runs_spread += usize::from(run.spread);
                 if !options.no_timing {
                     st.time += run.elapsed;
                 }
@@ -598,13 +757,13 @@ entry g = g
         let options = PipelineOptions::default();
         let stable: HashSet<String> = ["g".to_string()].into_iter().collect();
         let mut c = cx(&sources, &options, &stable);
-        let seen = std::cell::RefCell::new(Vec::new());
+        let seen = std::sync::Mutex::new(Vec::new());
         // Counts something (a change) in `f` only.
         c.each_function(&mut m, |f, cx| {
-            seen.borrow_mut().push(f.name.clone());
+            seen.lock().unwrap().push(f.name.clone());
             cx.count("things", u64::from(f.name == "f"));
         });
-        assert_eq!(*seen.borrow(), ["f"], "the stable function was looked at");
+        assert_eq!(*seen.lock().unwrap(), ["f"], "the stable function was looked at");
         assert!(c.changed && c.attributed);
         assert_eq!(c.touched.iter().collect::<Vec<_>>(), ["f"]);
         assert_eq!(c.visited.as_ref().map(|v| v.len()), Some(1));
@@ -612,9 +771,9 @@ entry g = g
         // Passes that read other functions look at every one; one that
         // changes nothing records no function as changed.
         let mut c = cx(&sources, &options, &stable);
-        seen.borrow_mut().clear();
-        c.every_function(&mut m, |f, _| seen.borrow_mut().push(f.name.clone()));
-        assert_eq!(*seen.borrow(), ["f", "g"]);
+        seen.lock().unwrap().clear();
+        c.every_function(&mut m, |f, _| seen.lock().unwrap().push(f.name.clone()));
+        assert_eq!(*seen.lock().unwrap(), ["f", "g"]);
         assert!(!c.changed && c.touched.is_empty());
     }
 
