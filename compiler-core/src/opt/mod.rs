@@ -280,10 +280,9 @@ impl<'a> PassCx<'a> {
     /// or marks as changed is recorded against the function.
     ///
     /// The functions are spread over threads ([`PipelineOptions::threads`]):
-    /// largest first,
-    /// each to whichever thread is free, each with a context of its own,
-    /// merged in module order, so that what the pass reports does not depend
-    /// on the threads.
+    /// largest first, each to whichever thread is free, each with a context
+    /// of its own, merged in module order, so that what the pass reports does
+    /// not depend on the threads.
     pub fn each_function(&mut self, m: &mut Module, work: impl Fn(&mut Function, &mut PassCx) + Sync) {
         let todo: Vec<&mut Function> = m.functions.iter_mut().filter(|f| !self.stable.contains(&f.name)).collect();
         let threads = self.options.threads.unwrap_or(1).min(todo.len());
@@ -438,8 +437,9 @@ const PASS_THREAD_STACK: usize = 256 << 20;
 
 /// The threads that help a function-local pass's calling thread: one per
 /// core but that one, at most [`MAX_PASS_THREADS`] in all, started once per
-/// process and kept (a thread started per pass cost 150-300 us each time,
-/// more than many passes take, most of it its allocator's first pages);
+/// process and kept (threads started for each pass cost 150-300 us each
+/// time on a Firecracker guest, more than many passes take: a determinant's
+/// compile took 20 ms longer);
 /// `None` on a one-core machine or where they cannot be started (an
 /// address-space limit).
 fn pass_threads() -> Option<&'static rayon::ThreadPool> {
