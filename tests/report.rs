@@ -1,7 +1,8 @@
 //! Snapshot tests of the optimisation report (JSON and text) for a few
 //! programs, so that changes to what the optimiser does, or to the schema, show
 //! up in review. Timing is off, so the snapshots are stable. Update with
-//! `cargo insta review` (or `INSTA_UPDATE=always`).
+//! `cargo insta review` (or `INSTA_UPDATE=always`). Also: the pipeline's IR and
+//! report are the same on one thread as on four.
 
 use std::path::Path;
 

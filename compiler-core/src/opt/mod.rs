@@ -161,8 +161,8 @@ pub struct PipelineOptions {
     /// compile per process, asks for one per core; the compile service runs
     /// several compiles at once, each on its own thread: a pass that waited
     /// for a helper thread while the cores ran other compiles would wait for
-    /// the scheduler (the differential tests' four threads, with one pass in
-    /// 32 on two threads, took 1.4x as long).
+    /// the scheduler (the differential tests' four threads, one program in
+    /// 32 on two threads each, took 1.4x as long).
     pub threads: Option<usize>,
 }
 
