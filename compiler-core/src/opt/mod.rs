@@ -288,9 +288,13 @@ impl<'a> PassCx<'a> {
         let threads = self.options.threads.unwrap_or(1).min(todo.len());
         // What the largest function leaves to the other threads: a pass over
         // one large function and a few small ones gains nothing from them.
-        let size: usize = todo.iter().map(|f| f.values.len()).sum();
-        let largest = todo.iter().map(|f| f.values.len()).max().unwrap_or(0);
-        let held = (threads >= 2 && size - largest >= PARALLEL_MIN_VALUES).then(PassThreads::take).flatten();
+        // Not measured where one thread will do: the compile service's case,
+        // at every pass.
+        let spread_worth_it = || {
+            let sizes = todo.iter().map(|f| f.values.len());
+            sizes.clone().sum::<usize>() - sizes.max().unwrap_or(0) >= PARALLEL_MIN_VALUES
+        };
+        let held = (threads >= 2 && spread_worth_it()).then(PassThreads::take).flatten();
         let Some(held) = held else {
             for f in todo {
                 self.visit(f, &mut &work);
