@@ -21,7 +21,12 @@
    the extent of every axis instead of the bench's (e.g. `matmul 1 5 A B -
    2048`: a product of 2048x2048 matrices, which the entry's dispatch sends
    to the generic instance). Run it in both orders: the first library loaded
-   can differ by a percent or two. */
+   can differ by a percent or two. On more than one thread, two different
+   libraries bring two copies of the runtime, each with its thread pool,
+   whose idle workers spin beside the other's job: a change to the runtime
+   showed 8-15% either way depending on the order (session 55, floyd on two
+   threads). There, time each library alone (the same path twice: dlopen
+   loads it once) and compare the runs' minima. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>

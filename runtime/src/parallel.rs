@@ -5,6 +5,7 @@
 //! sequential run reports first.
 
 use std::ffi::c_void;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::WlCtx;
@@ -77,32 +78,34 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
     }
     let parent = unsafe { &*ctx };
     let threads = threads_of(parent).clamp(1, chunks) as usize;
-    let mut privates: Vec<WlCtx> = (0..chunks)
-        .map(|_| WlCtx {
-            depth: parent.depth,
-            max_depth: parent.max_depth,
-            site: parent.site,
-            write: parent.write,
-            write_user: parent.write_user,
-            threads: 1,
-            parallel_min: parent.parallel_min,
-            max_elements: parent.max_elements,
-            stream_min: parent.stream_min,
-            ..WlCtx::default()
-        })
-        .collect();
     let claimed = (0..chunks).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { f, env, ctxs: privates.as_mut_ptr(), outer, claimed, threads };
+    let job = Job { f, env, parent: ctx, outer, claimed, threads, failed: Mutex::new(Vec::new()) };
     pool::run(&job);
-    if let Some(failed) = privates.iter().find(|c| c.error != 0) {
+    let failed = job.failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    // The lowest chunk's error: the one a sequential run meets first.
+    if let Some((_, first)) = failed.iter().min_by_key(|(k, _)| *k) {
         let p = unsafe { &mut *ctx };
         if p.error == 0 {
-            p.error = failed.error;
-            p.loc = failed.loc;
-            p.code = failed.code;
-            p.message = failed.message;
+            p.error = first.error;
+            p.loc = first.loc;
+            p.code = first.code;
+            p.message = first.message;
         }
     }
+}
+
+thread_local! {
+    /// The context this thread runs chunks with, set up afresh for each
+    /// chunk ([`Job::run_chunk`]). One per thread, reused from job to job,
+    /// rather than one per chunk that the calling thread set up: that was
+    /// eight contexts of a kilobyte each, written by one core and read and
+    /// written by another at every with-loop, their lines crossing between
+    /// the cores twice per job. Measured on a Zen 4 guest (session 55): an
+    /// empty job of eight chunks on two threads 1.0 -> 0.25-0.6 us; floyd
+    /// 512, a with-loop per step, 7.9-8.2 -> 7.2-7.6 ms on two threads (the
+    /// minima of three `bench/ab` runs each), 12.8 on one.
+    static CHUNK_CTX: (std::cell::UnsafeCell<WlCtx>, std::cell::Cell<bool>) =
+        (std::cell::UnsafeCell::new(WlCtx::default()), const { std::cell::Cell::new(false) });
 }
 
 /// One parallel with-loop: its chunks are claimed one at a time (`claimed`) by
@@ -110,14 +113,17 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
 struct Job {
     f: WlChunkFn,
     env: *mut c_void,
-    /// One private context per chunk.
-    ctxs: *mut WlCtx,
+    /// The with-loop's context: the settings each chunk's runs with.
+    parent: *const WlCtx,
     outer: i64,
     /// Per chunk: taken by some thread.
     claimed: Box<[AtomicBool]>,
     /// The threads meant to run it (the caller and `threads - 1` workers),
     /// each with a region of the chunks.
     threads: usize,
+    /// The chunks that failed, with the contexts their errors are in (rare:
+    /// a program error).
+    failed: Mutex<Vec<(usize, Box<WlCtx>)>>,
 }
 
 impl Job {
@@ -162,16 +168,58 @@ impl Job {
         if self.claimed[k].swap(true, Ordering::Relaxed) {
             return 0;
         }
-        // SAFETY: context `k` is this chunk's alone. Its calls check their
-        // depth against the stack of the thread that runs it.
-        unsafe { (*self.ctxs.add(k)).stack_floor = crate::error::stack_floor() };
-        let k = k as i64;
-        let lo = self.outer * k / self.chunks();
-        let hi = self.outer * (k + 1) / self.chunks();
-        // SAFETY: chunk `k` (claimed once) owns context `k` and its part of
-        // the results; `run`'s contract makes `f` safe on disjoint chunks.
-        unsafe { (self.f)(self.ctxs.add(k as usize), self.env, k, lo, hi) };
+        let lo = self.outer * k as i64 / self.chunks();
+        let hi = self.outer * (k as i64 + 1) / self.chunks();
+        CHUNK_CTX.with(|(cell, in_use)| {
+            // A chunk that runs a with-loop of its own in chunks on this
+            // thread (one thread: the calling thread runs them all) gets a
+            // context of its own for them.
+            let mut own = None;
+            let ctx: *mut WlCtx = if in_use.replace(true) {
+                own.insert(Box::new(WlCtx::default())).as_mut() as *mut WlCtx
+            } else {
+                cell.get()
+            };
+            // SAFETY: `ctx` is this thread's (or this chunk's own) and no
+            // other chunk's while this one runs; `parent` outlives the job.
+            unsafe {
+                self.prepare(&mut *ctx);
+                // `run`'s contract makes `f` safe on disjoint chunks.
+                (self.f)(ctx, self.env, k as i64, lo, hi);
+                if (*ctx).error != 0 {
+                    let copy = Box::new(std::ptr::read(ctx));
+                    self.failed.lock().unwrap_or_else(|e| e.into_inner()).push((k, copy));
+                }
+            }
+            if own.is_none() {
+                in_use.set(false);
+            }
+        });
         1
+    }
+
+    /// `ctx` as a chunk starts: the parent's settings, on one thread, no
+    /// error, and the stack of the thread that runs it (its calls check
+    /// their depth against it). Of the message only the first byte is
+    /// cleared: a kilobyte per chunk otherwise.
+    fn prepare(&self, ctx: &mut WlCtx) {
+        // SAFETY: the parent context outlives the job, and chunks only read it.
+        let parent = unsafe { &*self.parent };
+        ctx.error = 0;
+        ctx.depth = parent.depth;
+        ctx.site = parent.site;
+        ctx.loc = std::ptr::null();
+        ctx.max_depth = parent.max_depth;
+        ctx.threads = 1;
+        ctx.parallel_min = parent.parallel_min;
+        ctx.max_elements = parent.max_elements;
+        ctx.code = [0; 8];
+        ctx.message[0] = 0;
+        ctx.write = parent.write;
+        ctx.write_user = parent.write_user;
+        ctx.copied = 0;
+        ctx.stack_floor = crate::error::stack_floor();
+        ctx.stream_min = parent.stream_min;
     }
 }
 
@@ -424,16 +472,17 @@ mod tests {
 
     #[test]
     fn a_thread_runs_its_region_then_takes_the_unclaimed_rest_from_the_back() {
-        let mut ctxs: Vec<WlCtx> = (0..8).map(|_| WlCtx::default()).collect();
+        let parent = WlCtx::default();
         let mut order: Vec<i64> = Vec::new();
         let claimed: Box<[AtomicBool]> = (0..8).map(|k| AtomicBool::new(k == 3 || k == 6)).collect();
         let job = Job {
             f: record,
             env: &mut order as *mut Vec<i64> as *mut c_void,
-            ctxs: ctxs.as_mut_ptr(),
+            parent: &parent,
             outer: 16,
             claimed,
             threads: 4,
+            failed: Mutex::new(Vec::new()),
         };
         assert_eq!(job.work(1), 6);
         assert_eq!(job.work(0), 0, "nothing is left");
@@ -504,6 +553,28 @@ mod tests {
     unsafe extern "C" fn who_slowly(ctx: *mut WlCtx, env: *mut c_void, k: i64, lo: i64, hi: i64) {
         unsafe { who(ctx, env, k, lo, hi) };
         std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+
+    /// Runs, over its 30 elements of the `i64` buffer behind `env`, a job of
+    /// three chunks on its own context (one thread: this one runs them all),
+    /// [`mark`]'s (whose chunk 2 fails).
+    unsafe extern "C" fn nested(ctx: *mut WlCtx, env: *mut c_void, k: i64, _: i64, _: i64) {
+        let out = unsafe { (env as *mut i64).add(30 * k as usize) };
+        // Something of this chunk's own in its context, which its inner
+        // chunks, set up in contexts of their own, leave alone.
+        unsafe { (*ctx).copied = 5 };
+        unsafe { wl_parallel_for(ctx, 30, 3, mark, out as *mut c_void) };
+        assert_eq!(unsafe { ((*ctx).copied, (*ctx).error) }, (5, 7), "its context, with the inner chunk's error");
+    }
+
+    #[test]
+    fn a_chunk_that_runs_chunks_itself_keeps_its_context_and_gets_their_error() {
+        let mut ctx = WlCtx { threads: 2, ..WlCtx::default() };
+        let mut out = vec![0i64; 60];
+        unsafe { wl_parallel_for(&mut ctx, 2, 2, nested, out.as_mut_ptr() as *mut c_void) };
+        let thirds: Vec<i64> = (0..60).map(|i| (i % 30) / 10 + 1).collect();
+        assert_eq!(out, thirds, "each outer chunk's inner chunks marked their thirds");
+        assert_eq!(ctx.error, 7, "the inner chunk's error reaches the outer with-loop's caller");
     }
 
     #[test]
