@@ -1,8 +1,9 @@
 //! Parallel with-loops: the outer index range split into contiguous chunks, one
 //! per thread, run by the calling thread and a process-wide pool of workers
-//! (`pool`). Each chunk runs with a private context; afterwards the error of
-//! the lowest chunk (if any) becomes the caller's, so errors are the same ones a
-//! sequential run reports first.
+//! (`pool`). Each chunk runs with a context of its own (its thread's, set up
+//! as the chunk starts); afterwards the error of the lowest failed chunk (if
+//! any) becomes the caller's, so errors are the same ones a sequential run
+//! reports first.
 
 use std::ffi::c_void;
 use std::sync::Mutex;
