@@ -44,6 +44,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,32 @@ def timed_build(cmd):
 def timed_median(cmd, n=3):
     """The median wall time of `n` runs of a build command (this host's noise)."""
     return sorted(timed_build(cmd) for _ in range(n))[n // 2]
+
+
+def startup_seconds(wl, work, n=9):
+    """What a CLI compile pays before compiling anything, medians of `n`
+    runs: `withloop --version`; an empty C program linked against the
+    libLLVM withloop links (the dynamic loader maps and relocates it, and the
+    libraries it needs, at every start); the same program without it."""
+    empty = work / "empty.c"
+    empty.write_text("int main(void) { return 0; }\n")
+    config = shutil.which("llvm-config-19") or "/usr/lib/llvm-19/bin/llvm-config"
+    libdir = subprocess.run([config, "--libdir"], check=True, capture_output=True, text=True).stdout.strip()
+    run(["gcc", "-O2", empty, "-o", work / "empty"])
+    run(["gcc", "-O2", empty, "-o", work / "empty-llvm", "-Wl,--no-as-needed", f"-L{libdir}", "-lLLVM-19",
+         f"-Wl,-rpath,{libdir}"])
+
+    def median(cmd):
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[n // 2]
+
+    return {"withloop --version": median([wl, "--version"]),
+            "empty C program linked against libLLVM": median([work / "empty-llvm"]),
+            "empty C program": median([work / "empty"])}
 
 
 def run(cmd, **kw):
@@ -247,6 +274,7 @@ def build(work, sz, ablations=True):
         # Medians of five: one run of a 50 ms compile on a noisy guest was
         # seen at 2.4x its median (session 54: neg 111 ms, its median 45).
         compile_times["per_kernel"] = {k: timed_median(obj_cmd + ["--entry", k], 5) for k in KERNEL_ENTRIES}
+        compile_times["startup"] = startup_seconds(wl, work)
     header_cmd = cmd[:3] + ["--emit", "header", "-o", work / "wlbench.h"] + cmd[7:]
     run(header_cmd)
     # The L0 versions of seed 004's programs (generic shapes: L0 has no shape hints).
@@ -1281,6 +1309,10 @@ def main():
                          "median of 5) against JAX's jit of the same function (in-process):",
                          " det: ours compiles Kreye's Laplace expansion specialised for every size from 10×10 down "
                          "(ten instances, unrolled), JAX the same expansion batched level by level.")
+    if ours.get("startup"):
+        lines += ["Of each such process, starting it (medians of 9, the Python that times them included): "
+                  + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in ours["startup"].items())
+                  + ". JAX's figure is a compile in a process already running.", ""]
     lines += against_jax(ours.get("service", {}), "service",
                          "Each kernel compiled alone by the compile service (`withloop-server`, a warm process as "
                          "JAX's is; `POST /v1/compile` with `entry`, one shape hint per parameter, `bypass_cache`; the "
