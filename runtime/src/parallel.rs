@@ -202,25 +202,43 @@ impl Job {
     /// `ctx` as a chunk starts: the parent's settings, on one thread, no
     /// error, and the stack of the thread that runs it (its calls check
     /// their depth against it). Of the message only the first byte is
-    /// cleared: a kilobyte per chunk otherwise.
+    /// cleared: a kilobyte per chunk otherwise. Every field is named, so a
+    /// field added to the context is decided here too.
     fn prepare(&self, ctx: &mut WlCtx) {
         // SAFETY: the parent context outlives the job, and chunks only read it.
         let parent = unsafe { &*self.parent };
-        ctx.error = 0;
-        ctx.depth = parent.depth;
-        ctx.site = parent.site;
-        ctx.loc = std::ptr::null();
-        ctx.max_depth = parent.max_depth;
-        ctx.threads = 1;
-        ctx.parallel_min = parent.parallel_min;
-        ctx.max_elements = parent.max_elements;
-        ctx.code = [0; 8];
-        ctx.message[0] = 0;
-        ctx.write = parent.write;
-        ctx.write_user = parent.write_user;
-        ctx.copied = 0;
-        ctx.stack_floor = crate::error::stack_floor();
-        ctx.stream_min = parent.stream_min;
+        let WlCtx {
+            error,
+            depth,
+            site,
+            loc,
+            max_depth,
+            threads,
+            parallel_min,
+            max_elements,
+            code,
+            message,
+            write,
+            write_user,
+            copied,
+            stack_floor,
+            stream_min,
+        } = ctx;
+        *error = 0;
+        *depth = parent.depth;
+        *site = parent.site;
+        *loc = std::ptr::null();
+        *max_depth = parent.max_depth;
+        *threads = 1;
+        *parallel_min = parent.parallel_min;
+        *max_elements = parent.max_elements;
+        *code = [0; 8];
+        message[0] = 0;
+        *write = parent.write;
+        *write_user = parent.write_user;
+        *copied = 0;
+        *stack_floor = crate::error::stack_floor();
+        *stream_min = parent.stream_min;
     }
 }
 
