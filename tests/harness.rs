@@ -422,6 +422,15 @@ fn run_test(path: &Path, text: &str) -> Result<(), Failed> {
         native.engine = Engine::Native(avx2, sequential);
         same_behaviour("native code with the AVX2 tile", &report, &run(&native))?;
     }
+    // The code generator alone: the IR without any optimisation (what
+    // `--passes none` gives), on one thread with folds in order and scalar
+    // math, behaves exactly as the interpreter does. A difference here is
+    // the code generator's; one only in the optimised runs, the optimiser's.
+    native.engine = Engine::Native(
+        opt::PipelineOptions::only(&[]),
+        withloop_codegen::Options { threads: Some(1), exact_folds: true, vector_math: false, ..Default::default() },
+    );
+    same_behaviour("native code of the unoptimised IR", &report, &run(&native))?;
     if report.untyped_fallbacks > 0 {
         return Err(format!(
             "type inference left {} executed call(s) without a target (a bug in inference)\n--- stderr ---\n{}",

@@ -1367,8 +1367,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let user_site = !loc.is_null();
         // Depth: a recursion error instead of a stack overflow. A dispatch
         // wrapper's call of the instance it chose is part of the one call the
-        // program made (as in the interpreter), so it does not count.
-        let counted = fx.irf.kind != compiler_core::ir::FunctionKind::Wrapper;
+        // program made (as in the interpreter), so it does not count; nor
+        // does a call of a library function (an operator, `shape`, …), which
+        // never recurses and is usually inlined: counted, the limit was met
+        // at such a call in code left unoptimised (`--passes none`), and the
+        // error blamed `+` "calling itself" where the interpreter blames the
+        // user function that recursed. The stack check below still guards it.
+        let counted = fx.irf.kind != compiler_core::ir::FunctionKind::Wrapper && !callee.library;
         let depth_p = self.ctx_field(fx, rt::CTX_DEPTH)?;
         let name = self.cstring(callee.source_name.as_ref());
         let mut depth = None;
