@@ -264,6 +264,9 @@ def one(wl, src, text, rng, work, timeout):
     if PASSES and rng.random() < 0.5:
         for p in rng.sample(PASSES, rng.choice([1, 1, 2, 3])):
             extra += ["--disable", p]
+    elif rng.random() < 0.2:
+        # The code generator alone, on the unoptimised IR.
+        extra += ["--passes", "none"]
     if src.suffix == ".sac":
         # Hints for the entry or for any function the file defines, and now
         # and then a specialisation cap of 1 (more generic instances).
