@@ -28,7 +28,7 @@ pub struct WlArray {
 
 /// The size of the header before the shape.
 pub const HEADER_BYTES: usize = 40;
-const DATA_ALIGN: usize = 64;
+pub(crate) const DATA_ALIGN: usize = 64;
 
 /// The element type with this code.
 pub fn base_of(code: i32) -> BaseType {

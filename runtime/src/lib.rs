@@ -29,6 +29,7 @@ mod gemm;
 mod io;
 mod parallel;
 mod prim;
+mod timetile;
 mod values;
 
 pub use abi::*;
@@ -39,4 +40,5 @@ pub use gemm::*;
 pub use io::*;
 pub use parallel::*;
 pub use prim::*;
+pub use timetile::*;
 pub use values::*;

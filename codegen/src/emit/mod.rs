@@ -281,6 +281,23 @@ pub(crate) struct Fx<'ctx, 'a> {
     /// the run-time threshold: a with-loop of static size in here gets no
     /// parallel variant of its own (`Emitter::nested_in_chunk`).
     pub in_chunk: bool,
+    /// The step of a loop the back end may run in time tiles, while the
+    /// loop's body is emitted (see [`TimeTile`]).
+    pub time_tile: Option<TimeTile<'ctx>>,
+}
+
+/// A loop marked `tiled` (`compiler_core::opt::timetile`) whose body is
+/// being emitted: its with-loop (`with`) runs as many of the `remaining`
+/// steps as the runtime decides (`wl_time_tiled`, when it is emitted as a
+/// parallel part) and stores that count in `steps` (else it stays 1), by
+/// which the loop's counter goes up.
+#[derive(Clone, Copy)]
+pub(crate) struct TimeTile<'ctx> {
+    pub with: ValueId,
+    pub array: ValueId,
+    pub remaining: IntValue<'ctx>,
+    pub steps: PointerValue<'ctx>,
+    pub reach: usize,
 }
 
 /// The longest vector [`stack_vectors`] builds in the frame.
@@ -794,6 +811,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
             in_chunk: false,
+            time_tile: None,
         };
         let n_out = irf.results.len();
         for (i, p) in irf.params.iter().enumerate() {
@@ -1332,6 +1350,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
             in_chunk: false,
+            time_tile: None,
         })
     }
 

@@ -89,8 +89,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 fx.vals.insert(d, x);
             }
             Op::If { cond, then_block, else_block } => self.if_op(fx, s, *cond, then_block, else_block)?,
-            Op::Loop { init, params, cond, body, test_first } => {
-                self.loop_op(fx, s, init, params, cond, body, *test_first, moved)?
+            Op::Loop { init, params, cond, body, test_first, tiled } => {
+                self.loop_op(fx, s, init, params, cond, body, *test_first, *tiled, moved)?
             }
             Op::With(w) => self.with_loop(fx, s, w, moved)?,
             Op::Check(c) => self.check_op(fx, c)?,
@@ -1491,8 +1491,17 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         cond: &'a compiler_core::ir::Block,
         body: &'a compiler_core::ir::Block,
         test_first: bool,
+        tiled: bool,
         moved: &HashSet<ValueId>,
     ) -> R<()> {
+        // A loop of stencil steps the runtime may run in time tiles (see
+        // `TimeTile`); checked again, as the pass found it.
+        let stencil = if tiled {
+            let const_int = |v: ValueId| fx.consts.get(&v).and_then(|c| compiler_core::opt::util::int_scalar(c));
+            compiler_core::opt::timetile::stencil(fx.irf, &const_int, s)
+        } else {
+            None
+        };
         let mut start = Vec::with_capacity(init.len());
         for (i, p) in init.iter().zip(params) {
             let x = self.take(fx, *i, moved)?;
@@ -1521,11 +1530,41 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_unconditional_branch(body_bb)?;
         }
         self.b.position_at_end(body_bb);
+        let outer_tile = fx.time_tile.take();
+        let mut steps_ran = None;
+        if let Some(st) = stencil {
+            let k = self.value(fx, params[st.counter])?.into_int_value();
+            let bound = self.value(fx, st.bound)?.into_int_value();
+            let i64t = self.i64();
+            let left = self.b.build_int_sub(
+                self.b.build_int_s_extend_or_bit_cast(bound, i64t, "bound")?,
+                self.b.build_int_s_extend_or_bit_cast(k, i64t, "k")?,
+                "steps.left",
+            )?;
+            let steps = self.alloca(fx, i64t.into(), "steps")?;
+            self.b.build_store(steps, self.const_i64(1))?;
+            steps_ran = Some(steps);
+            fx.time_tile = Some(super::TimeTile {
+                with: body.stmts[0].defs[0],
+                array: params[st.array],
+                remaining: left,
+                steps,
+                reach: st.reach,
+            });
+        }
         let ys = self.block(fx, body, params)?;
+        fx.time_tile = outer_tile;
         let mut next = Vec::with_capacity(ys.len());
         for ((y, yv), p) in ys.iter().zip(&body.yields).zip(params) {
             let from = fx.irf.ty(*yv).clone();
             next.push(self.owned_to(fx, *y, &from, fx.irf.ty(*p))?);
+        }
+        // The counter goes up by the steps the with-loop ran.
+        if let (Some(st), Some(steps)) = (stencil, steps_ran) {
+            let k = self.value(fx, params[st.counter])?.into_int_value();
+            let ran = self.b.build_load(self.i64(), steps, "steps.ran")?.into_int_value();
+            let ran = self.b.build_int_truncate_or_bit_cast(ran, k.get_type(), "steps.ran")?;
+            next[st.counter] = self.b.build_int_add(k, ran, "k.next")?.into();
         }
         if test_first {
             let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;

@@ -86,6 +86,8 @@ struct Outlined<'ctx> {
     env_ty: inkwell::types::StructType<'ctx>,
     /// The environment's field holding where partial fold results go.
     partials_field: Option<u32>,
+    /// The environment's field of each captured value.
+    fields: HashMap<BasicValueEnum<'ctx>, usize>,
 }
 
 /// Whether a parallel part's stores stream past the caches
@@ -262,9 +264,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let n = part.scalars.as_ref().map(Vec::len).or_else(|| static_extent(&lty, 0));
         let pcx = PartCx { w, part, s, iv_slot: None, mask: None, end: None, stream: false };
         let panels = n.is_some_and(|n| self.packs_panels(fx, &pcx, states, n));
+        let flat = super::withloop::runs_flat(fx, w, part, n);
+        // The step of a loop run in time tiles: chunks of the part's rows.
+        let tile =
+            fx.time_tile.filter(|t| t.with == s.defs[0] && !flat && n.is_some_and(|n| chunked_axis(n, panels) == 0));
         let (outer, total) = match n {
             // A flat part: its offsets are the outer loop.
-            _ if super::withloop::runs_flat(fx, w, part, n) => {
+            _ if flat => {
                 let t = self.flat_count(fx, part)?;
                 (t, t)
             }
@@ -275,7 +281,6 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // interchanged fold is a loop of its own).
         let work = compiler_core::opt::util::part_work(&*fx.defs, part, &self.call_work);
         let weighted = if work > 1 { self.b.build_int_mul(total, self.const_i64(work), "work")? } else { total };
-        let chunks = self.chunks_for(fx, outer, weighted)?;
         let folds = states.iter().filter(|st| matches!(st, OpState::Fold { .. })).count();
         // The part is emitted once, in its chunk function: the inline path
         // calls it over the whole range (one copy of the loop nest instead of
@@ -299,6 +304,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             None => None,
         };
+        if let Some(t) = tile
+            && let Some(n) = n
+            && self.time_tiled(fx, s, part, n, states, &out, chunk_fn, t)?
+        {
+            return Ok(());
+        }
+        let chunks = self.chunks_for(fx, outer, weighted)?;
         let split = self.b.build_int_compare(IntPredicate::SGT, chunks, self.const_i64(1), "split")?;
         let par_bb = self.ctx.append_basic_block(fx.func, "par.split");
         let seq_bb = self.ctx.append_basic_block(fx.func, "par.inline");
@@ -370,6 +382,68 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         self.b.build_unconditional_branch(join)?;
         self.b.position_at_end(join);
         Ok(())
+    }
+
+    /// The step of a loop marked `tiled` (see [`super::TimeTile`]): the
+    /// runtime runs it over the part's rows, as many steps as it decides
+    /// (`wl_time_tiled`), and the count goes to the loop. `false` (nothing
+    /// emitted) where the environment does not hold the arrays as the
+    /// runtime needs them: the old array's header (not a data pointer of it
+    /// the parent loaded), the new array's header and its data pointer.
+    #[allow(clippy::too_many_arguments)]
+    fn time_tiled(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        s: &'a Stmt,
+        part: &'a Part,
+        n: usize,
+        states: &[OpState<'ctx, 'a>],
+        out: &Outlined<'ctx>,
+        chunk_fn: Option<PointerValue<'ctx>>,
+        t: super::TimeTile<'ctx>,
+    ) -> R<bool> {
+        let [OpState::Mod { arr, data, .. }] = states else { return Ok(false) };
+        let Some(src) = fx.vals.get(&t.array).copied().filter(|v| v.is_pointer_value()) else { return Ok(false) };
+        if fx.data.contains_key(&t.array) || src == BasicValueEnum::from(*arr) {
+            return Ok(false);
+        }
+        let field = |v: BasicValueEnum<'ctx>| out.fields.get(&v).map(|i| *i as u32);
+        let (Some(src_f), Some(dst_f), Some(data_f)) = (field(src), field((*arr).into()), field((*data).into())) else {
+            return Ok(false);
+        };
+        let Some(env_bytes) = out.env_ty.size_of() else { return Ok(false) };
+        let ploc = self.sub_loc(s, part.span, fx.loc);
+        let g = self.load_generator(fx, part, n, ploc)?;
+        let slot = |e: &mut Self, f: u32| e.b.build_struct_gep(out.env_ty, out.env, f, "env.slot");
+        let (src_slot, dst_slot, data_slot) = (slot(self, src_f)?, slot(self, dst_f)?, slot(self, data_f)?);
+        // The part's box, as the runtime reads it.
+        let bounds = self.i64().array_type(n as u32);
+        let (lower, upper) =
+            (self.alloca(fx, bounds.into(), "tile.lower")?, self.alloca(fx, bounds.into(), "tile.upper")?);
+        for d in 0..n {
+            let at = self.const_i64(d as i64);
+            self.b.build_store(self.gep(self.i64(), lower, &[at], "lo")?, g.lo[d])?;
+            self.b.build_store(self.gep(self.i64(), upper, &[at], "hi")?, g.hi[d])?;
+        }
+        let plain = out.func.as_global_value().as_pointer_value();
+        let args = [
+            fx.ctxp.into(),
+            plain.into(),
+            chunk_fn.unwrap_or(plain).into(),
+            out.env.into(),
+            self.b.build_int_s_extend_or_bit_cast(env_bytes, self.i64(), "env.bytes")?.into(),
+            src_slot.into(),
+            dst_slot.into(),
+            data_slot.into(),
+            lower.into(),
+            upper.into(),
+            self.const_i64(t.reach as i64).into(),
+            t.remaining.into(),
+        ];
+        let ran = self.call(self.rt.time_tiled, &args)?.ok_or_else(|| CodegenError::Bug("wl_time_tiled".into()))?;
+        self.b.build_store(t.steps, ran)?;
+        self.check_error(fx)?;
+        Ok(true)
     }
 
     /// Whether a parallel part's stores stream past the caches
@@ -578,6 +652,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             hoisted: HashSet::default(),
             offset_extents: HashMap::default(),
             in_chunk: true,
+            time_tile: None,
         };
         Ok(ChunkShell { func, cfx, remap, chunk, lo, hi, entry_bb, body_bb })
     }
@@ -683,7 +758,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         self.b.position_at_end(here);
         let partials_field = caps.index.get(&partials.into()).map(|i| *i as u32);
-        Ok(Outlined { func, stream_func, env, env_ty, partials_field })
+        Ok(Outlined { func, stream_func, env, env_ty, partials_field, fields: caps.index })
     }
 
     /// A part of static index length `n`: its outer trip count and its size.

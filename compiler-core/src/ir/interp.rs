@@ -255,7 +255,7 @@ impl Interp<'_> {
                 };
                 self.block(f, frame, if taken { then_block } else { else_block })?
             }
-            Op::Loop { init, params, cond, body, test_first } => {
+            Op::Loop { init, params, cond, body, test_first, .. } => {
                 let mut current = init.iter().map(|a| self.get(frame, *a, at)).collect::<Res<Vec<_>>>()?;
                 let mut first = true;
                 loop {

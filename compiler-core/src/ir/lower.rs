@@ -1014,6 +1014,7 @@ impl FnLower<'_, '_> {
             cond: Block { stmts: cond_stmts, yields: vec![c] },
             body: Block { stmts: body_stmts, yields: body_yields },
             test_first,
+            tiled: false,
         };
         let defs = self.b.emit(out, op, param_tys, span);
         for (l, d) in carried.iter().zip(&defs) {

@@ -383,6 +383,9 @@ pub enum Op {
         cond: Block,
         body: Block,
         test_first: bool,
+        /// The back end may run the steps in time tiles (`opt::timetile`: a
+        /// loop of stencil steps over one array); the values are the same.
+        tiled: bool,
     },
     With(Box<With>),
     Check(CheckOp),

@@ -407,6 +407,7 @@ impl<'a> Parser<'a> {
             }
             "loop" => {
                 let test_first = rest.starts_with("while");
+                let tiled = rest.split_whitespace().nth(1) == Some("tiled");
                 let init_text = rest.split("init(").nth(1).and_then(|s| s.split(')').next()).unwrap_or("");
                 let init = self.vals(&tokenize(init_text));
                 let params_text =
@@ -425,7 +426,7 @@ impl<'a> Parser<'a> {
                 }
                 let body = self.block()?;
                 self.close()?;
-                Op::Loop { init, params, cond, body, test_first }
+                Op::Loop { init, params, cond, body, test_first, tiled }
             }
             "with" | "with{" => {
                 let first_match = rest.contains("first_match");

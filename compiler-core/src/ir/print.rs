@@ -287,12 +287,13 @@ impl Printer<'_> {
                 self.out.push_str("}\n");
                 None
             }
-            Op::Loop { init, params, cond, body, test_first } => {
+            Op::Loop { init, params, cond, body, test_first, tiled } => {
                 let params: Vec<String> = params.iter().map(|p| self.def(*p)).collect();
                 writeln!(
                     self.out,
-                    "loop {} init({}) params({}) cond {{",
+                    "loop {}{} init({}) params({}) cond {{",
                     if *test_first { "while" } else { "do" },
+                    if *tiled { " tiled" } else { "" },
                     self.list(init),
                     params.join(", ")
                 )

@@ -378,6 +378,7 @@ impl FnLower<'_, '_> {
                         cond: Block { stmts: cond, yields: vec![c] },
                         body: Block { stmts: b, yields },
                         test_first: true,
+                        tiled: false,
                     },
                     tys,
                     span,

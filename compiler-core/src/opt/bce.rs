@@ -432,7 +432,7 @@ impl<'r> Walk<'_, 'r> {
                         self.prims.push(s.defs[0]);
                     }
                 }
-                Op::Loop { init, params, cond, body, test_first: true } => {
+                Op::Loop { init, params, cond, body, test_first: true, .. } => {
                     self.block(cond, ranges, facts);
                     ranges.push(counters(reader, init, params, cond, body));
                     let known = self.known.clone();

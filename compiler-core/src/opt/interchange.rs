@@ -395,6 +395,7 @@ fn rewrite(f: &mut Function, s: &Stmt, components: &[(ValueId, usize)]) -> Optio
             cond: Block { stmts: cond, yields: vec![more] },
             body: Block { stmts: loop_body, yields: vec![updated, k_next] },
             test_first: true,
+            tiled: false,
         },
         span: fold_stmt.span,
         blame: fold_stmt.blame,

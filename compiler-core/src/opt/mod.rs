@@ -43,6 +43,7 @@ pub mod reuse;
 pub mod simplify;
 pub mod snapshot;
 pub mod tile;
+pub mod timetile;
 pub mod unroll;
 pub mod version;
 pub mod wlf;
@@ -114,6 +115,7 @@ pub const PIPELINE: &[Stage] = &[
             licm::PASS,
             dce::PASS,
             reuse::PASS,
+            timetile::PASS,
         ],
         max_rounds: 8,
     },

@@ -1658,7 +1658,7 @@ impl Simplify {
     }
 
     fn rewrite_loop(&mut self, f: &mut Function, mut s: Stmt) -> Action {
-        let Op::Loop { init, params, cond, body, test_first } = &mut s.op else { return Action::Keep(s) };
+        let Op::Loop { init, params, cond, body, test_first, .. } = &mut s.op else { return Action::Keep(s) };
         // A `while` whose condition is constantly false never runs.
         if *test_first
             && cond.stmts.iter().all(|t| !util::may_fail(&t.op))

@@ -1,0 +1,314 @@
+//! # timetile: a loop of stencil steps may run in time tiles
+//!
+//! An iterated stencil (seed 002's relaxation, a smoothing sweep) reads and
+//! writes its whole array once per step: on arrays larger than the caches
+//! each step streams from memory, and a second thread gains little (the
+//! memory bus is what both wait for). Where each step only reads the array
+//! at fixed offsets near the written index, the steps can run *in time
+//! tiles*: a band of rows takes several steps while it stays in the cache,
+//! recomputing the few rows at its edges that its neighbours' bands also
+//! compute (overlapped tiling), so the array crosses the memory bus once
+//! per tile of steps instead of once per step, and the bands run on
+//! different threads without waiting for each other.
+//!
+//! This pass finds such loops and marks them `tiled`; the back end decides
+//! at run time how many steps a tile takes (from the rows' size, the
+//! stencil's reach and the steps left; one step at a time where the array
+//! fits the caches anyway) and runs them. The values are exactly those of
+//! the loop run step by step: every element is computed from the same
+//! inputs by the same code.
+//!
+//! ```text
+//! %r, %k9 = loop while init(%a0, %0)                 %r, %k9 = loop while tiled init(%a0, %0)
+//!     params(%a: double[2000,2000], %k: int) cond {       params(%a: double[2000,2000], %k: int) cond {
+//!   %c = prim lt(%k, %n)                           ⇒    (the same)
+//!   yield %c
+//! } body {                                           } body {
+//!   %b = with {                                        (the same)
+//!     part lower %lo upper %hi offset %o: int {
+//!       %o1 = prim add(%o, %m2000)
+//!       %x = prim idx_sel(%o1, %a) unchecked
+//!       …
+//!   } modarray(%a) cell double
+//!   %k1 = prim add(%k, %one)
+//!   yield %b, %k1
+//! }
+//! ```
+//!
+//! A loop qualifies ([`stencil`]) when it is a `while` over two values, the
+//! array and a counter that goes up by one to a bound defined outside; its
+//! body is one with-loop followed by the counter's step; the with-loop is a
+//! `modarray` of the array with one dense part over flat offsets (index
+//! vector elimination's `offset`), whose body cannot fail (selections proved
+//! in bounds, no integer division, no call, no nested loop or with-loop)
+//! and reads the array only at the offset plus or minus a constant. Counter
+//! `loops_tiled`, a remark per loop.
+//!
+//! Limits: arrays of known shape only (generic code's offsets are not
+//! constants); one part (a stencil whose border is parts of its own, as
+//! seed 002's APL relaxation folds to, is not tiled); tiles are bands of the
+//! outermost axis, so a step over few large rows (a 128^3 grid's planes)
+//! gets few or no steps per tile.
+
+use crate::HashMap;
+use crate::interp::ops::BinOp;
+use crate::ir::*;
+use crate::sema::hir::{Elem, Prim};
+use crate::span::Span;
+use crate::syntax::ast::BaseType;
+
+use super::util;
+use super::{Pass, PassCx, RemarkKind};
+
+pub const PASS: Pass = Pass {
+    name: "timetile",
+    description: "loops of stencil steps over one array may run in time tiles (several steps per band of rows while it is cached)",
+    run,
+};
+
+/// A loop whose steps may run in time tiles, as [`stencil`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stencil {
+    /// The loop parameter holding the array, and the counter.
+    pub array: usize,
+    pub counter: usize,
+    /// The counter's bound (the loop runs while `counter < bound`).
+    pub bound: ValueId,
+    /// Rows of the outermost axis a step reads on either side of the row it
+    /// writes.
+    pub reach: usize,
+    /// Elements per row of the outermost axis.
+    pub row_elems: usize,
+}
+
+fn run(m: &mut Module, cx: &mut PassCx) {
+    cx.each_function(m, |f, cx| {
+        let consts = util::constants(f);
+        let const_int = |v: ValueId| consts.get(&v).and_then(util::int_scalar);
+        let mut found: Vec<(ValueId, Span, Stencil)> = Vec::new();
+        f.body.walk(&mut |s| {
+            if let Op::Loop { tiled: false, .. } = s.op
+                && let Some(st) = stencil(f, &const_int, s)
+            {
+                found.push((s.defs[0], s.span, st));
+            }
+        });
+        if found.is_empty() {
+            return;
+        }
+        f.body.walk_mut(&mut |s| {
+            if let Op::Loop { tiled, .. } = &mut s.op
+                && found.iter().any(|(d, ..)| s.defs.first() == Some(d))
+            {
+                *tiled = true;
+            }
+        });
+        cx.count("loops_tiled", found.len() as u64);
+        let name = f.name.clone();
+        for (_, span, st) in &found {
+            cx.remark(
+                RemarkKind::Applied,
+                &name,
+                Some(*span),
+                format!(
+                    "the steps of this loop may run in time tiles: each step reads {} row{} of {} element{} on either side",
+                    st.reach,
+                    if st.reach == 1 { "" } else { "s" },
+                    st.row_elems,
+                    if st.row_elems == 1 { "" } else { "s" },
+                ),
+            );
+        }
+        cx.changed_function(&name);
+    });
+}
+
+/// The loop `s` as a stencil whose steps may run in time tiles (see the
+/// module documentation); `const_int` gives the `int` constants of `f`.
+pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stmt) -> Option<Stencil> {
+    let Op::Loop { params, cond, body, test_first: true, .. } = &s.op else { return None };
+    if params.len() != 2 || cond.stmts.len() != 1 || body.stmts.len() != 2 {
+        return None;
+    }
+    // The condition: `counter < bound`, the bound from outside the loop.
+    let c = &cond.stmts[0];
+    let Op::Prim { prim: Prim::Bin(BinOp::Lt), args, .. } = &c.op else { return None };
+    if cond.yields.as_slice() != c.defs.as_slice() {
+        return None;
+    }
+    let (counter_v, bound) = (args[0], args[1]);
+    let counter = params.iter().position(|p| *p == counter_v)?;
+    let array = 1 - counter;
+    let a = params[array];
+    if params.contains(&bound) || defines(body, bound) {
+        return None;
+    }
+    // The body: the step of the array, then the counter's.
+    let (step, next) = (&body.stmts[0], &body.stmts[1]);
+    let Op::Prim { prim: Prim::Bin(BinOp::Add), args, .. } = &next.op else { return None };
+    if args[0] != counter_v || const_int(args[1]) != Some(1) {
+        return None;
+    }
+    if body.yields[counter] != next.defs[0] || body.yields[array] != *step.defs.first()? {
+        return None;
+    }
+    let Op::With(w) = &step.op else { return None };
+    if w.first_match || w.parts.len() != 1 || w.ops.as_slice() != [WithOp::Modarray { array: a }] {
+        return None;
+    }
+    let part = &w.parts[0];
+    if part.step.is_some() || part.width.is_some() {
+        return None;
+    }
+    let offset = part.offset?;
+    // Rows of the outermost axis, of known length.
+    let extents = f.ty(a).shape.extents()?;
+    let (&rows, inner) = extents.split_first()?;
+    let row_elems: usize = inner.iter().product();
+    if rows == 0 || row_elems == 0 || f.ty(part.lower).shape.extents() != Some(vec![extents.len()]) {
+        return None;
+    }
+    // The part's body: nothing that can fail, the array read only at the
+    // offset plus or minus a constant.
+    let mut shifts: HashMap<ValueId, i64> = HashMap::default();
+    shifts.insert(offset, 0);
+    let mut reach_elems: u64 = 0;
+    for t in &part.body.stmts {
+        match &t.op {
+            Op::Const(_) => {}
+            Op::Prim { prim: Prim::IdxSel, args, checked, .. } => {
+                if *checked || args[0] == a {
+                    return None;
+                }
+                if args[1] == a {
+                    reach_elems = reach_elems.max(shifts.get(&args[0])?.unsigned_abs());
+                }
+            }
+            Op::Prim { prim, args, .. } => {
+                if args.contains(&a) || prim.has_effect() {
+                    return None;
+                }
+                let float_div = matches!(prim, Prim::Bin(BinOp::Div))
+                    && matches!(f.ty(t.defs[0]).elem, Elem::Base(BaseType::Double | BaseType::Float));
+                if util::prim_may_fail(prim) && !float_div {
+                    return None;
+                }
+                // The offset plus or minus a constant.
+                let shift = match (prim, args.as_slice()) {
+                    (Prim::Bin(BinOp::Add), [x, y]) => shifts.get(x).zip(const_int(*y)).map(|(s, c)| s + c),
+                    (Prim::Bin(BinOp::Sub), [x, y]) => shifts.get(x).zip(const_int(*y)).map(|(s, c)| s - c),
+                    _ => None,
+                };
+                if let Some(sh) = shift {
+                    shifts.insert(t.defs[0], sh);
+                }
+            }
+            _ => return None,
+        }
+    }
+    if part.body.yields.contains(&a) {
+        return None;
+    }
+    let reach = reach_elems.div_ceil(row_elems as u64) as usize;
+    // A step that reads rows beyond the array's own is no stencil of it.
+    if reach >= rows {
+        return None;
+    }
+    Some(Stencil { array, counter, bound, reach, row_elems })
+}
+
+/// Whether `b` (nested blocks included) defines `v`.
+fn defines(b: &Block, v: ValueId) -> bool {
+    let mut found = false;
+    b.walk(&mut |s| found |= s.defs.contains(&v));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{parse, print};
+    use crate::opt::{self, PipelineOptions};
+    use crate::span::{FileKind, SourceMap, Span};
+
+    /// Seed 002's relaxation on a 6x5 array, as the pipeline leaves it
+    /// before this pass (`STEP` stands for the counter's step).
+    const RELAX: &str = "fn main(%0#a: double[6,5], %1#iters: int) -> (double[6,5])  [instance main]
+{
+  %2#k: int = const 0
+  %7: int[2] = const [1, 1]
+  %9: int = const 1
+  %8: int = const 2
+  %40: int[2] = const [5, 4]
+  %13: double = const 0.25
+  %62: int = const -5
+  %66: int = const 5
+  %70: int = const -1
+  %36: double[6,5], %37: int = loop while init(%0, %2) params(%3#a: double[6,5], %4#k: int) cond {
+    %38: bool = prim lt(%4, %1)
+    yield %38
+  } body {
+    %34#a: double[6,5] = with {
+      part lower %7 upper %40 offset %59: int {
+        %63: int = prim add(%59, %62)
+        %43: double = prim idx_sel(%63, %3) unchecked
+        %67: int = prim add(%59, %66)
+        %46: double = prim idx_sel(%67, %3) unchecked
+        %47: double = prim add(%43, %46)
+        %71: int = prim add(%59, %70)
+        %50: double = prim idx_sel(%71, %3) unchecked
+        %51: double = prim add(%47, %50)
+        %75: int = prim add(%59, %9)
+        %54: double = prim idx_sel(%75, %3) unchecked
+        %55: double = prim add(%51, %54)
+        %56: double = prim mul(%13, %55)
+        yield %56
+      }
+    } modarray(%3) cell double
+    %58: int = prim add(%4, STEP)
+    yield %34, %58
+  }
+  return %36
+}
+
+entry main = main
+";
+
+    /// The module after this pass alone: its text, and its remarks.
+    fn tiled(text: &str) -> (String, Vec<String>) {
+        let mut sources = SourceMap::new();
+        let file = sources.add("test.ir", text, FileKind::User);
+        let mut m = parse::parse_module(text, Span::new(file, 0, 0)).expect("parses");
+        let options = PipelineOptions { verify: true, ..PipelineOptions::only(&["timetile"]) };
+        let outcome = opt::optimise(&mut m, &sources, &options).expect("optimises");
+        let text = print::module_text(&m);
+        // The text form, `tiled` included, reads back.
+        let again = print::module_text(&parse::parse_module(&text, Span::new(file, 0, 0)).expect("reads back"));
+        assert_eq!(again, text);
+        (text, outcome.remarks.iter().filter(|r| r.pass == "timetile").map(|r| r.message.clone()).collect())
+    }
+
+    #[test]
+    fn a_loop_of_stencil_steps_is_marked_tiled() {
+        let (text, remarks) = tiled(&RELAX.replace("STEP", "%9"));
+        assert!(text.contains("loop while tiled init("), "{text}");
+        assert_eq!(
+            remarks,
+            ["the steps of this loop may run in time tiles: each step reads 1 row of 5 elements on either side"]
+        );
+    }
+
+    #[test]
+    fn loops_that_are_not_unit_steps_of_an_infallible_stencil_are_not() {
+        // A counter stepping by two; a selection not proved in bounds; the
+        // array read at an index that is not the offset plus a constant.
+        for text in [
+            RELAX.replace("STEP", "%8"),
+            RELAX.replace("STEP", "%9").replace("idx_sel(%67, %3) unchecked", "idx_sel(%67, %3)"),
+            RELAX.replace("STEP", "%9").replace("%67: int = prim add(%59, %66)", "%67: int = prim mul(%59, %66)"),
+        ] {
+            let (out, remarks) = tiled(&text);
+            assert!(!out.contains("tiled"), "{out}");
+            assert!(remarks.is_empty());
+        }
+    }
+}
