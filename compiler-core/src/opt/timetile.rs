@@ -44,11 +44,18 @@
 //! and reads the array only at the offset plus or minus a constant. Counter
 //! `loops_tiled`, a remark per loop.
 //!
+//! A step that builds the array anew, its border in parts of their own that
+//! copy the array (seed 002's APL relaxation once folded: a `genarray` of the
+//! array's shape with five parts, four of them its border rows and columns),
+//! is that array modified: where the parts are constant boxes that cover the
+//! shape exactly and the step is then a stencil as above, the copying parts
+//! go and the `genarray` becomes a `modarray` of the array (counter
+//! `border_parts_dropped`).
+//!
 //! Limits: arrays of known shape only (generic code's offsets are not
-//! constants); one part (a stencil whose border is parts of its own, as
-//! seed 002's APL relaxation folds to, is not tiled); tiles are bands of the
-//! outermost axis, so a step over few large rows (a 128^3 grid's planes)
-//! gets few or no steps per tile.
+//! constants); one computing part; tiles are bands of the outermost axis, so
+//! a step over few large rows (a 128^3 grid's planes) gets few or no steps
+//! per tile.
 
 use crate::HashMap;
 use crate::interp::ops::BinOp;
@@ -85,6 +92,25 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     cx.each_function(m, |f, cx| {
         let consts = util::constants(f);
         let const_int = |v: ValueId| consts.get(&v).and_then(util::int_scalar);
+        let const_vec = |v: ValueId| consts.get(&v).and_then(util::int_vec);
+        // A step that builds the array anew, copying its border in parts of
+        // their own, is the array modified (where that makes it a stencil).
+        let made_modarray = util::with_body(f, |f, body| {
+            let mut n = 0;
+            body.walk_mut(&mut |s| {
+                if let Op::Loop { tiled: false, .. } = &s.op
+                    && stencil(f, &const_int, s).is_none()
+                {
+                    let mut copy = s.clone();
+                    if copies_to_modarray(f, &const_vec, &mut copy) && stencil(f, &const_int, &copy).is_some() {
+                        *s = copy;
+                        n += 1;
+                    }
+                }
+            });
+            n
+        });
+        cx.count("border_parts_dropped", made_modarray);
         let mut found: Vec<(ValueId, Span, Stencil)> = Vec::new();
         f.body.walk(&mut |s| {
             if let Op::Loop { tiled: false, .. } = s.op
@@ -217,6 +243,59 @@ pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stm
     Some(Stencil { array, counter, bound, reach, row_elems })
 }
 
+/// Makes the step of the loop `s` a `modarray` of its array `a` where it is a
+/// `genarray` of `a`'s (known) shape whose parts cover it exactly and, but
+/// one or more, copy `a` at their index (`idx_sel(offset, a)`): the shape
+/// of seed 002's APL relaxation once folded, its border rows and columns
+/// parts of their own. Those parts go (a `modarray` copies what no part
+/// computes); `false` where nothing changed.
+fn copies_to_modarray(f: &Function, const_vec: &dyn Fn(ValueId) -> Option<Vec<i64>>, s: &mut Stmt) -> bool {
+    let Op::Loop { params, body, .. } = &mut s.op else { return false };
+    let Some(step) = body.stmts.first_mut() else { return false };
+    let Some(result) = step.defs.first().copied() else { return false };
+    let Some(array) = body.yields.iter().position(|y| *y == result) else { return false };
+    let Some(&a) = params.get(array) else { return false };
+    let Op::With(w) = &mut step.op else { return false };
+    let [WithOp::Genarray { shape, .. }] = w.ops.as_slice() else { return false };
+    let Some(extents) = f.ty(a).shape.extents() else { return false };
+    let extents: Vec<i64> = extents.iter().map(|e| *e as i64).collect();
+    if w.first_match || const_vec(*shape).as_ref() != Some(&extents) {
+        return false;
+    }
+    // Constant boxes, disjoint, covering the shape.
+    let mut boxes = Vec::new();
+    for p in &w.parts {
+        let (Some(lo), Some(hi)) = (const_vec(p.lower), const_vec(p.upper)) else { return false };
+        if p.step.is_some() || p.width.is_some() || lo.len() != extents.len() || hi.len() != extents.len() {
+            return false;
+        }
+        boxes.push((lo, hi));
+    }
+    let volume = |(lo, hi): &(Vec<i64>, Vec<i64>)| lo.iter().zip(hi).map(|(l, h)| (h - l).max(0)).product::<i64>();
+    let overlap = |x: &(Vec<i64>, Vec<i64>), y: &(Vec<i64>, Vec<i64>)| {
+        (0..extents.len()).all(|d| x.0[d].max(y.0[d]) < x.1[d].min(y.1[d]))
+    };
+    let inside = boxes.iter().all(|(lo, hi)| (0..extents.len()).all(|d| 0 <= lo[d] && hi[d] <= extents[d]));
+    let disjoint = (0..boxes.len()).all(|i| (i + 1..boxes.len()).all(|j| !overlap(&boxes[i], &boxes[j])));
+    if !inside || !disjoint || boxes.iter().map(volume).sum::<i64>() != extents.iter().product::<i64>() {
+        return false;
+    }
+    let copies = |p: &Part| match (p.offset, p.body.stmts.as_slice()) {
+        (Some(o), [t]) => {
+            matches!(&t.op, Op::Prim { prim: Prim::IdxSel, args, .. } if args.as_slice() == [o, a])
+                && p.body.yields.as_slice() == t.defs.as_slice()
+        }
+        _ => false,
+    };
+    let kept = w.parts.iter().filter(|p| !copies(p)).count();
+    if kept == 0 || kept == w.parts.len() {
+        return false;
+    }
+    w.parts.retain(|p| !copies(p));
+    w.ops = vec![WithOp::Modarray { array: a }];
+    true
+}
+
 /// Whether `b` (nested blocks included) defines `v`.
 fn defines(b: &Block, v: ValueId) -> bool {
     let mut found = false;
@@ -295,6 +374,89 @@ entry main = main
             remarks,
             ["the steps of this loop may run in time tiles: each step reads 1 row of 5 elements on either side"]
         );
+    }
+
+    /// Seed 002's APL relaxation on a 6x5 array once folded: the border's
+    /// rows and columns are parts that copy the array (`BOX` stands for the
+    /// interior part's lower bound).
+    const RELAX_APL: &str = "fn main(%0#a: double[6,5], %1#iters: int) -> (double[6,5])  [instance main]
+{
+  %2#it: int = const 0
+  %74: int[2] = const [6, 5]
+  %9: int = const 1
+  %12: double = const 0.25
+  %98: int[2] = const [0, 0]
+  %101: int[2] = const [1, 0]
+  %107: int[2] = const [5, 0]
+  %108: double = const 0.0
+  %113: int[2] = const [1, 5]
+  %154: int[2] = const [5, 5]
+  %41: int[2] = const [5, 1]
+  %51: int[2] = const [1, 4]
+  %59: int[2] = const [1, 1]
+  %60: int[2] = const [2, 1]
+  %511: int[2] = const [5, 4]
+  %1572: int = const -5
+  %1580: int = const 5
+  %1588: int = const -1
+  %71: double[6,5], %72: int = loop while init(%0, %2) params(%3#a: double[6,5], %4#it: int) cond {
+    %73: bool = prim lt(%4, %1)
+    yield %73
+  } body {
+    %882: double[6,5] = with {
+      part lower %98 upper %113 offset %1561: int {
+        %877: double = prim idx_sel(%1561, %3) unchecked
+        yield %877
+      }
+      part lower %101 upper %41 offset %1562: int {
+        %1034: double = prim idx_sel(%1562, %3) unchecked
+        yield %1034
+      }
+      part lower BOX upper %511 offset %1569: int {
+        %1573: int = prim add(%1569, %1572)
+        %1557: double = prim idx_sel(%1573, %3) unchecked
+        %1581: int = prim add(%1569, %1580)
+        %1559: double = prim idx_sel(%1581, %3) unchecked
+        %1270: double = prim add(%1557, %1559)
+        %1589: int = prim add(%1569, %1588)
+        %1272: double = prim idx_sel(%1589, %3) unchecked
+        %1273: double = prim add(%1270, %1272)
+        %1597: int = prim add(%1569, %9)
+        %1275: double = prim idx_sel(%1597, %3) unchecked
+        %1114: double = prim add(%1273, %1275)
+        %1041: double = prim mul(%12, %1114)
+        yield %1041
+      }
+      part lower %51 upper %154 offset %1598: int {
+        %1049: double = prim idx_sel(%1598, %3) unchecked
+        yield %1049
+      }
+      part lower %107 upper %74 offset %1599: int {
+        %1000: double = prim idx_sel(%1599, %3) unchecked
+        yield %1000
+      }
+    } genarray(%74, %108) cell double
+    %884: int = prim add(%4, %9)
+    yield %882, %884
+  }
+  return %71
+}
+
+entry main = main
+";
+
+    #[test]
+    fn a_step_whose_border_parts_copy_the_array_becomes_a_modarray_and_is_tiled() {
+        let (text, remarks) = tiled(&RELAX_APL.replace("BOX", "%59"));
+        assert!(text.contains("loop while tiled init("), "{text}");
+        assert!(text.contains("} modarray(%3) cell double"), "{text}");
+        assert_eq!(text.matches("part lower").count(), 1, "{text}");
+        assert_eq!(remarks.len(), 1);
+        // Parts that leave a row of the shape to the default do not cover it:
+        // nothing changes.
+        let (text, remarks) = tiled(&RELAX_APL.replace("BOX", "%60"));
+        assert!(!text.contains("tiled") && text.contains("genarray(%74, %108)"), "{text}");
+        assert!(remarks.is_empty());
     }
 
     #[test]
