@@ -565,34 +565,41 @@ fn register_tiles_for_avx_targets_jam_the_fold() {
 /// (`withloop_rt`'s `wl_time_tiled`): with tile buffers small enough for
 /// this program's arrays (bands of two to eight steps), on one thread and on
 /// two, the executable prints what it prints without tiles, and what the
-/// interpreter prints.
+/// interpreter prints; in instances of known shape and in generic ones
+/// (`--maxspec 0`: no call is specialised).
 #[test]
 fn time_tiled_loops_compute_what_the_interpreter_does() {
     let work = scratch("timetile");
-    let inv = invocation("timetile.sac", &[]);
-    // Small as they are, the with-loops get their parallel variants (which
-    // the tiles run).
-    let native = withloop_codegen::Options { parallel_min: Some(1), ..Default::default() };
-    let build = |emit: Emit, out: &Path| {
-        let report = compile(&inv, &PipelineOptions::default(), emit, &native, Some(out));
-        assert_eq!(report.exit_code, 0, "{}", report.stderr);
-    };
-    build(Emit::LlvmIr, &work.join("timetile.ll"));
-    let ll = std::fs::read_to_string(work.join("timetile.ll")).expect("llvm ir");
-    // The three loops in `main` (which inlined them) and in the instances of
-    // known shape it exports.
-    assert_eq!(ll.matches("call i64 @wl_time_tiled(").count(), 6, "every loop of known shape runs through the tiles");
-    let exe = work.join("timetile");
-    build(Emit::Executable, &exe);
-    let reference = withloop_cli::run(&inv);
-    assert_eq!(reference.exit_code, 0, "{}", reference.stderr);
-    // The interpreter also prints `main`'s result.
-    let want = String::from_utf8_lossy(&reference.stdout).strip_suffix("0\n").expect("main's result").to_string();
-    for (bytes, threads) in [("1000000000000", "2"), ("2500", "1"), ("2500", "2"), ("5000", "2"), ("12000", "1")] {
-        let (code, stdout, stderr) =
-            run(Command::new(&exe).env("WITHLOOP_TILE_BYTES", bytes).env("WITHLOOP_THREADS", threads));
-        assert_eq!(code, 0, "{stderr}");
-        assert!(stdout == want, "tile buffers of {bytes} bytes, {threads} threads:\n{stdout}\nwant:\n{want}");
+    // The three loops in `main` (which inlined them) and in the instances it
+    // exports: of known shape and generic, or generic only.
+    for (name, max_specialisations, loops) in [("known", None, 9), ("generic", Some(0), 6)] {
+        let mut inv = invocation("timetile.sac", &[]);
+        inv.frontend.max_specialisations = max_specialisations;
+        // Small as they are, the with-loops get their parallel variants
+        // (which the tiles run).
+        let native = withloop_codegen::Options { parallel_min: Some(1), ..Default::default() };
+        let build = |emit: Emit, out: &Path| {
+            let report = compile(&inv, &PipelineOptions::default(), emit, &native, Some(out));
+            assert_eq!(report.exit_code, 0, "{}", report.stderr);
+        };
+        build(Emit::LlvmIr, &work.join(format!("{name}.ll")));
+        let ll = std::fs::read_to_string(work.join(format!("{name}.ll"))).expect("llvm ir");
+        assert_eq!(ll.matches("call i64 @wl_time_tiled(").count(), loops, "{name}: every loop runs through the tiles");
+        let exe = work.join(name);
+        build(Emit::Executable, &exe);
+        let reference = withloop_cli::run(&inv);
+        assert_eq!(reference.exit_code, 0, "{}", reference.stderr);
+        // The interpreter also prints `main`'s result.
+        let want = String::from_utf8_lossy(&reference.stdout).strip_suffix("0\n").expect("main's result").to_string();
+        for (bytes, threads) in [("1000000000000", "2"), ("2500", "1"), ("2500", "2"), ("5000", "2"), ("12000", "1")] {
+            let (code, stdout, stderr) =
+                run(Command::new(&exe).env("WITHLOOP_TILE_BYTES", bytes).env("WITHLOOP_THREADS", threads));
+            assert_eq!(code, 0, "{stderr}");
+            assert!(
+                stdout == want,
+                "{name}: tile buffers of {bytes} bytes, {threads} threads:\n{stdout}\nwant:\n{want}"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&work);
 }

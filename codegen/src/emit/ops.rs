@@ -1497,8 +1497,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         // A loop of stencil steps the runtime may run in time tiles (see
         // `TimeTile`); checked again, as the pass found it.
         let stencil = if tiled {
-            let const_int = |v: ValueId| fx.consts.get(&v).and_then(|c| compiler_core::opt::util::int_scalar(c));
-            compiler_core::opt::timetile::stencil(fx.irf, &const_int, s)
+            let facts = compiler_core::opt::timetile::Facts::of(fx.irf);
+            compiler_core::opt::timetile::stencil(fx.irf, &facts, s)
         } else {
             None
         };

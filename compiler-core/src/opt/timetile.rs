@@ -41,7 +41,11 @@
 //! `modarray` of the array with one dense part over flat offsets (index
 //! vector elimination's `offset`), whose body cannot fail (selections proved
 //! in bounds, no integer division, no call, no nested loop or with-loop)
-//! and reads the array only at the offset plus or minus a constant. Counter
+//! and reads the array only at the offset shifted by constants or by
+//! offsets of constant indices in its shape (`vect2offset(shape(a), [-1, 0])`:
+//! generic code's neighbours, a row each way whatever the extents). The
+//! rows a step reads either side follow from those (a constant shift of `k`
+//! elements in rows of `n` counts as `k / n` rows, rounded up). Counter
 //! `loops_tiled`, a remark per loop.
 //!
 //! A step that builds the array anew, its border in parts of their own that
@@ -52,10 +56,11 @@
 //! go and the `genarray` becomes a `modarray` of the array (counter
 //! `border_parts_dropped`).
 //!
-//! Limits: arrays of known shape only (generic code's offsets are not
-//! constants); one computing part; tiles are bands of the outermost axis, so
-//! a step over few large rows (a 128^3 grid's planes) gets few or no steps
-//! per tile.
+//! Limits: one computing part, and the border dropped only from boxes of
+//! constant bounds, so the APL relaxation's generic instance (whose loop body
+//! `version` splits besides) is not tiled; tiles are bands of the outermost
+//! axis, so a step over few large rows (a 128^3 grid's planes) gets few or
+//! no steps per tile.
 
 use crate::HashMap;
 use crate::interp::ops::BinOp;
@@ -84,25 +89,64 @@ pub struct Stencil {
     /// Rows of the outermost axis a step reads on either side of the row it
     /// writes.
     pub reach: usize,
-    /// Elements per row of the outermost axis.
-    pub row_elems: usize,
+    /// Elements per row of the outermost axis, where the shape is known.
+    pub row_elems: Option<usize>,
+}
+
+/// What [`stencil`] reads of a function's definitions.
+#[derive(Debug, Default)]
+pub struct Facts {
+    ints: HashMap<ValueId, i64>,
+    vecs: HashMap<ValueId, Vec<i64>>,
+    /// `vect2offset(shp, c)` of a constant index `c`: `shp` and `c`.
+    offsets: HashMap<ValueId, (ValueId, Vec<i64>)>,
+    /// `shape(x)`: `x`.
+    shapes: HashMap<ValueId, ValueId>,
+}
+
+impl Facts {
+    pub fn of(f: &Function) -> Facts {
+        let mut facts = Facts::default();
+        for (v, c) in util::constants(f) {
+            if let Some(x) = util::int_scalar(&c) {
+                facts.ints.insert(v, x);
+            } else if let Some(x) = util::int_vec(&c) {
+                facts.vecs.insert(v, x);
+            }
+        }
+        let mut offsets = Vec::new();
+        f.body.walk(&mut |s| match &s.op {
+            Op::Prim { prim: Prim::Vect2Offset, args, .. } if args.len() == 2 => {
+                offsets.push((s.defs[0], args[0], args[1]))
+            }
+            Op::Prim { prim: Prim::Shape, args, .. } if args.len() == 1 => {
+                facts.shapes.insert(s.defs[0], args[0]);
+            }
+            _ => {}
+        });
+        for (v, shp, c) in offsets {
+            if let Some(c) = facts.vecs.get(&c).cloned() {
+                facts.offsets.insert(v, (shp, c));
+            }
+        }
+        facts
+    }
 }
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     cx.each_function(m, |f, cx| {
-        let consts = util::constants(f);
-        let const_int = |v: ValueId| consts.get(&v).and_then(util::int_scalar);
-        let const_vec = |v: ValueId| consts.get(&v).and_then(util::int_vec);
+        let facts = Facts::of(f);
+        let const_vec = |v: ValueId| facts.vecs.get(&v).cloned();
         // A step that builds the array anew, copying its border in parts of
         // their own, is the array modified (where that makes it a stencil).
         let made_modarray = util::with_body(f, |f, body| {
             let mut n = 0;
             body.walk_mut(&mut |s| {
                 if let Op::Loop { tiled: false, .. } = &s.op
-                    && stencil(f, &const_int, s).is_none()
+                    && stencil(f, &facts, s).is_none()
                 {
                     let mut copy = s.clone();
-                    if copies_to_modarray(f, &const_vec, &mut copy) && stencil(f, &const_int, &copy).is_some() {
+                    if copies_to_modarray(f, &const_vec, &mut copy) && stencil(f, &facts, &copy).is_some() {
                         *s = copy;
                         n += 1;
                     }
@@ -114,7 +158,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let mut found: Vec<(ValueId, Span, Stencil)> = Vec::new();
         f.body.walk(&mut |s| {
             if let Op::Loop { tiled: false, .. } = s.op
-                && let Some(st) = stencil(f, &const_int, s)
+                && let Some(st) = stencil(f, &facts, s)
             {
                 found.push((s.defs[0], s.span, st));
             }
@@ -137,11 +181,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 &name,
                 Some(*span),
                 format!(
-                    "the steps of this loop may run in time tiles: each step reads {} row{} of {} element{} on either side",
+                    "the steps of this loop may run in time tiles: each step reads {} row{}{} on either side",
                     st.reach,
                     if st.reach == 1 { "" } else { "s" },
-                    st.row_elems,
-                    if st.row_elems == 1 { "" } else { "s" },
+                    match st.row_elems {
+                        Some(1) => " of 1 element".to_string(),
+                        Some(n) => format!(" of {n} elements"),
+                        None => String::new(),
+                    },
                 ),
             );
         }
@@ -149,10 +196,11 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     });
 }
 
-/// The loop `s` as a stencil whose steps may run in time tiles (see the
-/// module documentation); `const_int` gives the `int` constants of `f`.
-pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stmt) -> Option<Stencil> {
-    let Op::Loop { params, cond, body, test_first: true, .. } = &s.op else { return None };
+/// The loop `s` of `f` as a stencil whose steps may run in time tiles (see
+/// the module documentation); `facts` are `f`'s ([`Facts::of`]).
+pub fn stencil(f: &Function, facts: &Facts, s: &Stmt) -> Option<Stencil> {
+    let const_int = |v: ValueId| facts.ints.get(&v).copied();
+    let Op::Loop { init, params, cond, body, test_first: true, .. } = &s.op else { return None };
     if params.len() != 2 || cond.stmts.len() != 1 || body.stmts.len() != 2 {
         return None;
     }
@@ -187,18 +235,35 @@ pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stm
         return None;
     }
     let offset = part.offset?;
-    // Rows of the outermost axis, of known length.
-    let extents = f.ty(a).shape.extents()?;
-    let (&rows, inner) = extents.split_first()?;
-    let row_elems: usize = inner.iter().product();
-    if rows == 0 || row_elems == 0 || f.ty(part.lower).shape.extents() != Some(vec![extents.len()]) {
+    // An index of every axis; rows of the outermost one, of known length
+    // where the shape is known.
+    let rank = f.ty(a).shape.rank_if_known().filter(|r| *r >= 1)?;
+    if f.ty(part.lower).shape.extents() != Some(vec![rank]) {
         return None;
     }
+    let extents = f.ty(a).shape.extents();
+    let rows = extents.as_ref().map(|e| e[0]);
+    let row_elems = extents.as_ref().map(|e| e[1..].iter().product::<usize>());
+    if rows == Some(0) || row_elems == Some(0) {
+        return None;
+    }
+    // A shift of the offset by `vect2offset(shape(a), c)`: by `c[0]` rows
+    // (the selection is in bounds, so the other components stay in their
+    // row); by a constant: by that many elements.
+    let init_a = init[array];
+    let term = |v: ValueId| -> Option<Shift> {
+        if let Some(c) = const_int(v) {
+            return Some(Shift { rows: 0, elems: c.unsigned_abs() });
+        }
+        let (shp, c) = facts.offsets.get(&v)?;
+        let of = *facts.shapes.get(shp)?;
+        (c.len() == rank && (of == a || of == init_a)).then(|| Shift { rows: c[0].unsigned_abs(), elems: 0 })
+    };
     // The part's body: nothing that can fail, the array read only at the
-    // offset plus or minus a constant.
-    let mut shifts: HashMap<ValueId, i64> = HashMap::default();
-    shifts.insert(offset, 0);
-    let mut reach_elems: u64 = 0;
+    // offset shifted so.
+    let mut shifts: HashMap<ValueId, Shift> = HashMap::default();
+    shifts.insert(offset, Shift::default());
+    let mut reach = Shift::default();
     for t in &part.body.stmts {
         match &t.op {
             Op::Const(_) => {}
@@ -207,7 +272,8 @@ pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stm
                     return None;
                 }
                 if args[1] == a {
-                    reach_elems = reach_elems.max(shifts.get(&args[0])?.unsigned_abs());
+                    let sh = shifts.get(&args[0])?;
+                    reach = Shift { rows: reach.rows.max(sh.rows), elems: reach.elems.max(sh.elems) };
                 }
             }
             Op::Prim { prim, args, .. } => {
@@ -219,10 +285,13 @@ pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stm
                 if util::prim_may_fail(prim) && !float_div {
                     return None;
                 }
-                // The offset plus or minus a constant.
+                // The offset plus or minus shifts.
                 let shift = match (prim, args.as_slice()) {
-                    (Prim::Bin(BinOp::Add), [x, y]) => shifts.get(x).zip(const_int(*y)).map(|(s, c)| s + c),
-                    (Prim::Bin(BinOp::Sub), [x, y]) => shifts.get(x).zip(const_int(*y)).map(|(s, c)| s - c),
+                    (Prim::Bin(BinOp::Add | BinOp::Sub), [x, y]) => shifts
+                        .get(x)
+                        .copied()
+                        .zip(term(*y))
+                        .map(|(s, t)| Shift { rows: s.rows + t.rows, elems: s.elems + t.elems }),
                     _ => None,
                 };
                 if let Some(sh) = shift {
@@ -235,12 +304,24 @@ pub fn stencil(f: &Function, const_int: &dyn Fn(ValueId) -> Option<i64>, s: &Stm
     if part.body.yields.contains(&a) {
         return None;
     }
-    let reach = reach_elems.div_ceil(row_elems as u64) as usize;
+    // Elements count as rows where rows have a known length.
+    let reach = match row_elems {
+        Some(n) => reach.rows + reach.elems.div_ceil(n as u64),
+        None if reach.elems == 0 => reach.rows,
+        None => return None,
+    } as usize;
     // A step that reads rows beyond the array's own is no stencil of it.
-    if reach >= rows {
+    if rows.is_some_and(|r| reach >= r) {
         return None;
     }
     Some(Stencil { array, counter, bound, reach, row_elems })
+}
+
+/// How far a value shifts an offset: whole rows, and elements.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shift {
+    rows: u64,
+    elems: u64,
 }
 
 /// Makes the step of the loop `s` a `modarray` of its array `a` where it is a
@@ -457,6 +538,65 @@ entry main = main
         let (text, remarks) = tiled(&RELAX_APL.replace("BOX", "%60"));
         assert!(!text.contains("tiled") && text.contains("genarray(%74, %108)"), "{text}");
         assert!(remarks.is_empty());
+    }
+
+    /// The relaxation's generic instance: offsets of the neighbours from
+    /// the shape (`SHP` stands for the shape they are of).
+    const RELAX_GENERIC: &str = "fn main(%0#a: double[.,.], %1#iters: int) -> (double[.,.])  [instance main]
+{
+  %2#k: int = const 0
+  %6: int[2] = prim shape(%0)
+  %5: int[2] = const [9, 9]
+  %7: int[2] = const [1, 1]
+  %9: int = const 1
+  %40: int[2] = prim sub(%6, %9)
+  %13: double = const 0.25
+  %61: int[2] = const [-1, 0]
+  %62: int = prim vect2offset(SHP, %61)
+  %65: int[2] = const [1, 0]
+  %66: int = prim vect2offset(%6, %65)
+  %69: int[2] = const [0, -1]
+  %70: int = prim vect2offset(%6, %69)
+  %73: int[2] = const [0, 1]
+  %74: int = prim vect2offset(%6, %73)
+  %36: double[.,.], %37: int = loop while init(%0, %2) params(%3#a: double[.,.], %4#k: int) cond {
+    %38: bool = prim lt(%4, %1)
+    yield %38
+  } body {
+    %34#a: double[.,.] = with {
+      part lower %7 upper %40 offset %59: int {
+        %63: int = prim add(%59, %62)
+        %43: double = prim idx_sel(%63, %3) unchecked
+        %67: int = prim add(%59, %66)
+        %46: double = prim idx_sel(%67, %3) unchecked
+        %47: double = prim add(%43, %46)
+        %71: int = prim add(%59, %70)
+        %50: double = prim idx_sel(%71, %3) unchecked
+        %51: double = prim add(%47, %50)
+        %75: int = prim add(%59, %74)
+        %54: double = prim idx_sel(%75, %3) unchecked
+        %55: double = prim add(%51, %54)
+        %56: double = prim mul(%13, %55)
+        yield %56
+      }
+    } modarray(%3) cell double
+    %58: int = prim add(%4, %9)
+    yield %34, %58
+  }
+  return %36
+}
+
+entry main = main
+";
+
+    #[test]
+    fn generic_code_is_tiled_by_the_rows_its_offsets_skip() {
+        let (text, remarks) = tiled(&RELAX_GENERIC.replace("SHP", "%6"));
+        assert!(text.contains("loop while tiled init("), "{text}");
+        assert_eq!(remarks, ["the steps of this loop may run in time tiles: each step reads 1 row on either side"]);
+        // An offset in some other shape says nothing of the array's rows.
+        let (text, remarks) = tiled(&RELAX_GENERIC.replace("SHP", "%5"));
+        assert!(!text.contains("tiled") && remarks.is_empty(), "{text}");
     }
 
     #[test]
