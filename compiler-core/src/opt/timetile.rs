@@ -390,8 +390,27 @@ mod tests {
     use crate::opt::{self, PipelineOptions};
     use crate::span::{FileKind, SourceMap, Span};
 
+    /// The relaxation's interior part on a 6x5 array (its lower bound `%7`).
+    const INTERIOR: &str = "      part lower %7 upper %40 offset %59: int {
+        %63: int = prim add(%59, %62)
+        %43: double = prim idx_sel(%63, %3) unchecked
+        %67: int = prim add(%59, %66)
+        %46: double = prim idx_sel(%67, %3) unchecked
+        %47: double = prim add(%43, %46)
+        %71: int = prim add(%59, %70)
+        %50: double = prim idx_sel(%71, %3) unchecked
+        %51: double = prim add(%47, %50)
+        %75: int = prim add(%59, %9)
+        %54: double = prim idx_sel(%75, %3) unchecked
+        %55: double = prim add(%51, %54)
+        %56: double = prim mul(%13, %55)
+        yield %56
+      }
+";
+
     /// Seed 002's relaxation on a 6x5 array, as the pipeline leaves it
-    /// before this pass (`STEP` stands for the counter's step).
+    /// before this pass (`STEP` stands for the counter's step, `INTERIOR`
+    /// for [`INTERIOR`]).
     const RELAX: &str = "fn main(%0#a: double[6,5], %1#iters: int) -> (double[6,5])  [instance main]
 {
   %2#k: int = const 0
@@ -408,22 +427,7 @@ mod tests {
     yield %38
   } body {
     %34#a: double[6,5] = with {
-      part lower %7 upper %40 offset %59: int {
-        %63: int = prim add(%59, %62)
-        %43: double = prim idx_sel(%63, %3) unchecked
-        %67: int = prim add(%59, %66)
-        %46: double = prim idx_sel(%67, %3) unchecked
-        %47: double = prim add(%43, %46)
-        %71: int = prim add(%59, %70)
-        %50: double = prim idx_sel(%71, %3) unchecked
-        %51: double = prim add(%47, %50)
-        %75: int = prim add(%59, %9)
-        %54: double = prim idx_sel(%75, %3) unchecked
-        %55: double = prim add(%51, %54)
-        %56: double = prim mul(%13, %55)
-        yield %56
-      }
-    } modarray(%3) cell double
+INTERIOR    } modarray(%3) cell double
     %58: int = prim add(%4, STEP)
     yield %34, %58
   }
@@ -432,6 +436,11 @@ mod tests {
 
 entry main = main
 ";
+
+    /// [`RELAX`] with its counter's step.
+    fn relax(step: &str) -> String {
+        RELAX.replace("INTERIOR", INTERIOR).replace("STEP", step)
+    }
 
     /// The module after this pass alone: its text, and its remarks.
     fn tiled(text: &str) -> (String, Vec<String>) {
@@ -449,7 +458,7 @@ entry main = main
 
     #[test]
     fn a_loop_of_stencil_steps_is_marked_tiled() {
-        let (text, remarks) = tiled(&RELAX.replace("STEP", "%9"));
+        let (text, remarks) = tiled(&relax("%9"));
         assert!(text.contains("loop while tiled init("), "{text}");
         assert_eq!(
             remarks,
@@ -458,14 +467,14 @@ entry main = main
     }
 
     /// Seed 002's APL relaxation on a 6x5 array once folded: the border's
-    /// rows and columns are parts that copy the array (`BOX` stands for the
-    /// interior part's lower bound).
+    /// rows and columns are parts that copy the array (`INTERIOR` stands for
+    /// [`INTERIOR`], whose lower bound `%7` is `%8` to leave a row out).
     const RELAX_APL: &str = "fn main(%0#a: double[6,5], %1#iters: int) -> (double[6,5])  [instance main]
 {
   %2#it: int = const 0
   %74: int[2] = const [6, 5]
   %9: int = const 1
-  %12: double = const 0.25
+  %13: double = const 0.25
   %98: int[2] = const [0, 0]
   %101: int[2] = const [1, 0]
   %107: int[2] = const [5, 0]
@@ -473,14 +482,14 @@ entry main = main
   %113: int[2] = const [1, 5]
   %154: int[2] = const [5, 5]
   %41: int[2] = const [5, 1]
-  %51: int[2] = const [1, 4]
-  %59: int[2] = const [1, 1]
-  %60: int[2] = const [2, 1]
-  %511: int[2] = const [5, 4]
-  %1572: int = const -5
-  %1580: int = const 5
-  %1588: int = const -1
-  %71: double[6,5], %72: int = loop while init(%0, %2) params(%3#a: double[6,5], %4#it: int) cond {
+  %151: int[2] = const [1, 4]
+  %7: int[2] = const [1, 1]
+  %8: int[2] = const [2, 1]
+  %40: int[2] = const [5, 4]
+  %62: int = const -5
+  %66: int = const 5
+  %70: int = const -1
+  %171: double[6,5], %72: int = loop while init(%0, %2) params(%3#a: double[6,5], %4#it: int) cond {
     %73: bool = prim lt(%4, %1)
     yield %73
   } body {
@@ -493,22 +502,7 @@ entry main = main
         %1034: double = prim idx_sel(%1562, %3) unchecked
         yield %1034
       }
-      part lower BOX upper %511 offset %1569: int {
-        %1573: int = prim add(%1569, %1572)
-        %1557: double = prim idx_sel(%1573, %3) unchecked
-        %1581: int = prim add(%1569, %1580)
-        %1559: double = prim idx_sel(%1581, %3) unchecked
-        %1270: double = prim add(%1557, %1559)
-        %1589: int = prim add(%1569, %1588)
-        %1272: double = prim idx_sel(%1589, %3) unchecked
-        %1273: double = prim add(%1270, %1272)
-        %1597: int = prim add(%1569, %9)
-        %1275: double = prim idx_sel(%1597, %3) unchecked
-        %1114: double = prim add(%1273, %1275)
-        %1041: double = prim mul(%12, %1114)
-        yield %1041
-      }
-      part lower %51 upper %154 offset %1598: int {
+INTERIOR      part lower %151 upper %154 offset %1598: int {
         %1049: double = prim idx_sel(%1598, %3) unchecked
         yield %1049
       }
@@ -520,7 +514,7 @@ entry main = main
     %884: int = prim add(%4, %9)
     yield %882, %884
   }
-  return %71
+  return %171
 }
 
 entry main = main
@@ -528,74 +522,43 @@ entry main = main
 
     #[test]
     fn a_step_whose_border_parts_copy_the_array_becomes_a_modarray_and_is_tiled() {
-        let (text, remarks) = tiled(&RELAX_APL.replace("BOX", "%59"));
+        let (text, remarks) = tiled(&RELAX_APL.replace("INTERIOR", INTERIOR));
         assert!(text.contains("loop while tiled init("), "{text}");
         assert!(text.contains("} modarray(%3) cell double"), "{text}");
         assert_eq!(text.matches("part lower").count(), 1, "{text}");
         assert_eq!(remarks.len(), 1);
         // Parts that leave a row of the shape to the default do not cover it:
         // nothing changes.
-        let (text, remarks) = tiled(&RELAX_APL.replace("BOX", "%60"));
+        let (text, remarks) = tiled(&RELAX_APL.replace("INTERIOR", &INTERIOR.replace("lower %7", "lower %8")));
         assert!(!text.contains("tiled") && text.contains("genarray(%74, %108)"), "{text}");
         assert!(remarks.is_empty());
     }
 
     /// The relaxation's generic instance: offsets of the neighbours from
-    /// the shape (`SHP` stands for the shape they are of).
-    const RELAX_GENERIC: &str = "fn main(%0#a: double[.,.], %1#iters: int) -> (double[.,.])  [instance main]
-{
-  %2#k: int = const 0
-  %6: int[2] = prim shape(%0)
-  %5: int[2] = const [9, 9]
-  %7: int[2] = const [1, 1]
-  %9: int = const 1
-  %40: int[2] = prim sub(%6, %9)
-  %13: double = const 0.25
-  %61: int[2] = const [-1, 0]
-  %62: int = prim vect2offset(SHP, %61)
-  %65: int[2] = const [1, 0]
-  %66: int = prim vect2offset(%6, %65)
-  %69: int[2] = const [0, -1]
-  %70: int = prim vect2offset(%6, %69)
-  %73: int[2] = const [0, 1]
-  %74: int = prim vect2offset(%6, %73)
-  %36: double[.,.], %37: int = loop while init(%0, %2) params(%3#a: double[.,.], %4#k: int) cond {
-    %38: bool = prim lt(%4, %1)
-    yield %38
-  } body {
-    %34#a: double[.,.] = with {
-      part lower %7 upper %40 offset %59: int {
-        %63: int = prim add(%59, %62)
-        %43: double = prim idx_sel(%63, %3) unchecked
-        %67: int = prim add(%59, %66)
-        %46: double = prim idx_sel(%67, %3) unchecked
-        %47: double = prim add(%43, %46)
-        %71: int = prim add(%59, %70)
-        %50: double = prim idx_sel(%71, %3) unchecked
-        %51: double = prim add(%47, %50)
-        %75: int = prim add(%59, %74)
-        %54: double = prim idx_sel(%75, %3) unchecked
-        %55: double = prim add(%51, %54)
-        %56: double = prim mul(%13, %55)
-        yield %56
-      }
-    } modarray(%3) cell double
-    %58: int = prim add(%4, %9)
-    yield %34, %58
-  }
-  return %36
-}
-
-entry main = main
-";
+    /// the shape `shp` (`%6` is the array's, `%5` another).
+    fn relax_generic(shp: &str) -> String {
+        relax("%9")
+            .replace("double[6,5]", "double[.,.]")
+            .replace(
+                "%40: int[2] = const [5, 4]",
+                "%6: int[2] = prim shape(%0)\n  %5: int[2] = const [9, 9]\n  %40: int[2] = prim sub(%6, %9)",
+            )
+            .replace("%62: int = const -5", &format!("%61: int[2] = const [-1, 0]\n  %62: int = prim vect2offset({shp}, %61)"))
+            .replace("%66: int = const 5", "%65: int[2] = const [1, 0]\n  %66: int = prim vect2offset(%6, %65)")
+            .replace(
+                "%70: int = const -1",
+                "%69: int[2] = const [0, -1]\n  %70: int = prim vect2offset(%6, %69)\n  %73: int[2] = const [0, 1]\n  %74: int = prim vect2offset(%6, %73)",
+            )
+            .replace("%75: int = prim add(%59, %9)", "%75: int = prim add(%59, %74)")
+    }
 
     #[test]
     fn generic_code_is_tiled_by_the_rows_its_offsets_skip() {
-        let (text, remarks) = tiled(&RELAX_GENERIC.replace("SHP", "%6"));
+        let (text, remarks) = tiled(&relax_generic("%6"));
         assert!(text.contains("loop while tiled init("), "{text}");
         assert_eq!(remarks, ["the steps of this loop may run in time tiles: each step reads 1 row on either side"]);
         // An offset in some other shape says nothing of the array's rows.
-        let (text, remarks) = tiled(&RELAX_GENERIC.replace("SHP", "%5"));
+        let (text, remarks) = tiled(&relax_generic("%5"));
         assert!(!text.contains("tiled") && remarks.is_empty(), "{text}");
     }
 
@@ -604,9 +567,9 @@ entry main = main
         // A counter stepping by two; a selection not proved in bounds; the
         // array read at an index that is not the offset plus a constant.
         for text in [
-            RELAX.replace("STEP", "%8"),
-            RELAX.replace("STEP", "%9").replace("idx_sel(%67, %3) unchecked", "idx_sel(%67, %3)"),
-            RELAX.replace("STEP", "%9").replace("%67: int = prim add(%59, %66)", "%67: int = prim mul(%59, %66)"),
+            relax("%8"),
+            relax("%9").replace("idx_sel(%67, %3) unchecked", "idx_sel(%67, %3)"),
+            relax("%9").replace("%67: int = prim add(%59, %66)", "%67: int = prim mul(%59, %66)"),
         ] {
             let (out, remarks) = tiled(&text);
             assert!(!out.contains("tiled"), "{out}");
