@@ -255,7 +255,7 @@ runtime! {
     pattern = "wl_pattern"(P, P, P, P, P, P, P, I64, P, P) -> I32;
     parallel_chunks = "wl_parallel_chunks"(P, I64, I64) -> I64;
     parallel_for = "wl_parallel_for"(P, I64, I64, P, P);
-    time_tiled = "wl_time_tiled"(P, P, P, P, I64, P, P, P, P, P, I64, I64) -> I64;
+    time_tiled = "wl_time_tiled"(P, P, P, P, I64, P, P, P, P, P, I64, I64, I64) -> I64;
     gemm_f64 = "wl_gemm_f64"(P, I64, I64, I64, P, I64, P, I64, P, I32);
     ctx_new = "wl_ctx_new"() -> P;
     ctx_free = "wl_ctx_free"(P);

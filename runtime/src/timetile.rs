@@ -145,8 +145,9 @@ thread_local! {
 
 /// Runs the next steps of a loop marked `tiled` whose step is the chunk
 /// function `step_fn` (`tile_fn`: the same, storing through the caches)
-/// over the part's rows `gen_lo .. gen_lo + outer`, reading `reach` rows on
-/// either side, with `steps_left` steps to go; returns how many steps ran
+/// over the part's box `lower <= iv < upper`, reading `reach` rows on either
+/// side, with `steps_left` steps to go, a step's `work` weighed as its
+/// with-loop's (what the split over threads follows); returns how many steps ran
 /// (one plain step where tiles would not pay). The environment `env`
 /// (`env_bytes` long) holds the old array's header at `src_slot`, the new
 /// array's at `dst_slot` and its data pointer at `data_slot`; the new
@@ -170,10 +171,20 @@ pub unsafe extern "C" fn wl_time_tiled(
     upper: *const i64,
     reach: i64,
     steps_left: i64,
+    work: i64,
 ) -> i64 {
     let slots = Slots { src: src_slot, dst: dst_slot, data: data_slot };
-    let budget = scratch_bytes();
-    unsafe { time_tiled(ctx, tile_fn, step_fn, env, env_bytes, slots, lower, upper, reach, steps_left, budget) }
+    let bounds = Bounds { lower, upper, reach, work };
+    unsafe { time_tiled(ctx, tile_fn, step_fn, env, env_bytes, slots, bounds, steps_left, scratch_bytes()) }
+}
+
+/// The part's box (`lower <= iv < upper`), the rows a step reads either
+/// side, and a step's work as a with-loop split over threads weighs it.
+struct Bounds {
+    lower: *const i64,
+    upper: *const i64,
+    reach: i64,
+    work: i64,
 }
 
 /// Where the environment holds the arrays ([`wl_time_tiled`]).
@@ -192,13 +203,12 @@ unsafe fn time_tiled(
     env: *mut c_void,
     env_bytes: i64,
     slots: Slots,
-    lower: *const i64,
-    upper: *const i64,
-    reach: i64,
+    bounds: Bounds,
     steps_left: i64,
     budget: i64,
 ) -> i64 {
     let Slots { src: src_slot, dst: dst_slot, data: data_slot } = slots;
+    let Bounds { lower, upper, reach, work } = bounds;
     let (src, dst, dst_data) = unsafe { (*src_slot, *dst_slot, *data_slot) };
     let (rank, size, esize, src_data) = unsafe { ((*src).rank, (*src).size, (*src).esize as i64, (*src).data) };
     let shape: Vec<i64> = unsafe { (*src).shape().to_vec() };
@@ -214,7 +224,7 @@ unsafe fn time_tiled(
     // their neighbours still read.
     let distinct = src_data != dst_data || reach == 0;
     let Some(plan) = plan(rows, row_bytes, reach, steps_left, budget).filter(|_| distinct && outer > 0) else {
-        let chunks = unsafe { wl_parallel_chunks(ctx, outer, outer.saturating_mul(row_elems)) };
+        let chunks = unsafe { wl_parallel_chunks(ctx, outer, work) };
         unsafe { wl_parallel_for(ctx, outer, chunks, step_fn, env) };
         return 1;
     };
@@ -243,8 +253,7 @@ unsafe fn time_tiled(
         plan,
     };
     let tiles = (rows + plan.height - 1) / plan.height;
-    let work = rows.saturating_mul(row_elems).saturating_mul(plan.steps);
-    let chunks = unsafe { wl_parallel_chunks(ctx, tiles, work) };
+    let chunks = unsafe { wl_parallel_chunks(ctx, tiles, work.saturating_mul(plan.steps)) };
     unsafe { wl_parallel_for(ctx, tiles, chunks, run_tiles, &job as *const Tiling as *mut c_void) };
     plan.steps
 }
@@ -458,21 +467,9 @@ mod tests {
             let slots = Slots { src: &env.src, dst: &env.dst, data: &env.data };
             let bytes = std::mem::size_of::<StencilEnv>() as i64;
             let envp = &mut env as *mut StencilEnv as *mut c_void;
-            let ran = unsafe {
-                time_tiled(
-                    ctx,
-                    stencil_chunk,
-                    stencil_chunk,
-                    envp,
-                    bytes,
-                    slots,
-                    lower.as_ptr(),
-                    upper.as_ptr(),
-                    reach,
-                    steps - k,
-                    budget,
-                )
-            };
+            let bounds = Bounds { lower: lower.as_ptr(), upper: upper.as_ptr(), reach, work: init.len() as i64 };
+            let ran =
+                unsafe { time_tiled(ctx, stencil_chunk, stencil_chunk, envp, bytes, slots, bounds, steps - k, budget) };
             assert_eq!(unsafe { (*ctx).error }, 0);
             assert!(ran >= 1 && ran <= steps - k);
             rounds.push(ran);

@@ -306,7 +306,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         if let Some(t) = tile
             && let Some(n) = n
-            && self.time_tiled(fx, s, part, n, states, &out, chunk_fn, t)?
+            && self.time_tiled(fx, s, part, n, states, &out, chunk_fn, weighted, t)?
         {
             return Ok(());
         }
@@ -400,6 +400,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         states: &[OpState<'ctx, 'a>],
         out: &Outlined<'ctx>,
         chunk_fn: Option<PointerValue<'ctx>>,
+        work: IntValue<'ctx>,
         t: super::TimeTile<'ctx>,
     ) -> R<bool> {
         let [OpState::Mod { arr, data, .. }] = states else { return Ok(false) };
@@ -439,6 +440,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             upper.into(),
             self.const_i64(t.reach as i64).into(),
             t.remaining.into(),
+            work.into(),
         ];
         let ran = self.call(self.rt.time_tiled, &args)?.ok_or_else(|| CodegenError::Bug("wl_time_tiled".into()))?;
         self.b.build_store(t.steps, ran)?;
