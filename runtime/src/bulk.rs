@@ -206,7 +206,7 @@ unsafe extern "C" fn outside_rows(_: *mut WlCtx, env: *mut c_void, _: i64, lo: i
 ///
 /// # Safety
 /// Both ranges are valid and do not overlap.
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     unsafe {
         if len <= 64 && len.is_multiple_of(8) {
             for w in 0..len / 8 {

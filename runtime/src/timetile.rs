@@ -25,6 +25,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 
 use crate::array::WlArray;
+use crate::bulk::copy_bytes;
 use crate::error::WlCtx;
 use crate::parallel::{WlChunkFn, wl_parallel_chunks, wl_parallel_for};
 
@@ -87,8 +88,6 @@ struct Tiling {
     dst_data: *mut u8,
     rows: i64,
     row_bytes: i64,
-    gen_lo: i64,
-    gen_hi: i64,
     /// The array's shape and the part's box in it (`box_lo <= iv < box_hi`).
     shape: Vec<i64>,
     box_lo: Vec<i64>,
@@ -114,26 +113,13 @@ impl Tiling {
         let sub: usize = self.shape[d + 1..].iter().product::<i64>() as usize * self.esize;
         let (lo, hi, n) = (self.box_lo[d] as usize, self.box_hi[d] as usize, self.shape[d] as usize);
         unsafe {
-            copy_small(from, to, lo * sub);
-            copy_small(from.add(hi * sub), to.add(hi * sub), (n - hi) * sub);
+            copy_bytes(from, to, lo * sub);
+            copy_bytes(from.add(hi * sub), to.add(hi * sub), (n - hi) * sub);
             if d + 1 < self.shape.len() {
                 for i in lo..hi {
                     self.copy_border_below(d + 1, from.add(i * sub), to.add(i * sub));
                 }
             }
-        }
-    }
-}
-
-/// `len` bytes (a border's few elements, mostly) from `from` to `to`.
-unsafe fn copy_small(from: *const u8, to: *mut u8, len: usize) {
-    unsafe {
-        if len <= 32 && len.is_multiple_of(8) {
-            for w in 0..len / 8 {
-                (to.add(8 * w) as *mut u64).write_unaligned((from.add(8 * w) as *const u64).read_unaligned());
-            }
-        } else {
-            std::ptr::copy_nonoverlapping(from, to, len);
         }
     }
 }
@@ -217,7 +203,7 @@ unsafe fn time_tiled(
     let clamp = |x: i64, d: usize| x.clamp(0, shape[d].max(0));
     let box_lo: Vec<i64> = (0..shape.len()).map(|d| clamp(unsafe { *lower.add(d) }, d)).collect();
     let box_hi: Vec<i64> = (0..shape.len()).map(|d| clamp(unsafe { *upper.add(d) }, d).max(box_lo[d])).collect();
-    let (gen_lo, outer) = (box_lo.first().copied().unwrap_or(0), box_hi.first().map_or(0, |h| h - box_lo[0]));
+    let outer = box_hi.first().map_or(0, |h| h - box_lo[0]);
     let row_elems = if rows > 0 { size / rows } else { 0 };
     let row_bytes = row_elems * esize;
     // In place (the new array is the old one) the bands would overwrite rows
@@ -243,8 +229,6 @@ unsafe fn time_tiled(
         dst_data,
         rows,
         row_bytes,
-        gen_lo,
-        gen_hi: gen_lo + outer,
         shape,
         box_lo,
         box_hi,
@@ -318,8 +302,8 @@ unsafe fn run_tile(ctx: *mut WlCtx, job: &Tiling, tile: i64, scratch: &mut Vec<u
     // The buffer the last step wrote (none: the first step reads the old array).
     let mut cur: Option<*mut u8> = None;
     for step in 1..=steps {
-        let lo = (r0 - (steps - step) * job.reach).max(0).max(job.gen_lo);
-        let hi = (r1 + (steps - step) * job.reach).min(job.rows).min(job.gen_hi);
+        let lo = (r0 - (steps - step) * job.reach).max(0).max(job.box_lo[0]);
+        let hi = (r1 + (steps - step) * job.reach).min(job.rows).min(job.box_hi[0]);
         let next = if cur == Some(first) { second } else { first };
         // Row-major offsets of the whole array, on the rows a buffer holds.
         let out = if step == steps { job.dst_data } else { next.wrapping_sub(behind) };
@@ -337,7 +321,7 @@ unsafe fn run_tile(ctx: *mut WlCtx, job: &Tiling, tile: i64, scratch: &mut Vec<u
         }
         if lo < hi {
             let f = if step == steps { job.last } else { job.f };
-            unsafe { f(ctx, env as *mut c_void, 0, lo - job.gen_lo, hi - job.gen_lo) };
+            unsafe { f(ctx, env as *mut c_void, 0, lo - job.box_lo[0], hi - job.box_lo[0]) };
             if unsafe { (*ctx).error } != 0 {
                 return;
             }

@@ -135,6 +135,12 @@ impl Facts {
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     cx.each_function(m, |f, cx| {
+        // Most functions have no loop left to mark: no walk for their facts.
+        let mut loops = false;
+        f.body.walk(&mut |s| loops |= matches!(s.op, Op::Loop { tiled: false, .. }));
+        if !loops {
+            return;
+        }
         let facts = Facts::of(f);
         let const_vec = |v: ValueId| facts.vecs.get(&v).cloned();
         // A step that builds the array anew, copying its border in parts of
@@ -142,9 +148,11 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let made_modarray = util::with_body(f, |f, body| {
             let mut n = 0;
             body.walk_mut(&mut |s| {
-                if let Op::Loop { tiled: false, .. } = &s.op
+                if let Op::Loop { tiled: false, body, .. } = &s.op
+                    && starts_with_genarray(body)
                     && stencil(f, &facts, s).is_none()
                 {
+                    // Changed on a copy, kept only if it is then a stencil.
                     let mut copy = s.clone();
                     if copies_to_modarray(f, &const_vec, &mut copy) && stencil(f, &facts, &copy).is_some() {
                         *s = copy;
@@ -322,6 +330,12 @@ pub fn stencil(f: &Function, facts: &Facts, s: &Stmt) -> Option<Stencil> {
 struct Shift {
     rows: u64,
     elems: u64,
+}
+
+/// Whether a loop body starts with a `genarray` with-loop (what
+/// [`copies_to_modarray`] may change), so that other loops are not copied.
+fn starts_with_genarray(body: &Block) -> bool {
+    matches!(body.stmts.first().map(|t| &t.op), Some(Op::With(w)) if matches!(w.ops.as_slice(), [WithOp::Genarray { .. }]))
 }
 
 /// Makes the step of the loop `s` a `modarray` of its array `a` where it is a
