@@ -619,7 +619,41 @@ pub fn defs(f: &Function) -> HashMap<ValueId, Def> {
     // Sized for every value the function has made (most are such definitions):
     // grown from empty, the map rehashed a dozen times per call.
     let mut out = HashMap::with_capacity_and_hasher(f.values.len(), Default::default());
-    f.body.walk(&mut |s| match &s.op {
+    add_defs(&f.body, &mut out);
+    out
+}
+
+/// Definitions made in a block (nested ones too), looked up before those of
+/// `outer`: a loop body's, while a pass walking the function has only
+/// reached the loop.
+pub struct BlockDefs<'a> {
+    pub inner: HashMap<ValueId, Def>,
+    pub outer: &'a dyn Defs,
+}
+
+impl std::fmt::Debug for BlockDefs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockDefs").field("inner", &self.inner.len()).finish()
+    }
+}
+
+impl<'a> BlockDefs<'a> {
+    pub fn new(b: &Block, outer: &'a dyn Defs) -> BlockDefs<'a> {
+        let mut inner = HashMap::default();
+        add_defs(b, &mut inner);
+        BlockDefs { inner, outer }
+    }
+}
+
+impl Defs for BlockDefs<'_> {
+    fn def(&self, v: ValueId) -> Option<Def> {
+        self.inner.get(&v).cloned().or_else(|| self.outer.def(v))
+    }
+}
+
+/// Adds the definitions of `b`'s statements (nested ones too) to `out`.
+fn add_defs(b: &Block, out: &mut HashMap<ValueId, Def>) {
+    b.walk(&mut |s| match &s.op {
         Op::Const(c) => {
             out.insert(s.defs[0], Def::Const(c.clone()));
         }
@@ -631,7 +665,6 @@ pub fn defs(f: &Function) -> HashMap<ValueId, Def> {
         }
         _ => {}
     });
-    out
 }
 
 /// Where the reader looks up definitions.

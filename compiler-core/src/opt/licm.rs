@@ -62,7 +62,11 @@ fn total(op: &Op) -> bool {
 
 /// `sel([k], v)` / `idx_sel(k, v)` of a vector whose length exceeds the
 /// constant `k` (`shape(a)[1]`): it cannot fail wherever it runs.
-fn component_of_vector(f: &Function, consts: &crate::HashMap<ValueId, crate::interp::value::Value>, op: &Op) -> bool {
+pub(super) fn component_of_vector(
+    f: &Function,
+    consts: &crate::HashMap<ValueId, crate::interp::value::Value>,
+    op: &Op,
+) -> bool {
     let Op::Prim { prim: prim @ (Prim::Sel | Prim::IdxSel), args, .. } = op else { return false };
     let k = match (prim, consts.get(&args[0])) {
         (Prim::Sel, Some(c)) => util::int_vec(c).filter(|v| v.len() == 1).map(|v| v[0]),

@@ -45,6 +45,7 @@ pub mod snapshot;
 pub mod tile;
 pub mod timetile;
 pub mod unroll;
+pub mod unswitch;
 pub mod version;
 pub mod wlf;
 pub mod wls;
@@ -97,6 +98,7 @@ pub const PIPELINE: &[Stage] = &[
             wls::PASS,
             bce::PASS,
             licm::PASS,
+            unswitch::PASS,
         ],
         max_rounds: 16,
     },

@@ -551,7 +551,19 @@ impl Simplify {
                 _ => None,
             };
             if !util::shaped_like(f, &defs, y, p, init_shape) {
-                continue;
+                // Or a `genarray` over the initial value's extents, computed
+                // otherwise (a `cat` of the array's pieces): that vector, made
+                // in the body, is the initial value's shape vector.
+                let Some(sv) = init_shape else { continue };
+                let made = {
+                    let body_defs = index::BlockDefs::new(body, self);
+                    let reader = index::Reader::new(f, &body_defs);
+                    let made = reader.vector(sv).and_then(|e| util::genarray_of_extents(f, &reader, &defs, y, &e));
+                    made.filter(|v| body_defs.inner.contains_key(v))
+                };
+                let Some(made) = made else { continue };
+                self.subst.insert(made, sv);
+                self.counts.shapes += 1;
             }
             let asked =
                 defs.values().any(|(t, _)| matches!(&t.op, Op::Prim { prim: Prim::Shape, args, .. } if args[0] == p));

@@ -51,16 +51,19 @@
 //! A step that builds the array anew, its border in parts of their own that
 //! copy the array (seed 002's APL relaxation once folded: a `genarray` of the
 //! array's shape with five parts, four of them its border rows and columns),
-//! is that array modified: where the parts are constant boxes that cover the
-//! shape exactly and the step is then a stencil as above, the copying parts
-//! go and the `genarray` becomes a `modarray` of the array (counter
-//! `border_parts_dropped`).
+//! is that array modified: where the parts are boxes that cover the shape
+//! exactly and the step is then a stencil as above, the copying parts go and
+//! the `genarray` becomes a `modarray` of the array (counter
+//! `border_parts_dropped`). Boxes may be symbolic (generic code's `[1, 0]`
+//! to `[m - 1, 1]`) where what is known of the extents orders their bounds:
+//! the conditions of the branches and loops around the loop (the APL
+//! relaxation's generic loop, once `unswitch` has taken it out of its version
+//! for extents of at least 3).
 //!
-//! Limits: one computing part, and the border dropped only from boxes of
-//! constant bounds, so the APL relaxation's generic instance (whose loop body
-//! `version` splits besides) is not tiled; tiles are bands of the outermost
-//! axis, so a step over few large rows (a 128^3 grid's planes) gets few or
-//! no steps per tile.
+//! Limits: one computing part; boxes whose bounds the conditions around do
+//! not order keep the `genarray` (and the loop untiled); tiles are bands of
+//! the outermost axis, so a step over few large rows (a 128^3 grid's planes)
+//! gets few or no steps per tile.
 
 use crate::HashMap;
 use crate::interp::ops::BinOp;
@@ -69,8 +72,7 @@ use crate::sema::hir::{Elem, Prim};
 use crate::span::Span;
 use crate::syntax::ast::BaseType;
 
-use super::util;
-use super::{Pass, PassCx, RemarkKind};
+use super::{Pass, PassCx, RemarkKind, index, util};
 
 pub const PASS: Pass = Pass {
     name: "timetile",
@@ -142,25 +144,13 @@ fn run(m: &mut Module, cx: &mut PassCx) {
             return;
         }
         let facts = Facts::of(f);
-        let const_vec = |v: ValueId| facts.vecs.get(&v).cloned();
         // A step that builds the array anew, copying its border in parts of
         // their own, is the array modified (where that makes it a stencil).
+        let defs = index::defs(f);
         let made_modarray = util::with_body(f, |f, body| {
-            let mut n = 0;
-            body.walk_mut(&mut |s| {
-                if let Op::Loop { tiled: false, body, .. } = &s.op
-                    && starts_with_genarray(body)
-                    && stencil(f, &facts, s).is_none()
-                {
-                    // Changed on a copy, kept only if it is then a stencil.
-                    let mut copy = s.clone();
-                    if copies_to_modarray(f, &const_vec, &mut copy) && stencil(f, &facts, &copy).is_some() {
-                        *s = copy;
-                        n += 1;
-                    }
-                }
-            });
-            n
+            let f: &Function = f;
+            let reader = index::Reader::new(f, &defs);
+            drop_border_parts(f, &facts, &reader, body, &mut Vec::new())
         });
         cx.count("border_parts_dropped", made_modarray);
         let mut found: Vec<(ValueId, Span, Stencil)> = Vec::new();
@@ -338,41 +328,104 @@ fn starts_with_genarray(body: &Block) -> bool {
     matches!(body.stmts.first().map(|t| &t.op), Some(Op::With(w)) if matches!(w.ops.as_slice(), [WithOp::Genarray { .. }]))
 }
 
+/// Rewrites the loops in `b` (nested ones too) whose steps become stencils
+/// once their border parts go ([`copies_to_modarray`]); `conds`: the
+/// conditions of the branches and loops around `b`, and whether they hold
+/// there. Returns how many loops changed.
+fn drop_border_parts(
+    f: &Function,
+    facts: &Facts,
+    reader: &index::Reader,
+    b: &mut Block,
+    conds: &mut Vec<(ValueId, bool)>,
+) -> u64 {
+    let mut n = 0;
+    for s in &mut b.stmts {
+        if let Op::Loop { tiled: false, body, .. } = &s.op
+            && starts_with_genarray(body)
+            && stencil(f, facts, s).is_none()
+        {
+            // What the conditions around the loop establish (`m >= 3`, say).
+            let mut known_facts = index::Facts::default();
+            for (c, holds) in conds.iter() {
+                let mut next = known_facts.clone();
+                next.assume(reader, &index::Known { reader, facts: &known_facts }, *c, *holds);
+                known_facts = next;
+            }
+            let known = index::Known { reader, facts: &known_facts };
+            // Changed on a copy, kept only if it is then a stencil.
+            let mut copy = s.clone();
+            if copies_to_modarray(f, facts, &known, &mut copy) && stencil(f, facts, &copy).is_some() {
+                *s = copy;
+                n += 1;
+                continue;
+            }
+        }
+        match &mut s.op {
+            Op::If { cond, then_block, else_block } => {
+                for (block, holds) in [(then_block, true), (else_block, false)] {
+                    conds.push((*cond, holds));
+                    n += drop_border_parts(f, facts, reader, block, conds);
+                    conds.pop();
+                }
+            }
+            Op::Loop { cond, body, test_first, .. } => {
+                let c = cond.yields.first().copied().filter(|_| *test_first);
+                conds.extend(c.map(|c| (c, true)));
+                n += drop_border_parts(f, facts, reader, body, conds);
+                if c.is_some() {
+                    conds.pop();
+                }
+            }
+            op => op.walk_blocks_mut(&mut |inner| n += drop_border_parts(f, facts, reader, inner, conds)),
+        }
+    }
+    n
+}
+
 /// Makes the step of the loop `s` a `modarray` of its array `a` where it is a
-/// `genarray` of `a`'s (known) shape whose parts cover it exactly and, but
-/// one or more, copy `a` at their index (`idx_sel(offset, a)`): the shape
-/// of seed 002's APL relaxation once folded, its border rows and columns
-/// parts of their own. Those parts go (a `modarray` copies what no part
-/// computes); `false` where nothing changed.
-fn copies_to_modarray(f: &Function, const_vec: &dyn Fn(ValueId) -> Option<Vec<i64>>, s: &mut Stmt) -> bool {
-    let Op::Loop { params, body, .. } = &mut s.op else { return false };
+/// `genarray` of `a`'s shape whose parts cover it exactly and, but one or
+/// more, copy `a` at their index (`idx_sel(offset, a)`): the shape of seed
+/// 002's APL relaxation once folded, its border rows and columns parts of
+/// their own. Those parts go (a `modarray` copies what no part computes);
+/// `false` where nothing changed. The shape is `a`'s known extents or
+/// `shape(a)` (of the array or of the loop's initial value, which a step
+/// keeps: it is a stencil of it); bounds may be symbolic where what `known`
+/// tells orders them (generic code in a version for extents of at least 3).
+fn copies_to_modarray(f: &Function, facts: &Facts, known: &index::Known, s: &mut Stmt) -> bool {
+    let Op::Loop { init, params, body, .. } = &mut s.op else { return false };
     let Some(step) = body.stmts.first_mut() else { return false };
     let Some(result) = step.defs.first().copied() else { return false };
     let Some(array) = body.yields.iter().position(|y| *y == result) else { return false };
-    let Some(&a) = params.get(array) else { return false };
+    let (Some(&a), Some(&init_a)) = (params.get(array), init.get(array)) else { return false };
     let Op::With(w) = &mut step.op else { return false };
     let [WithOp::Genarray { shape, .. }] = w.ops.as_slice() else { return false };
-    let Some(extents) = f.ty(a).shape.extents() else { return false };
-    let extents: Vec<i64> = extents.iter().map(|e| *e as i64).collect();
-    if w.first_match || const_vec(*shape).as_ref() != Some(&extents) {
+    if w.first_match {
         return false;
     }
-    // Constant boxes, disjoint, covering the shape.
+    let Some(rank) = f.ty(a).shape.rank_if_known() else { return false };
+    let extents = f.ty(a).shape.extents().map(|e| e.iter().map(|x| *x as i64).collect::<Vec<_>>());
+    let of_array = facts.shapes.get(shape).is_some_and(|x| *x == a || *x == init_a);
+    let constant = extents.is_some() && facts.vecs.get(shape) == extents.as_ref();
+    let Some(frame_hi) = known.reader.vector(*shape).filter(|v| v.len() == rank && (of_array || constant)) else {
+        return false;
+    };
+    let frame = index::IndexBox { lo: vec![index::Affine::constant(0); rank], hi: frame_hi };
+    // Boxes inside the frame, disjoint, covering it.
     let mut boxes = Vec::new();
     for p in &w.parts {
-        let (Some(lo), Some(hi)) = (const_vec(p.lower), const_vec(p.upper)) else { return false };
-        if p.step.is_some() || p.width.is_some() || lo.len() != extents.len() || hi.len() != extents.len() {
+        let (Some(lo), Some(hi)) = (known.reader.vector(p.lower), known.reader.vector(p.upper)) else { return false };
+        if p.step.is_some() || p.width.is_some() || lo.len() != rank || hi.len() != rank {
             return false;
         }
-        boxes.push((lo, hi));
+        boxes.push(index::IndexBox { lo, hi });
     }
-    let volume = |(lo, hi): &(Vec<i64>, Vec<i64>)| lo.iter().zip(hi).map(|(l, h)| (h - l).max(0)).product::<i64>();
-    let overlap = |x: &(Vec<i64>, Vec<i64>), y: &(Vec<i64>, Vec<i64>)| {
-        (0..extents.len()).all(|d| x.0[d].max(y.0[d]) < x.1[d].min(y.1[d]))
-    };
-    let inside = boxes.iter().all(|(lo, hi)| (0..extents.len()).all(|d| 0 <= lo[d] && hi[d] <= extents[d]));
-    let disjoint = (0..boxes.len()).all(|i| (i + 1..boxes.len()).all(|j| !overlap(&boxes[i], &boxes[j])));
-    if !inside || !disjoint || boxes.iter().map(volume).sum::<i64>() != extents.iter().product::<i64>() {
+    let inside = boxes.iter().all(|x| x.inside_in(&frame, known) == Some(true));
+    let empty = |x: &index::IndexBox| x.is_empty_in(known) == Some(true);
+    let disjoint = (0..boxes.len())
+        .all(|i| (i + 1..boxes.len()).all(|j| boxes[i].intersect_in(&boxes[j], known).is_some_and(|x| empty(&x))));
+    let covered = frame.subtract_all_in(&boxes, known).is_some_and(|rest| rest.iter().all(empty));
+    if !inside || !disjoint || !covered {
         return false;
     }
     let copies = |p: &Part| match (p.offset, p.body.stmts.as_slice()) {
@@ -574,6 +627,96 @@ entry main = main
         // An offset in some other shape says nothing of the array's rows.
         let (text, remarks) = tiled(&relax_generic("%5"));
         assert!(!text.contains("tiled") && remarks.is_empty(), "{text}");
+    }
+
+    /// Seed 002's APL relaxation's generic loop once `unswitch` has taken it
+    /// out of its version for extents of at least `MIN` (the guard around
+    /// it): the border's parts have symbolic bounds, `m - 1` and `n - 1`.
+    const RELAX_APL_GENERIC: &str = "fn main(%0#a: double[.,.], %1#iters: int) -> (double[.,.])  [instance main]
+{
+  %2#it: int = const 0
+  %9: int = const 1
+  %17: int = const -1
+  %90: int = const MIN
+  %13: double = const 0.25
+  %98: int[2] = const [0, 0]
+  %101: int[2] = const [1, 0]
+  %7: int[2] = const [1, 1]
+  %108: double = const 0.0
+  %6: int[2] = prim shape(%0)
+  %91: int[1] = const [0]
+  %92: int[1] = const [1]
+  %93: int = prim sel(%91, %6) unchecked
+  %94: int = prim sel(%92, %6) unchecked
+  %95: bool = prim ge(%93, %90)
+  %96: bool = prim ge(%94, %90)
+  %97: bool = prim and(%95, %96)
+  %171: double[.,.] = if %97 {
+    %110: int = prim add(%93, %17)
+    %111: int = prim add(%94, %17)
+    %113: int[2] = array [%9, %94]
+    %41: int[2] = array [%110, %9]
+    %40: int[2] = array [%110, %111]
+    %151: int[2] = array [%9, %111]
+    %154: int[2] = array [%110, %94]
+    %107: int[2] = array [%110, %2]
+    %61: int[2] = const [-1, 0]
+    %62: int = prim vect2offset(%6, %61)
+    %65: int[2] = const [1, 0]
+    %66: int = prim vect2offset(%6, %65)
+    %69: int[2] = const [0, -1]
+    %70: int = prim vect2offset(%6, %69)
+    %73: int[2] = const [0, 1]
+    %74: int = prim vect2offset(%6, %73)
+    %172: double[.,.], %72: int = loop while init(%0, %2) params(%3#a: double[.,.], %4#it: int) cond {
+      %173: bool = prim lt(%4, %1)
+      yield %173
+    } body {
+      %882: double[.,.] = with {
+        part lower %98 upper %113 offset %1561: int {
+          %877: double = prim idx_sel(%1561, %3) unchecked
+          yield %877
+        }
+        part lower %101 upper %41 offset %1562: int {
+          %1034: double = prim idx_sel(%1562, %3) unchecked
+          yield %1034
+        }
+INTERIOR        part lower %151 upper %154 offset %1598: int {
+          %1049: double = prim idx_sel(%1598, %3) unchecked
+          yield %1049
+        }
+        part lower %107 upper %6 offset %1599: int {
+          %1000: double = prim idx_sel(%1599, %3) unchecked
+          yield %1000
+        }
+      } genarray(%6, %108) cell double
+      %884: int = prim add(%4, %9)
+      yield %882, %884
+    }
+    yield %172
+  } else {
+    yield %0
+  }
+  return %171
+}
+
+entry main = main
+";
+
+    #[test]
+    fn generic_border_parts_are_dropped_where_the_conditions_around_order_their_bounds() {
+        let interior = INTERIOR.replace("%75: int = prim add(%59, %9)", "%75: int = prim add(%59, %74)");
+        let text = RELAX_APL_GENERIC.replace("INTERIOR", &interior.replace("\n      ", "\n        "));
+        let (out, remarks) = tiled(&text.replace("MIN", "3"));
+        assert!(out.contains("loop while tiled init("), "{out}");
+        assert!(out.contains("} modarray(%3) cell double"), "{out}");
+        assert_eq!(out.matches("part lower").count(), 1, "{out}");
+        assert_eq!(remarks, ["the steps of this loop may run in time tiles: each step reads 1 row on either side"]);
+        // Extents of at least 1 do not order `1` and `m - 1`: the parts may
+        // overlap, so nothing changes.
+        let (out, remarks) = tiled(&text.replace("MIN", "1"));
+        assert!(!out.contains("tiled") && out.contains("genarray(%6, %108)"), "{out}");
+        assert!(remarks.is_empty());
     }
 
     #[test]

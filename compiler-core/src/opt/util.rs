@@ -599,6 +599,27 @@ fn shaped_like_at(
     }
 }
 
+/// Whether `y` (defined in a loop body, `defs`) is a `genarray` of scalar
+/// cells whose shape vector `reader` reads as `extents`: the shape of a
+/// `cat` of an array's border rows and interior, `[1 + (m - 2) + 1, n]`, is
+/// `[m, n]` (what [`shaped_like`], which looks at values, does not see).
+/// Returns that shape vector.
+pub fn genarray_of_extents(
+    f: &Function,
+    reader: &super::index::Reader,
+    defs: &HashMap<ValueId, (&Stmt, usize)>,
+    y: ValueId,
+    extents: &[super::index::Affine],
+) -> Option<ValueId> {
+    let &(t, k) = defs.get(&y)?;
+    let Op::With(w) = &t.op else { return None };
+    let WithOp::Genarray { shape, default } = &w.ops[k] else { return None };
+    let scalar_cells = !w.parts.is_empty()
+        && w.parts.iter().all(|part| f.ty(w.element_yield(part, k)).shape.is_scalar())
+        && default.is_none_or(|d| f.ty(d).shape.is_scalar());
+    (scalar_cells && reader.vector(*shape).is_some_and(|v| v == extents)).then_some(*shape)
+}
+
 /// For arrays whose shape is held in a value: that value. `shape(a)` (the
 /// first one met), `reshape(s, x)` (shape `s`), genarray with-loops of
 /// scalar cells (their frame shape), and arrays a loop carries without

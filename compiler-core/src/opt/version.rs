@@ -441,7 +441,7 @@ fn thresholds(
 /// values it reads from around it; returns the function and the block that
 /// calls it. `None` when the block holds statements whose errors are blamed
 /// on the call of the enclosing function (they would be blamed on this call).
-fn outline(
+pub(super) fn outline(
     f: &mut Function,
     block: &Block,
     before: &[Stmt],
