@@ -4,7 +4,7 @@
 //! first request does). Under callgrind, `--toggle-collect='*warm_build*'`
 //! counts only the builds after the first.
 //!
-//! `cargo run --release -p withloop-worker --example warm_compile -- FILE ENTRY [FN.PARAM=TYPE ...] [--repeat N]`
+//! `cargo run --release -p withloop-worker --example warm_compile -- FILE ENTRY [FN.PARAM=TYPE ...] [--repeat N] [--disable PASS ...]`
 use std::time::Instant;
 
 use withloop_worker::build::{ArtifactKind, build};
@@ -22,6 +22,11 @@ fn main() {
         repeat = args[i + 1].parse().expect("--repeat N");
         args.drain(i..i + 2);
     }
+    let mut disable = Vec::new();
+    while let Some(i) = args.iter().position(|a| a == "--disable") {
+        disable.push(args[i + 1].clone());
+        args.drain(i..i + 2);
+    }
     let file = &args[0];
     let entry = &args[1];
     let mut shapes = std::collections::BTreeMap::<String, std::collections::BTreeMap<String, String>>::new();
@@ -37,6 +42,7 @@ fn main() {
     build(&prepared.build, &mut |_| {}).map_err(|_| "warm-up").unwrap();
     let request = serde_json::json!({
         "source": source, "file_name": "kernels.sac", "entry": [entry], "shapes": shapes, "emit": ["object"],
+        "options": { "disable": disable },
     });
     let request: CompileRequest = serde_json::from_value(request).unwrap();
     let prepared = prepare(&request).map_err(|_| "prepare").unwrap();
