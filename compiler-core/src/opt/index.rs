@@ -574,10 +574,11 @@ impl IndexBox {
             below.hi[d] = cut.lo[d].clone();
             let mut over = rest.clone();
             over.lo[d] = cut.hi[d].clone();
+            // A piece not known to be empty stays, whether or not it is
+            // known to hold indices (one of unknown width, `[0, m - 3)`
+            // where only `m >= 3` is known, may).
             for piece in [below, over] {
-                if above(ord.compare(&piece.hi[d], &piece.lo[d]), 0) == Some(true)
-                    && piece.is_empty_in(ord) != Some(true)
-                {
+                if piece.is_empty_in(ord) != Some(true) {
                     out.push(piece);
                 }
             }
@@ -992,6 +993,13 @@ mod tests {
                 IndexBox { lo: vec![Affine::constant(0)], hi: vec![Affine::constant(1)] },
                 IndexBox { lo: vec![na.plus(-1)], hi: vec![na.clone()] },
             ]
+        );
+        // A box at the end whose rest may or may not hold indices (n >= 3:
+        // [0, n - 3) is empty for n = 3): that piece stays.
+        let end = IndexBox { lo: vec![na.plus(-3)], hi: vec![na.clone()] };
+        assert_eq!(
+            whole.subtract_in(&end, &ord),
+            Some(vec![IndexBox { lo: vec![Affine::constant(0)], hi: vec![na.plus(-3)] }])
         );
         assert_eq!(inner.is_empty_in(&Given(vec![(n, (Some(2), None))])), None);
         assert_eq!(inner.is_empty_in(&ord), Some(false));

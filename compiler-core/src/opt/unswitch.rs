@@ -59,6 +59,7 @@ pub const PASS: Pass = Pass {
 
 fn run(m: &mut Module, cx: &mut PassCx) {
     let mut outlined: Vec<Function> = Vec::new();
+    let mut names: HashSet<String> = m.functions.iter().map(|g| g.name.clone()).collect();
     for i in 0..m.functions.len() {
         // The original loops moved out are not unswitched again.
         if m.functions[i].cold {
@@ -79,7 +80,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let f = &mut m.functions[i];
         let defs = index::defs(f);
         let consts = util::constants(f);
-        let mut cx_f = Outlined { first_id, cold, functions: Vec::new(), done: Vec::new() };
+        let mut cx_f = Outlined { first_id, cold, functions: Vec::new(), done: Vec::new(), names: &mut names };
         util::with_body(f, |f, body| visit(f, &defs, &consts, body, &mut cx_f));
         let name = f.name.clone();
         for span in &cx_f.done {
@@ -102,8 +103,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
 
 /// The original loops moved into cold functions (numbered from `first_id`
 /// as they will be added), and where loops were unswitched.
-struct Outlined {
+struct Outlined<'a> {
     first_id: u32,
+    /// The module's function names, those of `functions` included.
+    names: &'a mut HashSet<String>,
     /// The module's cold functions (the original code `version` moved out).
     cold: HashSet<FuncId>,
     functions: Vec<Function>,
@@ -160,13 +163,9 @@ fn unswitch(
         let rename: HashMap<ValueId, ValueId> = t.defs.iter().copied().zip(then_block.yields.iter().copied()).collect();
         let rest: Vec<Stmt> = fast_body.stmts.drain(j..).skip(1).collect();
         fast_body.stmts.extend(then_block.stmts.iter().cloned());
-        for mut r in rest {
-            r.op.map_operands(&mut |v| rename.get(&v).copied().unwrap_or(v));
-            fast_body.stmts.push(r);
-        }
-        for y in &mut fast_body.yields {
-            *y = rename.get(y).copied().unwrap_or(*y);
-        }
+        fast_body.stmts.extend(rest);
+        // Uses of the branch's results, nested ones too, read its `then` yields.
+        util::substitute(fast_body, &rename);
         // The shapes the condition reads stay the initial values' in the copy.
         let body_defs = util::block_defs(fast_body);
         let reader = index::Reader::new(f, defs);
@@ -179,7 +178,7 @@ fn unswitch(
         }
         // The original loop, moved out (cold); without that, nothing changes.
         let id = FuncId(out.first_id + out.functions.len() as u32);
-        let name = format!("{}__unswitched{}", f.name, out.functions.len() + 1);
+        let name = util::fresh_function_name(out.names, &format!("{}__unswitched", f.name));
         let original = Block { stmts: vec![s.clone()], yields: s.defs.clone() };
         let (g, call) = version::outline(f, &original, before, defs, id, name, s.span)?;
         out.functions.push(g);
@@ -210,11 +209,7 @@ fn unswitch(
                 reads_initial.insert(t.defs[0], g);
             }
         });
-        let renamed = |v: ValueId| reads_initial.get(&v).copied().unwrap_or(v);
-        fast_body.walk_mut(&mut |t| t.op.map_operands(&mut |v| renamed(v)));
-        for y in &mut fast_body.yields {
-            *y = renamed(*y);
-        }
+        util::substitute(fast_body, &reads_initial);
         // The copy gets values of its own (the original is in the cold function now).
         let fast = Cloner::default().stmt(f, &fast);
         let then_block = Block { yields: fast.defs.clone(), stmts: vec![fast] };
@@ -379,7 +374,19 @@ entry main = main
 
     #[test]
     fn a_branch_on_kept_extents_is_decided_before_the_loop() {
-        let (text, remarks) = unswitched(&LOOP.replace("FAST", "%5"));
+        // A with-loop after the branch reads its result (the verifier checks
+        // that the copy reads the `then` yield, nested uses included).
+        let after = "    %22: double[.,.] = with {
+      part lower %30 upper %5 index %23: int[2] {
+        %24: double = prim sel(%23, %13) unchecked
+        yield %24
+      }
+    } genarray(%5, %9) cell double
+    %19: int = prim add(%11, %3)
+    yield %22, %19";
+        let text = LOOP.replace("FAST", "%5").replace("    %19: int = prim add(%11, %3)\n    yield %13, %19", after);
+        assert!(text.contains("%22"));
+        let (text, remarks) = unswitched(&text);
         assert_eq!(remarks.len(), 1, "{text}");
         // The guard reads the initial array's shape; the copy has no branch.
         assert!(text.contains("prim shape(%0)"), "{text}");

@@ -137,6 +137,20 @@ impl Cloner<'_> {
     }
 }
 
+/// `{base}{n}` for the least `n >= 1` that names no function in `taken`
+/// (a module's names, as functions are added to it); the name is then taken.
+/// Code a pass moves into functions of their own is named so: a later round
+/// moving more out of the same function must not reuse a name.
+pub fn fresh_function_name(taken: &mut crate::HashSet<String>, base: &str) -> String {
+    let mut n = 1;
+    while taken.contains(&format!("{base}{n}")) {
+        n += 1;
+    }
+    let name = format!("{base}{n}");
+    taken.insert(name.clone());
+    name
+}
+
 /// The constant each value was defined as (for every `const` in the function).
 pub fn constants(f: &Function) -> HashMap<ValueId, Value> {
     let mut out = HashMap::default();

@@ -76,6 +76,7 @@ pub const MAX_THRESHOLD: i64 = 64;
 fn run(m: &mut Module, cx: &mut PassCx) {
     let inlinable = super::inline::inlinable(m);
     let mut outlined: Vec<Function> = Vec::new();
+    let mut names: HashSet<String> = m.functions.iter().map(|g| g.name.clone()).collect();
     for i in 0..m.functions.len() {
         // The original code a split moved out is not split again.
         if m.functions[i].cold {
@@ -96,7 +97,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let span = f.span;
         // Definitions as they are before any split (a split defines only its condition).
         let defs = index::defs(f);
-        let mut cold = Cold { first_id, functions: Vec::new() };
+        let mut cold = Cold { first_id, functions: Vec::new(), names: &mut names };
         util::with_body(f, |f, body| visit(f, &defs, body, span, &mut done, &mut cold));
         outlined.extend(cold.functions);
         let name = f.name.clone();
@@ -128,9 +129,11 @@ fn run(m: &mut Module, cx: &mut PassCx) {
 
 /// Functions made of the original code beside versions (cold: compiled for
 /// speed of compilation), numbered from `first_id` as they will be added.
-struct Cold {
+struct Cold<'a> {
     first_id: u32,
     functions: Vec<Function>,
+    /// The module's function names, those of `functions` included.
+    names: &'a mut HashSet<String>,
 }
 
 /// Versions `b` (a function or loop body), or else the loop bodies in it.
@@ -233,7 +236,7 @@ fn split(f: &mut Function, defs: &Defs, b: &mut Block, span: Span, cold: &mut Co
     // The original code runs rarely (tiny arrays, or on to an error): it
     // becomes a cold function of its own, cheap to compile.
     let id = FuncId(cold.first_id + cold.functions.len() as u32);
-    let name = format!("{}__original{}", f.name, cold.functions.len() + 1);
+    let name = util::fresh_function_name(cold.names, &format!("{}__original", f.name));
     let else_block = match outline(f, &copy, &b.stmts, defs, id, name, at) {
         Some((g, call)) => {
             cold.functions.push(g);
