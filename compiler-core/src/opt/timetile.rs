@@ -534,8 +534,9 @@ entry main = main
     }
 
     /// Seed 002's APL relaxation on a 6x5 array once folded: the border's
-    /// rows and columns are parts that copy the array (`INTERIOR` stands for
-    /// [`INTERIOR`], whose lower bound `%7` is `%8` to leave a row out).
+    /// rows and columns are parts that copy the array (`STEP` stands for the
+    /// loop body, [`apl_step`]; `INTERIOR` for [`INTERIOR`], whose lower
+    /// bound `%7` is `%8` to leave a row out).
     const RELAX_APL: &str = "fn main(%0#a: double[6,5], %1#iters: int) -> (double[6,5])  [instance main]
 {
   %2#it: int = const 0
@@ -560,43 +561,60 @@ entry main = main
     %73: bool = prim lt(%4, %1)
     yield %73
   } body {
-    %882: double[6,5] = with {
-      part lower %98 upper %113 offset %1561: int {
-        %877: double = prim idx_sel(%1561, %3) unchecked
-        yield %877
-      }
-      part lower %101 upper %41 offset %1562: int {
-        %1034: double = prim idx_sel(%1562, %3) unchecked
-        yield %1034
-      }
-INTERIOR      part lower %151 upper %154 offset %1598: int {
-        %1049: double = prim idx_sel(%1598, %3) unchecked
-        yield %1049
-      }
-      part lower %107 upper %74 offset %1599: int {
-        %1000: double = prim idx_sel(%1599, %3) unchecked
-        yield %1000
-      }
-    } genarray(%74, %108) cell double
-    %884: int = prim add(%4, %9)
-    yield %882, %884
-  }
+STEP  }
   return %171
 }
 
 entry main = main
 ";
 
+    /// The APL relaxation's loop body once folded: a `genarray` of `shape`
+    /// (its element type `ty`) whose border parts copy `%3`, then the
+    /// counter's step; each line indented by `pad` (`INTERIOR` stands for
+    /// [`INTERIOR`], the interior part, indented as the relaxation's).
+    fn apl_step(ty: &str, shape: &str, pad: &str) -> String {
+        let text = format!(
+            "%882: {ty} = with {{
+  part lower %98 upper %113 offset %1561: int {{
+    %877: double = prim idx_sel(%1561, %3) unchecked
+    yield %877
+  }}
+  part lower %101 upper %41 offset %1562: int {{
+    %1034: double = prim idx_sel(%1562, %3) unchecked
+    yield %1034
+  }}
+INTERIOR  part lower %151 upper %154 offset %1598: int {{
+    %1049: double = prim idx_sel(%1598, %3) unchecked
+    yield %1049
+  }}
+  part lower %107 upper {shape} offset %1599: int {{
+    %1000: double = prim idx_sel(%1599, %3) unchecked
+    yield %1000
+  }}
+}} genarray({shape}, %108) cell double
+%884: int = prim add(%4, %9)
+yield %882, %884
+"
+        );
+        text.lines()
+            .map(|l| match l.strip_prefix("INTERIOR") {
+                Some(rest) => format!("INTERIOR{pad}{rest}\n"),
+                None => format!("{pad}{l}\n"),
+            })
+            .collect()
+    }
+
     #[test]
     fn a_step_whose_border_parts_copy_the_array_becomes_a_modarray_and_is_tiled() {
-        let (text, remarks) = tiled(&RELAX_APL.replace("INTERIOR", INTERIOR));
+        let relax_apl = RELAX_APL.replace("STEP", &apl_step("double[6,5]", "%74", "    "));
+        let (text, remarks) = tiled(&relax_apl.replace("INTERIOR", INTERIOR));
         assert!(text.contains("loop while tiled init("), "{text}");
         assert!(text.contains("} modarray(%3) cell double"), "{text}");
         assert_eq!(text.matches("part lower").count(), 1, "{text}");
         assert_eq!(remarks.len(), 1);
         // Parts that leave a row of the shape to the default do not cover it:
         // nothing changes.
-        let (text, remarks) = tiled(&RELAX_APL.replace("INTERIOR", &INTERIOR.replace("lower %7", "lower %8")));
+        let (text, remarks) = tiled(&relax_apl.replace("INTERIOR", &INTERIOR.replace("lower %7", "lower %8")));
         assert!(!text.contains("tiled") && text.contains("genarray(%74, %108)"), "{text}");
         assert!(remarks.is_empty());
     }
@@ -631,7 +649,8 @@ entry main = main
 
     /// Seed 002's APL relaxation's generic loop once `unswitch` has taken it
     /// out of its version for extents of at least `MIN` (the guard around
-    /// it): the border's parts have symbolic bounds, `m - 1` and `n - 1`.
+    /// it): the border's parts have symbolic bounds, `m - 1` and `n - 1`
+    /// (`STEP` stands for the loop body, [`apl_step`]).
     const RELAX_APL_GENERIC: &str = "fn main(%0#a: double[.,.], %1#iters: int) -> (double[.,.])  [instance main]
 {
   %2#it: int = const 0
@@ -672,27 +691,7 @@ entry main = main
       %173: bool = prim lt(%4, %1)
       yield %173
     } body {
-      %882: double[.,.] = with {
-        part lower %98 upper %113 offset %1561: int {
-          %877: double = prim idx_sel(%1561, %3) unchecked
-          yield %877
-        }
-        part lower %101 upper %41 offset %1562: int {
-          %1034: double = prim idx_sel(%1562, %3) unchecked
-          yield %1034
-        }
-INTERIOR        part lower %151 upper %154 offset %1598: int {
-          %1049: double = prim idx_sel(%1598, %3) unchecked
-          yield %1049
-        }
-        part lower %107 upper %6 offset %1599: int {
-          %1000: double = prim idx_sel(%1599, %3) unchecked
-          yield %1000
-        }
-      } genarray(%6, %108) cell double
-      %884: int = prim add(%4, %9)
-      yield %882, %884
-    }
+STEP    }
     yield %172
   } else {
     yield %0
@@ -706,7 +705,9 @@ entry main = main
     #[test]
     fn generic_border_parts_are_dropped_where_the_conditions_around_order_their_bounds() {
         let interior = INTERIOR.replace("%75: int = prim add(%59, %9)", "%75: int = prim add(%59, %74)");
-        let text = RELAX_APL_GENERIC.replace("INTERIOR", &interior.replace("\n      ", "\n        "));
+        let text = RELAX_APL_GENERIC
+            .replace("STEP", &apl_step("double[.,.]", "%6", "      "))
+            .replace("INTERIOR", &interior.replace("\n      ", "\n        "));
         let (out, remarks) = tiled(&text.replace("MIN", "3"));
         assert!(out.contains("loop while tiled init("), "{out}");
         assert!(out.contains("} modarray(%3) cell double"), "{out}");
