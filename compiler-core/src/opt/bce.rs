@@ -434,7 +434,8 @@ impl<'r> Walk<'_, 'r> {
                 }
                 Op::Loop { init, params, cond, body, test_first: true, .. } => {
                     self.block(cond, ranges, facts);
-                    ranges.push(counters(reader, init, params, cond, body));
+                    let known = Known { reader, facts: &self.known };
+                    ranges.push(counters(reader, &known, init, params, cond, body));
                     let known = self.known.clone();
                     if let Some(c) = cond.yields.first() {
                         self.assume(*c, true);
@@ -563,9 +564,14 @@ impl<'r> Walk<'_, 'r> {
 }
 
 /// The counters of a loop tested before every iteration, with their ranges
-/// in the body (see the module docs), as one range entry.
+/// in the body (see the module docs), as one range entry. `int` arithmetic
+/// wraps: a counter's range is `[start, limit)` only where its start and
+/// limit are read as their values and no step from below the limit goes
+/// past the largest `int` (`k = k + 2147483647` from 1 wraps to a negative
+/// `k` that still passes `k < n`); `known`: what holds at the loop.
 fn counters(
     reader: &Reader,
+    known: &Known,
     init: &[ValueId],
     params: &[ValueId],
     cond: &Block,
@@ -584,7 +590,13 @@ fn counters(
     if args.len() != 2 || !reader.is_int_scalar(args[0]) || !reader.is_int_scalar(args[1]) {
         return (atoms, bounds);
     }
-    let (tested, limit) = (reader.scalar(args[0]), reader.scalar(args[1]).plus(extra));
+    let (tested, base) = (reader.scalar(args[0]), reader.scalar(args[1]));
+    if !index::exact(&base, known) {
+        return (atoms, bounds);
+    }
+    let limit = base.plus(extra);
+    // The largest value the test lets through (an `int`: at most i32::MAX).
+    let largest = known.range(&base).1.unwrap_or(i32::MAX as i64).min(i32::MAX as i64) + extra - 1;
     for (k, &p) in params.iter().enumerate() {
         let atom = Atom { value: p, component: None };
         if !reader.is_int_scalar(p) || tested != Affine::atom(atom) {
@@ -592,7 +604,11 @@ fn counters(
         }
         let (Some(&start), Some(&next)) = (init.get(k), body.yields.get(k)) else { continue };
         let step = reader.scalar(next).minus(&Affine::atom(atom));
-        if step.is_none_or(|c| c < 0) || !reader.is_int_scalar(start) {
+        let Some(step) = step.filter(|c| *c >= 0) else { continue };
+        if !reader.is_int_scalar(start) || !index::exact(&reader.scalar(start), known) {
+            continue;
+        }
+        if largest + step > i32::MAX as i64 {
             continue;
         }
         atoms.insert(atom, bounds.len());

@@ -316,10 +316,17 @@ pub fn conditions(r: &Reader, ord: &dyn Order, cond: ValueId, holds: bool, out: 
 /// arithmetic wraps around; as long as the true result fits, the wrapped one
 /// is the same).
 pub fn exact(a: &Affine, ord: &dyn Order) -> bool {
-    let plain = a.c == 0 && a.terms.len() == 1 && a.terms.values().all(|&k| k == 1);
-    plain
-        || a.terms.is_empty()
-        || matches!(ord.range(a), (Some(lo), Some(hi)) if lo >= i32::MIN as i64 && hi <= i32::MAX as i64)
+    plain(a) || fits_int(ord.range(a))
+}
+
+/// A constant, or one atom itself: read as its value whatever it is.
+fn plain(a: &Affine) -> bool {
+    a.terms.is_empty() || (a.c == 0 && a.terms.len() == 1 && a.terms.values().all(|&k| k == 1))
+}
+
+/// Whether every value of the range fits an `int`.
+fn fits_int(r: Range) -> bool {
+    matches!(r, (Some(lo), Some(hi)) if lo >= i32::MIN as i64 && hi <= i32::MAX as i64)
 }
 
 /// What is known where some code runs: the [`Facts`] of its conditions, and
@@ -344,7 +351,11 @@ impl Known<'_> {
             return from_facts;
         }
         let r = self.reader;
-        let scalar = |v: ValueId| self.range_depth(&r.scalar(v), depth + 1);
+        // An operand's range, where its reading is its value: `int`
+        // arithmetic wraps, so `n + 1` read as an affine expression is the
+        // operand only where the result fits an `int` (`max(n + 1, 0)` is 0
+        // for `n = 2147483647`).
+        let scalar = |v: ValueId| self.exact_range(&r.scalar(v), depth + 1);
         let from_def = match (atom.component, r.defs.def(atom.value)) {
             // Extents of arrays: `int`s, never negative.
             (Some(_), Some(Def::Prim(Prim::Shape, _))) => (Some(0), Some(i32::MAX as i64)),
@@ -369,7 +380,11 @@ impl Known<'_> {
                     (Some(l), Some(h)) => Some(l.saturating_abs().max(h.saturating_abs())),
                     _ => None,
                 };
+                // `abs` of the least `int` is that `int` (it wraps): never
+                // negative only where the operand cannot be it.
                 let lo = match (l, h) {
+                    (Some(l), _) if l <= i32::MIN as i64 => None,
+                    (None, _) => None,
                     (Some(l), _) if l >= 0 => Some(l),
                     (_, Some(h)) if h <= 0 => Some(h.saturating_neg()),
                     _ => Some(0),
@@ -386,6 +401,13 @@ impl Known<'_> {
         meet(from_facts, from_def)
     }
 
+    /// The range of `a` where reading it as an affine expression gives the
+    /// value `int` arithmetic computes ([`exact`]); unknown elsewhere.
+    fn exact_range(&self, a: &Affine, depth: usize) -> Range {
+        let range = self.range_depth(a, depth);
+        if plain(a) || fits_int(range) { range } else { (None, None) }
+    }
+
     fn range_depth(&self, a: &Affine, depth: usize) -> Range {
         let (mut lo, mut hi) = (Some(a.c), Some(a.c));
         for (atom, &k) in &a.terms {
@@ -398,7 +420,7 @@ impl Known<'_> {
         if depth < 2 {
             let mut relations: Vec<Affine> = self.facts.relations().to_vec();
             for atom in a.terms.keys() {
-                relations.extend(self.def_relations(atom));
+                relations.extend(self.def_relations(atom, depth));
             }
             for r in &relations {
                 let less = a.sub(r);
@@ -431,7 +453,7 @@ impl Known<'_> {
     /// others: a component of `min_vectors(a, b, …)` (a tensor comprehension's
     /// frame) is at most the same component of each argument, of
     /// `max_vectors` at least; `min(x, y)` is at most `x` and `y`, `max` at least.
-    fn def_relations(&self, atom: &Atom) -> Vec<Affine> {
+    fn def_relations(&self, atom: &Atom, depth: usize) -> Vec<Affine> {
         let r = self.reader;
         let me = Affine::atom(*atom);
         let mut out = Vec::new();
@@ -446,7 +468,11 @@ impl Known<'_> {
                 if args.len() == 2 && args.iter().all(|x| r.is_int_scalar(*x)) =>
             {
                 for x in args {
+                    // Only an operand read as its value (`n + 1` may wrap).
                     let c = r.scalar(x);
+                    if !plain(&c) && !fits_int(self.range_depth(&c, depth + 1)) {
+                        continue;
+                    }
                     out.push(if op == BinOp::Min { c.sub(&me) } else { me.sub(&c) });
                 }
             }

@@ -272,7 +272,6 @@ fn projection(r: &Reader, idx: ValueId, part: &Part) -> Result<Projection, Strin
                 offset.terms.remove(a);
             }
         }
-        // The offset must not depend on anything bound inside the part.
         out.push((axis, offset));
     }
     Ok(out)
@@ -470,8 +469,17 @@ fn find_context(
     false
 }
 
-/// The consumer indices (inside `cbox`) whose projected index lies in `target`.
-fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context, r: &Reader) -> Option<IndexBox> {
+/// The consumer indices (inside `cbox`) whose projected index lies in
+/// `target`: `Some(None)` where none does (an invariant component outside
+/// it: even a rank-0 consumer's one index maps elsewhere), `None` where the
+/// order of the bounds is not known.
+fn preimage(
+    proj: &Projection,
+    target: &IndexBox,
+    cbox: &IndexBox,
+    ctx: &Context,
+    r: &Reader,
+) -> Option<Option<IndexBox>> {
     let ord = ctx.order(r);
     let mut out = cbox.clone();
     for (k, (axis, off)) in proj.iter().enumerate() {
@@ -496,14 +504,12 @@ fn preimage(proj: &Projection, target: &IndexBox, cbox: &IndexBox, ctx: &Context
                     return None;
                 }
                 if !inside {
-                    // Nothing maps here.
-                    out.hi = out.lo.clone();
-                    return Some(out);
+                    return Some(None);
                 }
             }
         }
     }
-    Some(out)
+    Some(Some(out))
 }
 
 /// Folds the selections that can be folded, as many per analysis as touch
@@ -803,13 +809,15 @@ fn plan<'a>(
     }
     // Every consumer index must select inside the producer.
     let whole_pre = preimage(&proj, &prod.frame, cbox, ctx, r).ok_or("the order of the bounds is not known")?;
-    if cbox.inside_in(&whole_pre, &ctx.order(r)) != Some(true) {
+    if whole_pre.is_none_or(|whole_pre| cbox.inside_in(&whole_pre, &ctx.order(r)) != Some(true)) {
         return Err("the selection may fall outside it (it must stay to fail, or is guarded by a condition)".into());
     }
     let mut regions = Vec::new();
     for (b, src) in &prod.regions {
         let pre = preimage(&proj, b, cbox, ctx, r).ok_or("the order of the bounds is not known")?;
-        if pre.is_empty_in(&ctx.order(r)) != Some(true) {
+        if let Some(pre) = pre
+            && pre.is_empty_in(&ctx.order(r)) != Some(true)
+        {
             regions.push((pre, src.clone()));
         }
     }
@@ -823,6 +831,15 @@ fn plan<'a>(
         return Err("splitting it would rely on asserted sizes".into());
     }
     if !whole {
+        // Split bounds are computed before the with-loop: an offset along the
+        // consumer's axes must not read what its part computes
+        // (`b[iv + [t]]`, `t` from the part's body).
+        let inside = util::defined_in(&part.body);
+        let reads_part =
+            proj.iter().any(|(axis, off)| axis.is_some() && off.terms.keys().any(|a| inside.contains(&a.value)));
+        if reads_part {
+            return Err("the selection's offset is computed in the consumer's part, and splitting it would need it before the with-loop".into());
+        }
         let dense = part.step.is_none() && part.width.is_none();
         if !dense {
             return Err("the consumer's part has a step or width and would have to be split".into());
