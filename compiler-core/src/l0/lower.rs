@@ -592,6 +592,22 @@ impl FnLower<'_, '_> {
         (int_vec(1), lo, hi)
     }
 
+    /// The default cell of a with-loop of `a`'s rows (`genarray(drop(1,
+    /// shape(a)), 0)`, none for a vector): with no rows (`split(0, m)`) the
+    /// result still has rows of `a`'s shape.
+    fn row_default(&mut self, out: &mut Vec<Stmt>, a: ValueId, span: Span) -> Option<ValueId> {
+        let rank = self.rank(a);
+        let Elem::Base(base) = self.b.f.ty(a).elem else { return None };
+        if rank <= 1 {
+            return None;
+        }
+        let sa = self.b.prim(out, Prim::Shape, vec![a], int_vec(rank), span);
+        let one = self.int(out, 1, span);
+        let cell = self.b.prim(out, Prim::Drop, vec![one, sa], int_vec(rank - 1), span);
+        let zero = self.b.constant(out, Value::Scalar(Scalar::zero(base)), span);
+        Some(self.b.prim(out, Prim::Genarray, vec![cell, zero], Ty::new(Elem::Base(base), Shape::rank(rank - 1)), span))
+    }
+
     /// Rows `from … from + len` of `a`.
     fn slice(&mut self, out: &mut Vec<Stmt>, a: ValueId, from: ValueId, len: ValueId, span: Span) -> ValueId {
         let (_, lo, hi) = self.frame(out, len, span);
@@ -604,7 +620,8 @@ impl FnLower<'_, '_> {
         let x = self.b.prim(&mut body, Prim::Sel, vec![jv, a], cell_ty, span);
         let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
         let part = dense_part(lo, hi, vec![i], Block { stmts: body, yields: vec![x] }, 1, span);
-        let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default: None }]);
+        let default = self.row_default(out, a, span);
+        let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default }]);
         self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), t, span)
     }
 
@@ -644,7 +661,8 @@ impl FnLower<'_, '_> {
             let x = self.b.prim(&mut body, Prim::Sel, vec![jv, src], cell_ty.clone(), span);
             parts.push(dense_part(lo, up, vec![i], Block { stmts: body, yields: vec![x] }, 1, span));
         }
-        let w = with_loop(parts, vec![WithOp::Genarray { shape: hi, default: None }]);
+        let default = self.row_default(out, a, span);
+        let w = with_loop(parts, vec![WithOp::Genarray { shape: hi, default }]);
         self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), Ty::new(elem, Shape::rank(rank)), span)
     }
 
@@ -1101,12 +1119,31 @@ impl FnLower<'_, '_> {
                 Some(Known::shapes(first.leaves.into_iter().map(|l| l.map(|x| [vec![n], x].concat())).collect()))
             }
             ExprKind::If(_, a, b) => {
-                // Either branch: rows of a map all have one shape.
-                let k = self.shapes(a, env, out, span, depth);
-                match k {
-                    Some(k) if k.leaves.iter().all(Option::is_some) => Some(k),
-                    _ => self.shapes(b, env, out, span, depth),
-                }
+                // What both branches agree on: which one runs depends on the
+                // data (`if x > 100 then replicate(2, x) else replicate(3, x)`
+                // has rows of 3 where no x is above 100).
+                let ka = self.shapes(a, env, out, span, depth)?;
+                let kb = self.shapes(b, env, out, span, depth)?;
+                let konst = |v: ValueId| {
+                    out.iter().find(|s| s.defs.first() == Some(&v)).and_then(|s| match &s.op {
+                        Op::Const(c) => Some(c.clone()),
+                        _ => None,
+                    })
+                };
+                let same = |x: ValueId, y: ValueId| x == y || konst(x).is_some_and(|c| Some(c) == konst(y));
+                let leaves = ka
+                    .leaves
+                    .into_iter()
+                    .zip(kb.leaves)
+                    .map(|(x, y)| match (x, y) {
+                        (Some(x), Some(y)) if x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| same(*p, *q)) => {
+                            Some(x)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let int = ka.int.zip(kb.int).filter(|(x, y)| same(*x, *y)).map(|(x, _)| x);
+                Some(Known { leaves, int })
             }
             ExprKind::Index { array, indices, .. } => {
                 let whole = self.known_var(array, env, out, span)?;

@@ -56,7 +56,10 @@ fn run(m: &mut Module, cx: &mut PassCx) {
         let defs = index::defs(f);
         let shapes = Shapes::of(f);
         let choices = choices(f);
-        let mut proven_checks: Vec<(ValueId, ValueId)> = Vec::new();
+        // Proven checks by statement (their address while the body is
+        // unchanged): two checks of one index and shape may be proven in one
+        // place (a branch's condition) and not in another (after the branch).
+        let mut proven_checks: crate::HashSet<*const Stmt> = crate::HashSet::default();
         let mut proven_prims: Vec<ValueId> = Vec::new();
         let mut narrowed: Vec<Narrowed> = Vec::new();
         {
@@ -308,7 +311,7 @@ struct Walk<'a, 'r> {
     checked: Ranges,
     /// What the conditions of enclosing branches and loops establish.
     known: index::Facts,
-    checks: &'a mut Vec<(ValueId, ValueId)>,
+    checks: &'a mut crate::HashSet<*const Stmt>,
     prims: &'a mut Vec<ValueId>,
     narrowed: &'a mut Vec<Narrowed>,
 }
@@ -363,10 +366,10 @@ impl<'r> Walk<'_, 'r> {
             match &s.op {
                 Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) => {
                     if self.whole_index(*index, *shape) {
-                        self.checks.push((*index, *shape));
+                        self.checks.insert(s);
                     } else if let Some(comps) = reader.vector(*shape) {
                         if proven(reader, ranges, &self.checked, self.choices, facts, &self.known, *index, &comps) {
-                            self.checks.push((*index, *shape));
+                            self.checks.insert(s);
                         } else {
                             self.narrow(ranges, facts, *index, *shape, &comps);
                         }
@@ -651,9 +654,18 @@ fn narrow(f: &mut Function, b: &mut Block, part: Option<ValueId>, narrowed: &[Na
     count
 }
 
-fn rewrite(b: &mut Block, checks: &[(ValueId, ValueId)], prims: &[ValueId], removed: &mut u64, unchecked: &mut u64) {
+/// Removes the proven checks (`checks`: their statements' addresses, taken
+/// before anything moved: `retain` looks at each statement where it was, and
+/// nested blocks' statements stay where they are) and unchecks `prims`.
+fn rewrite(
+    b: &mut Block,
+    checks: &crate::HashSet<*const Stmt>,
+    prims: &[ValueId],
+    removed: &mut u64,
+    unchecked: &mut u64,
+) {
     b.stmts.retain(|s| match &s.op {
-        Op::Check(CheckOp { check: Check::InBounds { index, shape }, .. }) if checks.contains(&(*index, *shape)) => {
+        Op::Check(CheckOp { check: Check::InBounds { .. }, .. }) if checks.contains(&(s as *const Stmt)) => {
             *removed += 1;
             false
         }

@@ -26,10 +26,10 @@
 //!
 //! Limits: one part each, dense, in one block; scalar elements; the consumer's
 //! index used for nothing but `sel(…, F)`; `F` (and its `shape`) read by that
-//! consumer only; a fold whose neutral element is a constant that its primitive
-//! operator does not leave every accumulator unchanged with (tried on a few
-//! values: `reduce(op +, 64, …)`) is not fused, so a program breaking the
-//! contract still computes what the interpreter computes.
+//! consumer only; the fold a primitive operator whose neutral element is a
+//! constant right identity of it (`+` 0, `*` 1, …): any other (`reduce(op +,
+//! 64, …)`, a variable, `%` 1000, a function) is not fused, so a program
+//! breaking the contract still computes what the interpreter computes.
 
 use crate::HashSet;
 
@@ -39,7 +39,6 @@ use crate::interp::value::{Scalar, Value};
 use crate::ir::*;
 use crate::sema::hir::{Elem, Prim};
 use crate::span::Span;
-use crate::syntax::ast::BaseType;
 
 pub const PASS: Pass = Pass {
     name: "filterfusion",
@@ -142,10 +141,14 @@ fn consumer(
     if !fold_or_filter || !single_dense(w) {
         return None;
     }
-    if let [WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(op)), neutral, .. }] = &w.ops[..]
-        && consts.get(neutral).is_some_and(|z| !acts_as_identity(*op, z))
-    {
-        return None;
+    if let [WithOp::Fold { fun, neutral, .. }] = &w.ops[..] {
+        let identity = match fun {
+            FoldFn::Prim(Prim::Bin(op)) => consts.get(neutral).is_some_and(|z| acts_as_identity(*op, z)),
+            _ => false,
+        };
+        if !identity {
+            return None;
+        }
     }
     let p = &w.parts[0];
     let zero = consts.get(&p.lower).and_then(util::int_vec).is_some_and(|v| v == [0]);
@@ -199,25 +202,34 @@ fn consumer(
     Some(Target { producer, consumer: c.defs[0], sels, index_arrays, span: c.blame_span().unwrap_or(c.span) })
 }
 
-/// Whether folding `z` into an accumulator leaves it unchanged, tried on a few
-/// accumulators of `z`'s type. The fused fold combines the neutral element for
+/// Whether folding `z` into an accumulator leaves it unchanged: `z` is a
+/// right identity of the operator (`+`/`-` 0, `*`/`/` 1, `|`/`^`/shifts 0 on
+/// integers, `||` false, `&&` true). The fused fold combines the neutral element for
 /// every dropped element; a program whose "neutral" element is not one (L0's
 /// `reduce(op +, 64, …)`, `reduce(op /, 0, …)`) breaks the contract of
 /// `reduce` and `fold`, and is left unfused so it computes what the
 /// interpreter computes (it gave 64 more per dropped element, or divided by
 /// zero).
 fn acts_as_identity(op: crate::interp::ops::BinOp, z: &Value) -> bool {
+    use crate::interp::ops::BinOp::*;
     let Value::Scalar(z) = z else { return false };
-    let probes: Vec<Scalar> = match *z {
-        Scalar::Bool(_) => vec![Scalar::Bool(false), Scalar::Bool(true)],
-        Scalar::Char(_) => vec![Scalar::Char(0), Scalar::Char(65), Scalar::Char(200)],
-        Scalar::Int(t, _) => {
-            [0, 1, 7, -1, -100].iter().map(|v| crate::interp::ops::convert(Scalar::Int(BaseType::Int, *v), t)).collect()
-        }
-        Scalar::Float(_) => vec![Scalar::Float(1.5), Scalar::Float(-2.0), Scalar::Float(0.0)],
-        Scalar::Double(_) => vec![Scalar::Double(1.5), Scalar::Double(-2.0), Scalar::Double(0.0)],
+    // `acc op z == acc` for every accumulator: the right identities, exactly
+    // (a few probes once let `x % 1000` pass, which changes 3000).
+    let (zero, one) = match *z {
+        Scalar::Int(_, v) => (v == 0, v == 1),
+        Scalar::Float(v) => (v == 0.0, v == 1.0),
+        Scalar::Double(v) => (v == 0.0, v == 1.0),
+        Scalar::Bool(b) => return matches!((op, b), (Or | BitOr | BitXor, false) | (And | BitAnd, true)),
+        Scalar::Char(_) => return false,
     };
-    probes.into_iter().all(|x| crate::interp::ops::scalar_binop(op, x, *z).is_ok_and(|r| r == x))
+    let int = matches!(z, Scalar::Int(..));
+    match op {
+        // `acc + 0.0` is `acc` (never -0.0: the accumulator starts at 0.0).
+        Add | Sub => zero,
+        Mul | Div => one,
+        BitOr | BitXor | Shl | Shr => int && zero,
+        _ => false,
+    }
 }
 
 fn apply(f: &mut Function, body: &mut Block, t: &Target) {

@@ -40,6 +40,7 @@ pub const PASS: Pass = Pass {
 };
 
 fn run(m: &mut Module, cx: &mut PassCx) {
+    let effectful = util::effectful_functions(m);
     cx.each_function(m, |f, cx| {
         let consts = util::constants(f);
         let mut fused = 0;
@@ -53,7 +54,7 @@ fn run(m: &mut Module, cx: &mut PassCx) {
                 read_filters.insert(args[0]);
             }
         });
-        let cx_ = Ctx { consts: &consts, read_filters: &read_filters };
+        let cx_ = Ctx { consts: &consts, read_filters: &read_filters, effectful: &effectful };
         block(&mut f.body, &cx_, &mut fused, &mut remarks);
         for (span, msg) in remarks {
             cx.remark(RemarkKind::Applied, &name, span, msg);
@@ -65,6 +66,8 @@ fn run(m: &mut Module, cx: &mut PassCx) {
 struct Ctx<'a> {
     consts: &'a HashMap<ValueId, Value>,
     read_filters: &'a HashSet<ValueId>,
+    /// Per function: whether calling it may print (`util::effectful_functions`).
+    effectful: &'a [bool],
 }
 
 fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Span>, String)>) {
@@ -93,10 +96,7 @@ fn block(b: &mut Block, cx: &Ctx, fused: &mut u64, remarks: &mut Vec<(Option<Spa
                         .zip(&s.defs)
                         .any(|(o, d)| matches!(o, WithOp::Filter { .. }) && cx.read_filters.contains(d))
                 };
-                if !read_filter(&b.stmts[i])
-                    && !read_filter(&b.stmts[j])
-                    && fusible(&b.stmts, i, j, cx.consts, &mut facts)
-                {
+                if !read_filter(&b.stmts[i]) && !read_filter(&b.stmts[j]) && fusible(&b.stmts, i, j, cx, &mut facts) {
                     let first = b.stmts.remove(i);
                     let second = &mut b.stmts[j - 1];
                     merge(first, second);
@@ -128,21 +128,34 @@ struct Facts {
     body_may_fail: bool,
 }
 
+/// Whether the operation prints or calls a function (that may print),
+/// itself or in its nested blocks, or folds with a function that may print.
+fn effect_anywhere(s: &Stmt, effectful: &[bool]) -> bool {
+    let prints = |g: FuncId| effectful.get(g.0 as usize).copied().unwrap_or(true);
+    let here = |t: &Stmt| {
+        matches!(&t.op, Op::Prim { prim, .. } if prim.has_effect())
+            || matches!(t.op, Op::Call { .. })
+            || matches!(&t.op, Op::With(w) if w.ops.iter().any(|o| matches!(o,
+                WithOp::Fold { fun, .. } | WithOp::Scan { fun, .. } if fun.callee().is_some_and(prints))))
+    };
+    let mut effect = here(s);
+    s.op.walk_blocks(&mut |b| b.walk(&mut |t| effect |= here(t)));
+    effect
+}
+
 impl Facts {
-    fn of(s: &Stmt) -> Facts {
+    fn of(s: &Stmt, effectful: &[bool]) -> Facts {
         let (mut prints, mut body_may_fail) = (false, false);
         if let Op::With(w) = &s.op {
+            // A fold function that prints would interleave its output too.
+            prints = effect_anywhere(s, effectful);
             for part in &w.parts {
-                part.body.walk(&mut |t| {
-                    prints |=
-                        matches!(&t.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(t.op, Op::Call { .. })
-                });
                 body_may_fail |= util::block_may_fail(&part.body);
             }
         }
         Facts {
             uses: util::free_uses(s),
-            effect: matches!(&s.op, Op::Prim { prim, .. } if prim.has_effect()) || matches!(s.op, Op::Call { .. }),
+            effect: effect_anywhere(s, effectful),
             may_fail: util::may_fail(&s.op),
             prints,
             body_may_fail,
@@ -151,8 +164,8 @@ impl Facts {
 }
 
 /// Statement `k`'s facts, found on first use.
-fn facts_of<'f>(facts: &'f mut [Option<Facts>], stmts: &[Stmt], k: usize) -> &'f Facts {
-    facts[k].get_or_insert_with(|| Facts::of(&stmts[k]))
+fn facts_of<'f>(facts: &'f mut [Option<Facts>], stmts: &[Stmt], k: usize, effectful: &[bool]) -> &'f Facts {
+    facts[k].get_or_insert_with(|| Facts::of(&stmts[k], effectful))
 }
 
 fn same_value(a: ValueId, b: ValueId, consts: &HashMap<ValueId, Value>) -> bool {
@@ -163,7 +176,8 @@ fn same_value(a: ValueId, b: ValueId, consts: &HashMap<ValueId, Value>) -> bool 
         }
 }
 
-fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>, facts: &mut [Option<Facts>]) -> bool {
+fn fusible(stmts: &[Stmt], i: usize, j: usize, cx: &Ctx, facts: &mut [Option<Facts>]) -> bool {
+    let consts = cx.consts;
     let (Op::With(a), Op::With(b)) = (&stmts[i].op, &stmts[j].op) else { return false };
     if a.parts.len() != b.parts.len() || a.parts.is_empty() || a.first_match != b.first_match {
         return false;
@@ -186,19 +200,19 @@ fn fusible(stmts: &[Stmt], i: usize, j: usize, consts: &HashMap<ValueId, Value>,
         }
     }
     // Printing in bodies would interleave differently.
-    if facts_of(facts, stmts, i).prints || facts_of(facts, stmts, j).prints {
+    if facts_of(facts, stmts, i, cx.effectful).prints || facts_of(facts, stmts, j, cx.effectful).prints {
         return false;
     }
     // The second must not read the first.
     let first_defs = &stmts[i].defs;
     let reads_first = |f: &Facts| first_defs.iter().any(|d| f.uses.contains(d));
-    if reads_first(facts_of(facts, stmts, j)) {
+    if reads_first(facts_of(facts, stmts, j, cx.effectful)) {
         return false;
     }
     // The first moves down past what lies between.
-    let a_may_fail = facts_of(facts, stmts, i).body_may_fail;
+    let a_may_fail = facts_of(facts, stmts, i, cx.effectful).body_may_fail;
     for k in i + 1..j {
-        let s = facts_of(facts, stmts, k);
+        let s = facts_of(facts, stmts, k, cx.effectful);
         if reads_first(s) || s.effect || (a_may_fail && s.may_fail) {
             return false;
         }

@@ -119,11 +119,18 @@ impl Ive<'_> {
                             other => other.frame_operand().map(|s| self.reader.vector(s)),
                         })
                         .flatten();
-                    // The frame's shape value (rank-generic REUSE compares values).
-                    let frame_value: Option<ValueId> = w.ops.iter().find_map(|op| match op {
-                        WithOp::Modarray { array } => self.shapes.get(array).copied(),
-                        other => other.frame_operand(),
-                    });
+                    // The frame's shape value (rank-generic REUSE compares
+                    // values): of the same first operator with a frame, none
+                    // where its shape value is not known (a later operator's
+                    // frame may differ).
+                    let frame_value: Option<ValueId> = w
+                        .ops
+                        .iter()
+                        .find_map(|op| match op {
+                            WithOp::Modarray { array } => Some(self.shapes.get(array).copied()),
+                            other => other.frame_operand().map(Some),
+                        })
+                        .flatten();
                     for p in &mut w.parts {
                         let n = self.reader.vector(p.lower).map(|v| v.len());
                         let dense = p.step.is_none() && p.width.is_none();

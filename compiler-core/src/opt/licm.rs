@@ -50,12 +50,23 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     });
 }
 
-/// Whether a statement can neither fail nor have an effect (nested ones included).
-fn total(op: &Op) -> bool {
+/// Whether a statement can neither fail nor have an effect (nested ones
+/// included) wherever it runs. An element-wise operation on two arrays relies
+/// on the `same_shape` check before it, which may stay (checks leave no
+/// `while` loop): only one on arrays of one static shape moves. A matrix
+/// product's selections may be proven by the loop's condition (`bce`
+/// assumes it in the body): it stays.
+fn total(f: &Function, op: &Op) -> bool {
     match op {
         Op::Const(_) | Op::Array(_) => true,
+        Op::Prim { prim: Prim::MatMul, .. } => false,
+        Op::Prim { prim: prim @ (Prim::Bin(_) | Prim::Math(_)), args, .. } if args.len() == 2 => {
+            let (x, y) = (f.ty(args[0]).shape.clone(), f.ty(args[1]).shape.clone());
+            let shapes_agree = x.is_scalar() || y.is_scalar() || (x.extents().is_some() && x.extents() == y.extents());
+            shapes_agree && !util::prim_may_fail(prim)
+        }
         Op::Prim { prim, .. } => !util::prim_may_fail(prim) && !prim.has_effect(),
-        Op::If { then_block, else_block, .. } => total_block(then_block) && total_block(else_block),
+        Op::If { then_block, else_block, .. } => total_block(f, then_block) && total_block(f, else_block),
         _ => false,
     }
 }
@@ -79,17 +90,17 @@ pub(super) fn component_of_vector(
 
 /// An `if` that only runs checks (what a guarded move out of an inner part
 /// leaves): it moves like a check.
-fn guarded_checks(op: &Op) -> bool {
+fn guarded_checks(f: &Function, op: &Op) -> bool {
     let Op::If { then_block, else_block, .. } = op else { return false };
     let only_checks = |b: &Block| {
         b.yields.is_empty()
-            && b.stmts.iter().all(|s| matches!(s.op, Op::Check(_)) || total(&s.op) || guarded_checks(&s.op))
+            && b.stmts.iter().all(|s| matches!(s.op, Op::Check(_)) || total(f, &s.op) || guarded_checks(f, &s.op))
     };
     only_checks(then_block) && only_checks(else_block)
 }
 
-fn total_block(b: &Block) -> bool {
-    b.stmts.iter().all(|s| total(&s.op))
+fn total_block(f: &Function, b: &Block) -> bool {
+    b.stmts.iter().all(|s| total(f, &s.op))
 }
 
 fn block(
@@ -114,12 +125,18 @@ fn block(
             }
             Op::With(w) => {
                 let single = w.parts.len() == 1;
-                for p in &mut w.parts {
+                // A later part may run nowhere: a tensor comprehension's
+                // earlier parts may cover it, a `foldfix` may stop before.
+                let later_may_not_run =
+                    w.first_match || w.ops.iter().any(|o| matches!(o, WithOp::Fold { fixpoint: Some(_), .. }));
+                for (pi, p) in w.parts.iter_mut().enumerate() {
                     let mut bound: HashSet<ValueId> = HashSet::default();
                     bound.extend(p.index);
                     bound.extend(p.scalars.iter().flatten());
                     bound.extend(p.offset);
-                    let how = if nonempty(p, consts) {
+                    let how = if pi > 0 && later_may_not_run {
+                        CheckMove::No
+                    } else if nonempty(p, consts) {
                         CheckMove::Plain
                     } else if single
                         && p.step.is_none()
@@ -188,7 +205,7 @@ fn guard(f: &mut Function, moved: Vec<Stmt>, how: CheckMove, span: crate::span::
     // (none for rank 0: the one index always runs).
     let mut empty: Option<Option<ValueId>> = None;
     for mut s in moved {
-        if !matches!(s.op, Op::Check(_)) && !guarded_checks(&s.op) {
+        if !matches!(s.op, Op::Check(_)) && !guarded_checks(f, &s.op) {
             out.push(s);
             continue;
         }
@@ -252,10 +269,10 @@ fn hoist(
 ) {
     let movable = |op: &Op| match how {
         CheckMove::No => false,
-        CheckMove::Plain => matches!(op, Op::Check(_)) || guarded_checks(op),
+        CheckMove::Plain => matches!(op, Op::Check(_)) || guarded_checks(f, op),
         CheckMove::Guarded { .. } => {
             matches!(op, Op::Check(CheckOp { check: Check::Assert(_) | Check::InBounds { .. }, .. }))
-                || guarded_checks(op)
+                || guarded_checks(f, op)
         }
     };
     let mut inside: HashSet<ValueId> = bound.clone();
@@ -265,7 +282,7 @@ fn hoist(
     for s in stmts {
         let invariant = !util::reads_any(&s, &inside);
         let is_check = movable(&s.op);
-        if invariant && (total(&s.op) || component_of_vector(f, consts, &s.op)) {
+        if invariant && (total(f, &s.op) || component_of_vector(f, consts, &s.op)) {
             *hoisted += 1;
             out.push(s);
             continue;

@@ -262,8 +262,19 @@ fn genarray_candidate(
     found
 }
 
-/// Whether every read of `a` inside the with-loop is at the index being written.
+/// Whether every read of `a` inside the with-loop is at the index being
+/// written, and written by no other part: parts may overlap (the later one
+/// wins), and a part reading `a[iv]` after another wrote `iv` into the shared
+/// buffer would read the new element.
 fn read_only_at_written_index(w: &With, a: ValueId, reader: &Reader) -> bool {
+    let reads_a = |p: &Part| {
+        let mut found = false;
+        p.body.walk(&mut |s| found |= s.op.operands().contains(&a));
+        found
+    };
+    if w.parts.len() > 1 && w.parts.iter().any(reads_a) && !parts_disjoint(w, reader) {
+        return false;
+    }
     w.parts.iter().all(|p| {
         let mut ok = true;
         p.body.walk(&mut |s| {
@@ -279,5 +290,29 @@ fn read_only_at_written_index(w: &With, a: ValueId, reader: &Reader) -> bool {
             };
         });
         ok
+    })
+}
+
+/// Whether no two parts of `w` share an index (their boxes, steps and widths
+/// aside, are proven apart along some axis).
+fn parts_disjoint(w: &With, reader: &Reader) -> bool {
+    use index::Order as _;
+    let facts = index::Facts::default();
+    let known = index::Known { reader, facts: &facts };
+    let boxes: Option<Vec<(Vec<index::Affine>, Vec<index::Affine>)>> =
+        w.parts.iter().map(|p| Some((reader.vector(p.lower)?, reader.vector(p.upper)?))).collect();
+    let Some(boxes) = boxes else { return false };
+    // `x <= y` for certain.
+    let at_most = |x: &index::Affine, y: &index::Affine| known.range(&y.sub(x)).0.is_some_and(|lo| lo >= 0);
+    boxes.iter().enumerate().all(|(i, (lo_i, hi_i))| {
+        boxes[i + 1..].iter().all(|(lo_j, hi_j)| {
+            lo_i.len() == lo_j.len()
+                && (0..lo_i.len()).any(|d| {
+                    at_most(&hi_i[d], &lo_j[d])
+                        || at_most(&hi_j[d], &lo_i[d])
+                        || at_most(&hi_i[d], &lo_i[d])
+                        || at_most(&hi_j[d], &lo_j[d])
+                })
+        })
     })
 }

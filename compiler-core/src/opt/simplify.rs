@@ -376,14 +376,18 @@ impl Simplify {
                         let (x, y) = (args[0], args[1]);
                         // With scalar extension the result has the array's shape;
                         // two arrays have equal shapes (or the operation failed).
+                        // An operand of unknown rank may be a scalar at run time
+                        // (`int[*]`): only one of rank 1 or more gives its shape.
+                        let array = |v: ValueId| f.ty(v).shape.min_rank() >= 1;
                         match (f.ty(x).shape.is_scalar(), f.ty(y).shape.is_scalar()) {
                             (true, _) => like(y),
                             (false, true) => like(x),
                             (false, false) => {
-                                match (self.shape_src.get(&x).cloned(), self.shape_src.get(&y).cloned()) {
+                                let src = |v: ValueId| array(v).then(|| like(v)).flatten();
+                                match (src(x), src(y)) {
                                     (Some(a @ ShapeSrc::Value(_)), _) | (_, Some(a @ ShapeSrc::Value(_))) => Some(a),
-                                    (Some(a), _) => Some(a),
-                                    (None, _) => like(x),
+                                    (Some(a), _) | (None, Some(a)) => Some(a),
+                                    (None, None) => None,
                                 }
                             }
                         }
@@ -425,7 +429,7 @@ impl Simplify {
                                     || w.cells[k].as_ref().is_some_and(|c| c.shape.is_scalar()));
                             if cell_scalar {
                                 self.shape_src.insert(d, ShapeSrc::Value(*shape));
-                            } else if let Some(cell) = self.invariant_cell_pieces(w, k) {
+                            } else if let Some(cell) = self.invariant_cell_pieces(f, w, k) {
                                 let ps = pieces([(0, *shape)].into_iter().chain(cell.iter().copied()));
                                 self.shape_src.insert(d, ShapeSrc::Pieces(ps));
                             }
@@ -1402,7 +1406,7 @@ impl Simplify {
 
     /// The shape of operator `k`'s cells, when every part yields cells whose
     /// shape pieces are the same values, defined outside the with-loop.
-    fn invariant_cell_pieces(&self, w: &With, k: usize) -> Option<std::rc::Rc<[(usize, ValueId)]>> {
+    fn invariant_cell_pieces(&self, f: &Function, w: &With, k: usize) -> Option<std::rc::Rc<[(usize, ValueId)]>> {
         let mut inside = crate::HashSet::default();
         for p in &w.parts {
             inside.extend(util::defined_in(&p.body));
@@ -1418,7 +1422,51 @@ impl Simplify {
             }
             found = Some(ps);
         }
+        // Where no index runs the cells are the default's: it must have the
+        // same shape (`genarray([n], d)` with `n = 0` has `d`'s cells).
+        if let WithOp::Genarray { default: Some(d), .. } = &w.ops[k]
+            && let Some(found) = &found
+        {
+            let same = self.pieces(*d).is_some_and(|ps| {
+                ps == *found || self.extents_of(f, &ps).is_some_and(|x| Some(x) == self.extents_of(f, found))
+            });
+            if !same {
+                return None;
+            }
+        }
         found
+    }
+
+    /// The extents a shape given as pieces lists, each as a constant or as
+    /// component `j` of a vector value (`sel([j], v)` read so), where every
+    /// piece has a known length: two lists alike are equal shapes.
+    fn extents_of(&self, f: &Function, ps: &[(usize, ValueId)]) -> Option<Vec<(Option<ValueId>, i64)>> {
+        let mut out = Vec::new();
+        for &(d, v) in ps {
+            let v = self.resolve(v);
+            let n = crate::sema::prim_ty::vector_len(f.ty(v))?;
+            for j in d..n {
+                let comp = match (self.konst(v).and_then(util::int_vec), self.defs.get(&v)) {
+                    (Some(c), _) => (None, c[j]),
+                    (None, Some(Def::Array(items))) => {
+                        let x = self.resolve(*items.get(j)?);
+                        match (self.konst(x).and_then(util::int_scalar), self.defs.get(&x)) {
+                            (Some(c), _) => (None, c),
+                            (None, Some(Def::Prim(Prim::Sel, a))) if a.len() == 2 => {
+                                match self.konst(a[0]).and_then(util::int_vec).as_deref() {
+                                    Some(&[c]) => (Some(self.resolve(a[1])), c),
+                                    _ => (Some(x), -1),
+                                }
+                            }
+                            _ => (Some(x), -1),
+                        }
+                    }
+                    _ => (Some(v), j as i64),
+                };
+                out.push(comp);
+            }
+        }
+        Some(out)
     }
 
     /// `s` (a `shape`) replaced by the shape given as pieces.

@@ -251,7 +251,12 @@ fn plan(
 /// before the others wrote theirs (a Floyd–Warshall step's column `k`), moving
 /// a cache line of each row between cores at every step.
 fn row_read(w: &With, read: &SliceRead) -> bool {
-    w.parts.len() == 1 && read.frame_rank >= 2 && matches!(read.axes[..], [(0, _)])
+    // `i` must be the read's first component (`a[[k, i]]` reads row `k`,
+    // which another row's cells may already have written).
+    w.parts.len() == 1
+        && read.frame_rank >= 2
+        && matches!(read.axes[..], [(0, _)])
+        && matches!(read.index.first(), Some(Component::Index(0)))
 }
 
 /// A read `sel(index, a)` in part `p` that a snapshot can serve, if it is one.

@@ -228,6 +228,11 @@ pub fn stencil(f: &Function, facts: &Facts, s: &Stmt) -> Option<Stencil> {
     if w.first_match || w.parts.len() != 1 || w.ops.as_slice() != [WithOp::Modarray { array: a }] {
         return None;
     }
+    // The steps of a tile run on one copy of the step's environment: a step
+    // reading the counter (`… + k`) would see the first step's.
+    if util::free_uses(step).contains(&counter_v) {
+        return None;
+    }
     let part = &w.parts[0];
     if part.step.is_some() || part.width.is_some() {
         return None;

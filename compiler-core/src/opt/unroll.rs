@@ -127,16 +127,18 @@ fn indices(p: &Part, consts: &HashMap<ValueId, Value>, max: usize) -> Option<Vec
     }
     let mut axes: Vec<Vec<i64>> = Vec::with_capacity(n);
     for d in 0..n {
+        // Block by block (`[0] <= iv < [2000000000] step [1000000000]` has
+        // two indices: walking every integer took seconds).
         let mut c = Vec::new();
-        let mut i = lo[d];
-        while i < hi[d] {
-            if (i - lo[d]) % step[d] < width[d] {
+        let mut start = lo[d];
+        while start < hi[d] {
+            for i in (start..start + width[d].min(step[d])).take_while(|&i| i < hi[d]) {
                 c.push(i);
                 if c.len() > max {
                     return None;
                 }
             }
-            i += 1;
+            start += step[d];
         }
         axes.push(c);
     }

@@ -602,8 +602,11 @@ fn shaped_like_at(
                     (true, true) => false,
                     (true, false) => like(b),
                     (false, true) => like(a),
-                    // Two arrays have equal shapes (or the operation failed).
-                    (false, false) => like(a) || like(b),
+                    // Two arrays have equal shapes (or the operation failed);
+                    // one of unknown rank may be a scalar at run time.
+                    (false, false) => {
+                        (f.ty(a).shape.min_rank() >= 1 && like(a)) || (f.ty(b).shape.min_rank() >= 1 && like(b))
+                    }
                 }
             }
             _ => false,

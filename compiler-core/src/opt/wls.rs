@@ -82,7 +82,11 @@ fn inner_with(p: &Part) -> Option<(&Stmt, &With)> {
     let y = *p.body.yields.first()?;
     let s = p.body.stmts.iter().find(|s| s.defs.first() == Some(&y))?;
     match &s.op {
-        Op::With(w) if w.ops.len() == 1 && matches!(w.ops[0], WithOp::Genarray { .. }) => Some((s, w)),
+        // Not a tensor comprehension's (`first_match`: its first covering
+        // part wins; spliced into the outer with-loop, the last would).
+        Op::With(w) if w.ops.len() == 1 && matches!(w.ops[0], WithOp::Genarray { .. }) && !w.first_match => {
+            Some((s, w))
+        }
         _ => None,
     }
 }
