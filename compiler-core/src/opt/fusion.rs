@@ -21,8 +21,10 @@
 //! Conditions: the same number of parts with the same bounds, steps and widths
 //! (equal values or equal constants) and the same `first_match`; the second does
 //! not read the first; what lies between them cannot fail or print (the first
-//! moves down to the second) and does not read the first's results; neither has
-//! printing in its body; neither is a filter whose length is taken (a loop over
+//! moves down to the second) and does not read the first's results (a
+//! with-loop or branch printing or calling anywhere inside counts as
+//! printing); neither has printing in its body or a fold function that may
+//! print; neither is a filter whose length is taken (a loop over
 //! its result, which `filterfusion` fuses into it instead).
 
 use crate::{HashMap, HashSet};

@@ -5,7 +5,10 @@
 //! statements that cannot fail and have no effect move (moving a failing one out
 //! of a loop that may not run at all would make the program fail): constants,
 //! array literals, total primitives, and `if`s and with-loops made only of such
-//! statements.
+//! statements. An element-wise operation on two arrays is total only where
+//! both have one static shape (elsewhere it relies on the `same_shape` check
+//! before it, which may have to stay); the runtime's matrix product never
+//! moves (`bce` may have proven its selections with the loop's condition).
 //!
 //! ```text
 //! %9 = with {                                %c = const [10]
@@ -18,7 +21,9 @@
 //! Checks that do not depend on the loop move too, out of `do`-loops (which run
 //! at least once) and with-loop parts whose index set is statically non-empty,
 //! when nothing before them in the body can fail — the check then fails at the
-//! same point in the program as before, once instead of per iteration. Out of
+//! same point in the program as before, once instead of per iteration (not out
+//! of a later part of a tensor comprehension, which earlier parts may cover,
+//! or of a `foldfix`, which may stop before it). Out of
 //! the only part of a with-loop over a symbolic index set, an invariant
 //! `assert(c)` moves guarded: `assert(lower >= upper || c)` (component-wise
 //! `||`), so an empty with-loop still does not fail — L0's zip-size assertions

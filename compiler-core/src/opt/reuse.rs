@@ -7,7 +7,8 @@
 //! * A `modarray(a)` with-loop, or a `genarray` with-loop over `a`'s shape and
 //!   element type that one part covers (the back end clears the cells no part
 //!   writes before the parts run), reuses `a` (`reuse %a`) when `a` is dead afterwards and the
-//!   with-loop reads `a` only at the index it writes (so no element is read after
+//!   with-loop reads `a` only at the index it writes, in parts proven not to
+//!   overlap where there are several (so no element is read after
 //!   it has been overwritten; `snapshot` copies what it reads elsewhere first,
 //!   and itself gives the buffer to a with-loop whose other reads stay in the
 //!   row being computed, which the back end reads when the row starts).

@@ -47,7 +47,9 @@
 //! other expressions of the index (`a[i - 1, j]`: a stencil, which keeps
 //! writing a fresh buffer) and frames of fewer than [`MIN_FRAME`] elements
 //! leave the with-loop as it is; row reads need the with-loop to have one part
-//! (a second part could have written the row already). The copies pay off
+//! (a second part could have written the row already) and the row's index as
+//! the read's first component (`a[[k, i]]` reads row `k`, which rows before
+//! it have written). The copies pay off
 //! only when `reuse` then takes the buffer (it runs later in the same stage,
 //! and with it switched off this pass does nothing; a caller still holding the
 //! array makes the back end copy anyway).

@@ -43,7 +43,9 @@
 //! in bounds, no integer division, no call, no nested loop or with-loop)
 //! and reads the array only at the offset shifted by constants or by
 //! offsets of constant indices in its shape (`vect2offset(shape(a), [-1, 0])`:
-//! generic code's neighbours, a row each way whatever the extents). The
+//! generic code's neighbours, a row each way whatever the extents), and does
+//! not read the counter (a tile's steps share one copy of the step's
+//! environment: `… + k` would read the first step's `k`). The
 //! rows a step reads either side follow from those (a constant shift of `k`
 //! elements in rows of `n` counts as `k / n` rows, rounded up). Counter
 //! `loops_tiled`, a remark per loop.

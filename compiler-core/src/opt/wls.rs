@@ -20,7 +20,8 @@
 //! Conditions: the outer with-loop has one `genarray` operator whose parts cover
 //! its whole frame (so the inner default also stands for what no part
 //! computes); each outer part yields an inner single-`genarray` with-loop
-//! defined in it, used for nothing else, with bounds and shape not depending on
+//! defined in it (not a tensor comprehension's, whose first covering part
+//! wins where the outer with-loop's last would), used for nothing else, with bounds and shape not depending on
 //! the outer index and equal across parts; apart from that with-loop, an outer
 //! part computes at most a few cheap scalars (they are recomputed per inner
 //! index); steps and widths are not supported.
