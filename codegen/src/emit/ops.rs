@@ -519,10 +519,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
     }
 
     /// `x + y` / `x - y` on `int` scalars where one operand is an offset or
-    /// index component with an exact `i64` form (see [`Fx::wide`]): computed
-    /// in `i64` (`nsw`: both operands are sign-extended `i32`s or such sums,
-    /// far from overflowing), recorded as `d`'s wide form, and truncated for
-    /// its `int` value (the same bits as the wrapping `i32` operation).
+    /// index component with an exact `i64` form (see [`Fx::wide`]) and the
+    /// other small (a constant below 2^24, an array's extent, such a value
+    /// less another, a wide form): computed in `i64` (`nsw`: far from
+    /// overflowing), recorded as `d`'s wide form, and truncated for its `int`
+    /// value (the same bits as the wrapping `i32` operation, as long as the
+    /// exact sum fits an `int`, which indices into arrays of fewer than 2^31
+    /// elements shifted by such values do).
     fn wide_sum(
         &mut self,
         fx: &mut Fx<'ctx, 'a>,
@@ -538,6 +541,39 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             return Ok(None);
         }
         if !args.iter().any(|a| fx.wide.contains_key(a)) {
+            return Ok(None);
+        }
+        // The exact sum is the `int` the program computes only where it
+        // fits: the other operand must be small (a constant below 2^24, an
+        // extent of an array, another such sum), not any `int` (`i + n` with
+        // `n = 2147483647` twice wraps back to `i`, and the exact sum read 2^32
+        // elements away).
+        fn bounded(fx: &Fx<'_, '_>, v: ValueId, depth: usize) -> bool {
+            use compiler_core::opt::index::Def;
+            if fx.wide.contains_key(&v) {
+                return true;
+            }
+            let small = |c: &compiler_core::interp::value::Value| {
+                c.as_int_vec().is_some_and(|c| c.len() == 1 && c[0].abs() < 1 << 24)
+            };
+            if let Some(c) = fx.consts.get(&v) {
+                return small(c);
+            }
+            match fx.defs.get(&v) {
+                Some(Def::Const(c)) => small(c),
+                Some(Def::Prim(Prim::Sel | Prim::IdxSel, a)) if a.len() == 2 => {
+                    matches!(fx.defs.get(&a[1]), Some(Def::Prim(Prim::Shape, _))) || fx.shape_views.contains_key(&a[1])
+                }
+                Some(Def::Prim(Prim::Dim | Prim::Size, _)) => true,
+                // An extent less a constant (`n - 1`), and the like.
+                Some(Def::Prim(Prim::Bin(BinOp::Add | BinOp::Sub), a)) if a.len() == 2 && depth < 2 => {
+                    a.iter().all(|x| bounded(fx, *x, depth + 1))
+                }
+                Some(Def::Prim(Prim::Un(UnOp::Neg), a)) if a.len() == 1 && depth < 2 => bounded(fx, a[0], depth + 1),
+                _ => false,
+            }
+        }
+        if !args.iter().all(|a| bounded(fx, *a, 0)) {
             return Ok(None);
         }
         let x = self.index_i64(fx, args[0])?;

@@ -175,6 +175,12 @@ impl<'p> Interp<'p> {
                     && inst.params.iter().zip(args).all(|(p, a)| a.as_ref().is_none_or(|v| p.admits(v)))
             })
             .collect();
+        // The function first: among those with an admitting instance, the
+        // ones no other is declared more specific than; then their instances.
+        let funs: Vec<FunId> = admitting.iter().map(|i| typed.instance(*i).fun).collect();
+        let program = self.program;
+        let chosen = |f: FunId| !funs.iter().any(|&g| crate::sema::infer::declared_more_specific(program, g, f));
+        let admitting: Vec<InstanceId> = admitting.into_iter().filter(|i| chosen(typed.instance(*i).fun)).collect();
         // Minimal elements: no other admitting instance is strictly more specific.
         let minimal: Vec<InstanceId> = admitting
             .iter()

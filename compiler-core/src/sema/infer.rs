@@ -124,6 +124,20 @@ fn declared(ty: &hir::Type) -> Ty {
     Ty::new(ty.elem, Shape::of_spec(&ty.shape))
 }
 
+/// Whether overload `f`'s declared parameter types are strictly more
+/// specific than `g`'s (each a subset, not all equal): a call both admit
+/// runs `f` (seed 003's dispatch picks the function by its declaration,
+/// then the function's most specific instance).
+pub(crate) fn declared_more_specific(p: &Program, f: FunId, g: FunId) -> bool {
+    if f == g {
+        return false;
+    }
+    let (a, b) = (&p.function(f).params, &p.function(g).params);
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| declared(&x.ty).subset_of(&declared(&y.ty)))
+        && !b.iter().zip(a).all(|(x, y)| declared(&x.ty).subset_of(&declared(&y.ty)))
+}
+
 fn int_scalar() -> Info {
     Info::of_type(Ty::new(Elem::Base(BaseType::Int), Shape::scalar()))
 }
@@ -389,7 +403,9 @@ impl<'a> Engine<'a> {
                 .map(InstanceId)
                 .filter(|i| candidates.contains(&self.typed.instances[i.0 as usize].fun))
                 .collect();
-            self.typed.wrappers[w].instances = most_specific_first(&self.typed.instances, members);
+            let p = self.p;
+            self.typed.wrappers[w].instances =
+                most_specific_first(&self.typed.instances, members, |f, g| declared_more_specific(p, f, g));
             self.check_wrapper_results(w);
         }
         // Instances reachable from the entries.
@@ -1487,13 +1503,26 @@ impl<'a> Engine<'a> {
 }
 
 /// `members` ordered so that every instance comes before those it is more
-/// specific than (its parameter types subsets of theirs), the lowest id first
-/// among those that may come next. "More specific" is a partial order: a
+/// specific than: an instance of a function declared more specific than
+/// another's (`fun_before`) first, else one whose parameter types are
+/// subsets of the other's (a hint's `f(int[.,.])` at [2,3] after
+/// `f(int[2,.])`, which a [2,3] argument runs), the lowest id first among
+/// those that may come next. "More specific" is a partial order: a
 /// comparison sort given it (with ids for the incomparable pairs) is not
 /// given a total order, which Rust's sort may detect and panic on.
-fn most_specific_first(instances: &[Instance], mut members: Vec<InstanceId>) -> Vec<InstanceId> {
+fn most_specific_first(
+    instances: &[Instance],
+    mut members: Vec<InstanceId>,
+    fun_before: impl Fn(FunId, FunId) -> bool,
+) -> Vec<InstanceId> {
     let more_specific = |a: InstanceId, b: InstanceId| {
         let (x, y) = (&instances[a.0 as usize], &instances[b.0 as usize]);
+        if fun_before(x.fun, y.fun) {
+            return true;
+        }
+        if fun_before(y.fun, x.fun) {
+            return false;
+        }
         let xs = x.params.iter().zip(&y.params).all(|(p, q)| p.subset_of(q));
         let ys = y.params.iter().zip(&x.params).all(|(p, q)| p.subset_of(q));
         xs && !ys
@@ -1538,7 +1567,7 @@ mod ordering_tests {
         let instances =
             vec![instance(vec![Some(2), None]), instance(vec![Some(3), None]), instance(vec![Some(2), Some(3)])];
         let ids = vec![InstanceId(0), InstanceId(1), InstanceId(2)];
-        let order = most_specific_first(&instances, ids);
+        let order = most_specific_first(&instances, ids, |_, _| false);
         assert_eq!(order, vec![InstanceId(1), InstanceId(2), InstanceId(0)]);
         let pos = |i: u32| order.iter().position(|x| x.0 == i).unwrap();
         assert!(pos(2) < pos(0), "int[2,3] must be tried before int[2,.]");
