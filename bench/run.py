@@ -1225,7 +1225,7 @@ def main():
     cpu = machine["cpu"]
     machine.update(peer_versions)
     result = dict(date=stamp, machine=machine, quick=args.quick, reps=args.reps,
-                  command="python3 bench/run.py" + (" --quick" if args.quick else ""), build=commands, rows=rows,
+                  command=" ".join(["python3", "bench/run.py"] + sys.argv[1:]), build=commands, rows=rows,
                   ablation=ablation, det_strategies=strategies, compile_seconds=dict(withloop=compile_times, jax=JAX_COMPILE))
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"{stamp}{'-quick' if args.quick else ''}"
