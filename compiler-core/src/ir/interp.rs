@@ -48,6 +48,20 @@ pub fn run(
                 _ => false,
             })
     });
+    // The entry's parameter types hold for its arguments, as compiled code
+    // checks them (an L0 `main([int] a)` given a matrix; SaC's entries are
+    // dispatch wrappers, which admit what any instance does).
+    if let Some(f) = chosen {
+        let func = module.function(f);
+        for (p, a) in func.params.iter().zip(&args) {
+            let ty = func.ty(*p);
+            let fits = ty.admits(a) || (a.base().is_some() && ty.shape.contains(a.shape()));
+            if !fits {
+                let message = format!("`{entry}` takes {ty}, not {}", describe_value(a));
+                return Some(Err(it.error(codes::NO_MATCHING_INSTANCE, message, Some(span))));
+            }
+        }
+    }
     let result = val::with_element_limit(limit, || match chosen {
         Some(f) => it.call(f, args, Some(span)),
         None => {
