@@ -606,6 +606,25 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 .into_pointer_value();
             mask = Some(m);
         }
+        // Fixpoint folds whose neutral element is already their fixpoint run
+        // no body at all (a body that would fail must not).
+        if all_fix {
+            let mut all: Option<IntValue<'ctx>> = None;
+            for st in &states {
+                if let OpState::Fold { done: Some(d), .. } = st {
+                    let v = self.b.build_load(self.ctx.bool_type(), *d, "wl.done0")?.into_int_value();
+                    all = Some(match all {
+                        None => v,
+                        Some(a) => self.b.build_and(a, v, "wl.alldone")?,
+                    });
+                }
+            }
+            if let Some(all) = all {
+                let parts = self.ctx.append_basic_block(fx.func, "wl.parts");
+                self.b.build_conditional_branch(all, end, parts)?;
+                self.b.position_at_end(parts);
+            }
+        }
         // Cold code (see `compiler_core::ir::Function::cold`) gets no chunk functions.
         let parallel = self.parallel && !fx.irf.cold && self.parallel_eligible(fx, w, &states);
         for part in &w.parts {

@@ -468,7 +468,9 @@ impl Interp<'_> {
             let n = shape_size(fs).ok_or_else(|| self.error(codes::ALLOCATION_TOO_LARGE, "frame too large", at))?;
             covered = Some(vec![false; n]);
         }
-        'parts: for part in &w.parts {
+        // Fixpoint folds already at their fixpoint run no body at all.
+        let finished = !states.is_empty() && states.iter().all(State::done);
+        'parts: for part in w.parts.iter().filter(|_| !finished) {
             let gat = self.sub_span(part.span, at);
             let generator = self.generator(frame, part, gat)?;
             if !generator.nonempty() {

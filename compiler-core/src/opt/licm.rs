@@ -23,7 +23,8 @@
 //! when nothing before them in the body can fail — the check then fails at the
 //! same point in the program as before, once instead of per iteration (not out
 //! of a later part of a tensor comprehension, which earlier parts may cover,
-//! or of a `foldfix`, which may stop before it). Out of
+//! or of any part of a `foldfix`, which may stop before it or start at its
+//! fixpoint). Out of
 //! the only part of a with-loop over a symbolic index set, an invariant
 //! `assert(c)` moves guarded: `assert(lower >= upper || c)` (component-wise
 //! `||`), so an empty with-loop still does not fail — L0's zip-size assertions
@@ -130,16 +131,17 @@ fn block(
             }
             Op::With(w) => {
                 let single = w.parts.len() == 1;
-                // A later part may run nowhere: a tensor comprehension's
-                // earlier parts may cover it, a `foldfix` may stop before.
-                let later_may_not_run =
-                    w.first_match || w.ops.iter().any(|o| matches!(o, WithOp::Fold { fixpoint: Some(_), .. }));
+                // A part may run nowhere: a tensor comprehension's later parts
+                // where earlier ones cover them; any of a `foldfix`, which may
+                // stop before it (or start at its fixpoint: no body runs).
+                let fixpoint = w.ops.iter().any(|o| matches!(o, WithOp::Fold { fixpoint: Some(_), .. }));
+                let first_match = w.first_match;
                 for (pi, p) in w.parts.iter_mut().enumerate() {
                     let mut bound: HashSet<ValueId> = HashSet::default();
                     bound.extend(p.index);
                     bound.extend(p.scalars.iter().flatten());
                     bound.extend(p.offset);
-                    let how = if pi > 0 && later_may_not_run {
+                    let how = if fixpoint || (pi > 0 && first_match) {
                         CheckMove::No
                     } else if nonempty(p, consts) {
                         CheckMove::Plain
