@@ -147,21 +147,16 @@ fn effect_anywhere(s: &Stmt, effectful: &[bool]) -> bool {
 
 impl Facts {
     fn of(s: &Stmt, effectful: &[bool]) -> Facts {
+        let effect = effect_anywhere(s, effectful);
         let (mut prints, mut body_may_fail) = (false, false);
         if let Op::With(w) = &s.op {
             // A fold function that prints would interleave its output too.
-            prints = effect_anywhere(s, effectful);
+            prints = effect;
             for part in &w.parts {
                 body_may_fail |= util::block_may_fail(&part.body);
             }
         }
-        Facts {
-            uses: util::free_uses(s),
-            effect: effect_anywhere(s, effectful),
-            may_fail: util::may_fail(&s.op),
-            prints,
-            body_may_fail,
-        }
+        Facts { uses: util::free_uses(s), effect, may_fail: util::may_fail(&s.op), prints, body_may_fail }
     }
 }
 

@@ -67,8 +67,8 @@ fn total(f: &Function, op: &Op) -> bool {
         Op::Const(_) | Op::Array(_) => true,
         Op::Prim { prim: Prim::MatMul, .. } => false,
         Op::Prim { prim: prim @ (Prim::Bin(_) | Prim::Math(_)), args, .. } if args.len() == 2 => {
-            let (x, y) = (f.ty(args[0]).shape.clone(), f.ty(args[1]).shape.clone());
-            let shapes_agree = x.is_scalar() || y.is_scalar() || (x.extents().is_some() && x.extents() == y.extents());
+            let (x, y) = (&f.ty(args[0]).shape, &f.ty(args[1]).shape);
+            let shapes_agree = x.is_scalar() || y.is_scalar() || x.extents().is_some_and(|e| y.extents() == Some(e));
             shapes_agree && !util::prim_may_fail(prim)
         }
         Op::Prim { prim, .. } => !util::prim_may_fail(prim) && !prim.has_effect(),

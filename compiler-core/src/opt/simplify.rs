@@ -152,6 +152,16 @@ struct Simplify {
     counts: Counts,
 }
 
+/// One extent of a shape, as [`Simplify::extents_of`] reads it.
+#[derive(PartialEq)]
+enum Extent {
+    Const(i64),
+    /// Component `k` of an int vector value (`sel([k], v)`, `v` built otherwise).
+    Component(ValueId, usize),
+    /// A scalar value.
+    Value(ValueId),
+}
+
 /// `s` (a primitive) applied to other arguments.
 fn with_args(s: &Stmt, args: Vec<ValueId>) -> Stmt {
     let mut t = s.clone();
@@ -1437,33 +1447,32 @@ impl Simplify {
         found
     }
 
-    /// The extents a shape given as pieces lists, each as a constant or as
-    /// component `j` of a vector value (`sel([j], v)` read so), where every
-    /// piece has a known length: two lists alike are equal shapes.
-    fn extents_of(&self, f: &Function, ps: &[(usize, ValueId)]) -> Option<Vec<(Option<ValueId>, i64)>> {
+    /// The extents a shape given as pieces lists, where every piece has a
+    /// known length: two lists alike are equal shapes.
+    fn extents_of(&self, f: &Function, ps: &[(usize, ValueId)]) -> Option<Vec<Extent>> {
         let mut out = Vec::new();
         for &(d, v) in ps {
             let v = self.resolve(v);
             let n = crate::sema::prim_ty::vector_len(f.ty(v))?;
             for j in d..n {
-                let comp = match (self.konst(v).and_then(util::int_vec), self.defs.get(&v)) {
-                    (Some(c), _) => (None, c[j]),
+                let extent = match (self.konst(v).and_then(util::int_vec), self.defs.get(&v)) {
+                    (Some(c), _) => Extent::Const(c[j]),
                     (None, Some(Def::Array(items))) => {
                         let x = self.resolve(*items.get(j)?);
                         match (self.konst(x).and_then(util::int_scalar), self.defs.get(&x)) {
-                            (Some(c), _) => (None, c),
+                            (Some(c), _) => Extent::Const(c),
                             (None, Some(Def::Prim(Prim::Sel, a))) if a.len() == 2 => {
                                 match self.konst(a[0]).and_then(util::int_vec).as_deref() {
-                                    Some(&[c]) => (Some(self.resolve(a[1])), c),
-                                    _ => (Some(x), -1),
+                                    Some(&[c]) if c >= 0 => Extent::Component(self.resolve(a[1]), c as usize),
+                                    _ => Extent::Value(x),
                                 }
                             }
-                            _ => (Some(x), -1),
+                            _ => Extent::Value(x),
                         }
                     }
-                    _ => (Some(v), j as i64),
+                    _ => Extent::Component(v, j),
                 };
-                out.push(comp);
+                out.push(extent);
             }
         }
         Some(out)
