@@ -232,6 +232,9 @@ macro_rules! paste_addr {
     (reshape) => {
         withloop_rt::wl_reshape as *const () as usize
     };
+    (check_reshape) => {
+        withloop_rt::wl_check_reshape as *const () as usize
+    };
 }
 
 runtime! {
@@ -277,6 +280,7 @@ runtime! {
     stack_frame = "wl_stack_frame"(P, P, I32, I64, P, I64, P, I64, P) -> P;
     take_cells = "wl_take_cells"(P, P, I64) -> P;
     reshape = "wl_reshape"(P, P, P, P) -> P;
+    check_reshape = "wl_check_reshape"(P, P, P, P);
     calloc = "calloc"(I64, I64) -> P;
     free = "free"(P);
 }

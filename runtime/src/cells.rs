@@ -437,6 +437,26 @@ pub unsafe extern "C" fn wl_reshape(
     out
 }
 
+/// `check reshape(shp, from)`: records the interpreter's error unless an array
+/// of shape `from` can be reshaped to `shp` (what a `reshape` whose result was
+/// dropped would have checked). Both are int vectors.
+///
+/// # Safety
+/// Valid context, location and int vectors.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_check_reshape(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    shp: *const WlArray,
+    from: *const WlArray,
+) {
+    let (shp, from) = unsafe { (crate::error::int_elements(shp), crate::error::int_elements(from)) };
+    let from: Vec<usize> = from.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(e) = compiler_core::interp::prims::reshape_error(&shp, &from) {
+        unsafe { set_error(ctx, loc, e.code.id, &e.message) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1770,6 +1770,21 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 let x = self.value(fx, *v)?;
                 self.conforms(fx, x, &have, want, c, loc)?;
             }
+            Check::Extents(v) => {
+                let sty = fx.irf.ty(*v).clone();
+                let sv = self.value(fx, *v)?.into_pointer_value();
+                let len = self.vec_len(sv, &sty)?;
+                self.for_range(fx, Trips::Few, self.const_i64(0), len, &mut |e, fx, d| {
+                    let x = e.int_elem(sv, &sty, d)?;
+                    let neg = e.b.build_int_compare(IntPredicate::SLT, x, e.const_i64(0), "neg")?;
+                    e.fail_ints_if(fx, neg, loc, c.code.id, &c.message, x, x)
+                })?;
+            }
+            Check::Reshape { shape, from } => {
+                let (sv, fv) = (self.value(fx, *shape)?, self.value(fx, *from)?);
+                self.call(self.rt.check_reshape, &[fx.ctxp.into(), loc.into(), sv.into(), fv.into()])?;
+                self.check_error(fx)?;
+            }
         }
         Ok(())
     }

@@ -271,7 +271,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     /// Fails with a message template over two numbers when `bad` holds.
     #[allow(clippy::too_many_arguments)]
-    fn fail_ints_if(
+    pub(super) fn fail_ints_if(
         &mut self,
         fx: &Fx<'ctx, 'a>,
         bad: IntValue<'ctx>,

@@ -192,24 +192,36 @@ pub fn modarray(a: &Value, index: &[i64], v: &Value) -> OpResult<Value> {
 }
 
 pub fn reshape(shp: &[i64], a: &Value) -> OpResult<Value> {
-    if let Some(d) = shp.iter().find(|&&d| d < 0) {
-        return Err(err(codes::BAD_RESHAPE, format!("reshape to a negative extent {d}")));
+    if let Some(e) = reshape_error(shp, a.shape()) {
+        return Err(e);
     }
     let shape: Vec<usize> = shp.iter().map(|&d| d as usize).collect();
-    let n = shape_size(&shape).ok_or_else(|| err(codes::ALLOCATION_TOO_LARGE, "reshape size overflows"))?;
-    if n != a.len() {
-        return Err(err(
-            codes::BAD_RESHAPE,
-            format!(
-                "cannot reshape {} elements (shape {}) to shape {} ({n} elements)",
-                a.len(),
-                shape_text(a.shape()),
-                shape_text(&shape)
-            ),
-        ));
-    }
     let elems = a.to_elems().ok_or_else(|| err(codes::RUNTIME_TYPE_MISMATCH, "cannot reshape a string"))?;
     Ok(Value::from_parts(shape, elems))
+}
+
+/// Why an array of shape `from` cannot be reshaped to `shp`, if it cannot: a
+/// negative extent, more elements than a size holds, or another number of
+/// elements. Shared by `reshape`, the IR's `check reshape` and the runtime.
+pub fn reshape_error(shp: &[i64], from: &[usize]) -> Option<OpError> {
+    if let Some(d) = shp.iter().find(|&&d| d < 0) {
+        return Some(err(codes::BAD_RESHAPE, format!("reshape to a negative extent {d}")));
+    }
+    let shape: Vec<usize> = shp.iter().map(|&d| d as usize).collect();
+    let Some(n) = shape_size(&shape) else {
+        return Some(err(codes::ALLOCATION_TOO_LARGE, "reshape size overflows"));
+    };
+    let len = from.iter().product::<usize>();
+    (n != len).then(|| {
+        err(
+            codes::BAD_RESHAPE,
+            format!(
+                "cannot reshape {len} elements (shape {}) to shape {} ({n} elements)",
+                shape_text(from),
+                shape_text(&shape)
+            ),
+        )
+    })
 }
 
 pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
@@ -223,7 +235,7 @@ pub fn structural(prim: &Prim, args: Vec<Value>) -> OpResult<Value> {
         Prim::Genarray => {
             let shp = int_vector(&args[0], "the shape")?;
             if let Some(d) = shp.iter().find(|&&d| d < 0) {
-                return Err(err(codes::INVALID_ARGUMENT, format!("genarray with a negative extent {d}")));
+                return Err(err(codes::INVALID_ARGUMENT, format!("genarray shape has a negative extent {d}")));
             }
             let mut shape: Vec<usize> = shp.iter().map(|&d| d as usize).collect();
             let copies = shape_size(&shape).ok_or_else(|| err(codes::ALLOCATION_TOO_LARGE, "array size overflows"))?;

@@ -405,6 +405,19 @@ impl Interp<'_> {
                     return Err(self.error(c.code, fill(&c.message, &describe_value(&x), ""), at));
                 }
             }
+            Check::Extents(v) => {
+                if let Some(d) = self.shape_operand(frame, *v, at)?.into_iter().find(|&d| d < 0) {
+                    return Err(self.error(c.code, fill(&c.message, &d.to_string(), ""), at));
+                }
+            }
+            Check::Reshape { shape, from } => {
+                let shp = self.shape_operand(frame, *shape, at)?;
+                let from: Vec<usize> =
+                    self.shape_operand(frame, *from, at)?.iter().map(|&d| d.max(0) as usize).collect();
+                if let Some(e) = prims::reshape_error(&shp, &from) {
+                    return Err(self.op_error(e, at));
+                }
+            }
         }
         Ok(())
     }

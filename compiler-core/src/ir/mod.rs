@@ -340,6 +340,15 @@ pub enum Check {
     Assert(ValueId),
     /// A value has a type (declared variables, results, casts).
     Conforms(ValueId, Ty),
+    /// A shape vector has no negative extent: the check of a `genarray` (with-loop
+    /// or primitive) whose result was dropped after its shape was read, so that the
+    /// program fails as the producer would have. The message has `{a}` for the
+    /// extent.
+    Extents(ValueId),
+    /// `reshape(shape, x)` is possible: `shape` has no negative extent and as many
+    /// elements as `from`, the shape of `x` (what a dropped `reshape` checked). The
+    /// message is the interpreter's (`interp::prims::reshape_error`).
+    Reshape { shape: ValueId, from: ValueId },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -485,11 +494,13 @@ impl Op {
             }
             Op::Loop { init, .. } => init.iter().for_each(|a| f(*a)),
             Op::Check(c) => match &c.check {
-                Check::SameShape(a, b) | Check::InBounds { index: a, shape: b } => {
+                Check::SameShape(a, b)
+                | Check::InBounds { index: a, shape: b }
+                | Check::Reshape { shape: a, from: b } => {
                     f(*a);
                     f(*b);
                 }
-                Check::Assert(v) | Check::Conforms(v, _) => f(*v),
+                Check::Assert(v) | Check::Conforms(v, _) | Check::Extents(v) => f(*v),
             },
             Op::With(w) => {
                 for op in &w.ops {
@@ -541,7 +552,11 @@ impl Op {
                     *index = f(*index);
                     *shape = f(*shape);
                 }
-                Check::Assert(v) | Check::Conforms(v, _) => *v = f(*v),
+                Check::Reshape { shape, from } => {
+                    *shape = f(*shape);
+                    *from = f(*from);
+                }
+                Check::Assert(v) | Check::Conforms(v, _) | Check::Extents(v) => *v = f(*v),
             },
             Op::With(w) => {
                 for op in &mut w.ops {

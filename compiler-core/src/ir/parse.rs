@@ -384,6 +384,8 @@ impl<'a> Parser<'a> {
                     ("same_shape", [a, b]) => Check::SameShape(*a, *b),
                     ("in_bounds", [i, a]) => Check::InBounds { index: *i, shape: *a },
                     ("assert", [v]) => Check::Assert(*v),
+                    ("extents", [v]) => Check::Extents(*v),
+                    ("reshape", [a, b]) => Check::Reshape { shape: *a, from: *b },
                     ("conforms", [v]) => {
                         let ty = toks
                             .iter()

@@ -274,6 +274,8 @@ impl Printer<'_> {
                     Check::InBounds { index, shape } => format!("in_bounds({}, {})", self.v(*index), self.v(*shape)),
                     Check::Assert(v) => format!("assert({})", self.v(*v)),
                     Check::Conforms(v, ty) => format!("conforms({}, {})", self.v(*v), type_text(ty)),
+                    Check::Extents(v) => format!("extents({})", self.v(*v)),
+                    Check::Reshape { shape, from } => format!("reshape({}, {})", self.v(*shape), self.v(*from)),
                 };
                 writeln!(self.out, "check {what} {} {:?}", c.code.id, c.message).ok()
             }

@@ -215,3 +215,53 @@ fn a_loop_inference_never_entered_is_left_out_though_it_shares_a_span() {
     assert_eq!(text.matches("loop while").count(), 1, "{text}");
     assert!(!text.contains("B0001"), "{text}");
 }
+
+/// A dead `genarray` or `reshape` leaves the check of its shape in its place
+/// (a constant shape needs none); the checks print, parse back and fail as
+/// the producers would.
+#[test]
+fn dead_producers_leave_their_shape_checks() {
+    let text = "fn main() -> (int)  [instance main]
+{
+  %0: int = const -2
+  %1: int[2] = const [4, 1]
+  %2: int[6] = const [1, 2, 3, 4, 5, 6]
+  %3: int[2] = array [%0, %0]
+  %4: int[.,.] = prim genarray(%3, %0)
+  %5: int[2] = const [2, 2]
+  %6: int[2,2] = prim genarray(%5, %0)
+  %7: int[.,.] = prim reshape(%1, %2)
+  return %0
+}
+
+entry main = main
+";
+    let mut sources = SourceMap::new();
+    let file = sources.add("test.ir", text, FileKind::User);
+    let mut m = parse::parse_module(text, Span::new(file, 0, 0)).unwrap();
+    let only_dce = PipelineOptions {
+        verify: true,
+        disabled: opt::pass_names().into_iter().filter(|n| *n != "dce").map(String::from).collect(),
+        ..Default::default()
+    };
+    opt::optimise(&mut m, &sources, &only_dce).unwrap();
+    let after = print::module_text(&m);
+    assert!(after.contains("check extents(%3) R0013"), "{after}");
+    assert!(after.contains("= prim shape(%2)") && after.contains("check reshape(%1, %"), "{after}");
+    assert!(!after.contains("prim genarray") && !after.contains("extents(%5)"), "{after}");
+    let again = parse::parse_module(&after, Span::new(file, 0, 0)).unwrap();
+    assert_eq!(print::module_text(&again), after);
+    let run = |m: &Module| {
+        interp::run(m, &sources, "main", Vec::<Value>::new(), RunOptions::default(), &mut |_| {})
+            .unwrap()
+            .map_err(|e| (e.code.id, e.message))
+    };
+    let message = "genarray shape has a negative extent -2".to_string();
+    assert_eq!(run(&m), Err(("R0013", message)));
+    // Without the genarray, the reshape's check fails with the interpreter's message.
+    let fine = text.replace("%0: int = const -2", "%0: int = const 2");
+    let mut m = parse::parse_module(&fine, Span::new(file, 0, 0)).unwrap();
+    opt::optimise(&mut m, &sources, &only_dce).unwrap();
+    let message = "cannot reshape 6 elements (shape [6]) to shape [4,1] (4 elements)";
+    assert_eq!(run(&m), Err(("R0005", message.to_string())));
+}

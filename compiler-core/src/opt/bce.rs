@@ -392,6 +392,19 @@ impl<'r> Walk<'_, 'r> {
                         }
                     }
                 }
+                Op::Check(CheckOp { check: Check::Extents(v), .. }) => {
+                    // Every extent of a shape vector at least 0 over the
+                    // enclosing parts (a dropped `genarray`'s check).
+                    let ord = Known { reader, facts: &self.known };
+                    let nonnegative = |c: &Affine| {
+                        extremes(reader, ranges, self.choices, c, 0).is_some_and(|(lo, _)| {
+                            lo.as_const().is_some_and(|x| x >= 0) || ord.range(&lo).0.is_some_and(|x| x >= 0)
+                        })
+                    };
+                    if reader.vector(*v).is_some_and(|comps| comps.iter().all(nonnegative)) {
+                        self.checks.insert(s);
+                    }
+                }
                 Op::Check(CheckOp { check: Check::SameShape(a, b), .. }) => {
                     // From here on (in this block) the shapes are equal, component by
                     // component: a passed check of vectors of one known length (the
@@ -665,7 +678,9 @@ fn rewrite(
     unchecked: &mut u64,
 ) {
     b.stmts.retain(|s| match &s.op {
-        Op::Check(CheckOp { check: Check::InBounds { .. }, .. }) if checks.contains(&(s as *const Stmt)) => {
+        Op::Check(CheckOp { check: Check::InBounds { .. } | Check::Extents(_), .. })
+            if checks.contains(&(s as *const Stmt)) =>
+        {
             *removed += 1;
             false
         }

@@ -62,6 +62,8 @@ enum CheckKey {
     InBounds,
     Assert,
     Conforms(Ty),
+    Extents,
+    Reshape,
 }
 
 struct Cse {
@@ -162,6 +164,8 @@ fn key(f: &Function, s: &Stmt) -> Option<Key> {
                 Check::InBounds { index, shape } => (CheckKey::InBounds, vec![*index, *shape]),
                 Check::Assert(v) => (CheckKey::Assert, vec![*v]),
                 Check::Conforms(v, t) => (CheckKey::Conforms(t.clone()), vec![*v]),
+                Check::Extents(v) => (CheckKey::Extents, vec![*v]),
+                Check::Reshape { shape, from } => (CheckKey::Reshape, vec![*shape, *from]),
             };
             // A check identical to one that passed cannot fail, whatever it says.
             Some(Key::Check(kind, vals))

@@ -15,13 +15,28 @@
 //! raise errors), primitives and calls with effects, and `_error_`. A dead
 //! computation is dropped with the checks inside it: SaC does not evaluate dead
 //! code, so neither do we (see the pipeline documentation).
+//!
+//! Except for the check of its shape. The front ends lower only what the
+//! program evaluates, so a producer that is dead here had its results read —
+//! by what optimisation rewrote to read its shape operand instead
+//! (`shape(genarray(s, x))` is `s`, and `sum(iota(n))` folds over `[n]`). Such a
+//! `genarray` (with-loop operator or primitive) leaves `check extents(s)` in its
+//! place, and a `reshape(s, x)` leaves `check reshape(s, shape(x))`, so that the
+//! program fails as it would have (R0013, R0005). Shapes known to be valid
+//! (constants, `shape(y)`) need none; `simplify` and `bce` prove most others.
+//!
+//! ```text
+//! %2: int[.] = with { … } genarray(%n1)         check extents(%n1) R0013 "genarray shape …"
+//! %3: int = prim sel([0], %n1)            ⇒     %3: int = prim sel([0], %n1)
+//! ```
 
 use crate::HashSet;
 
 use super::util;
 use super::{Pass, PassCx};
 use crate::ir::*;
-use crate::sema::hir::Prim;
+use crate::sema::hir::{Elem, Prim};
+use crate::sema::ty::{Shape, Ty};
 
 pub const PASS: Pass =
     Pass { name: "dce", description: "dead code elimination (statements, with-loop operators, carried values)", run };
@@ -30,12 +45,41 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     // What a call may do depends on its callee: every function, every round.
     let effectful = util::effectful_functions(m);
     cx.every_function(m, |f, cx| {
-        let mut d = Dce { effectful: &effectful, removed: 0, live: HashSet::default() };
+        let valid_shapes = valid_shapes(f);
         let mut body = std::mem::take(&mut f.body);
-        d.block(&mut body);
+        let (removed, checks, new_values) = {
+            let mut d = Dce::new(&effectful, f, &valid_shapes);
+            d.block(&mut body);
+            (d.removed, d.checks_left, d.new_values)
+        };
+        for ty in new_values {
+            f.new_value(ty, None);
+        }
         f.body = body;
-        cx.count("statements_removed", d.removed);
+        cx.count("statements_removed", removed);
+        cx.count("shape_checks_left", checks);
     });
+}
+
+/// Shape vectors that hold no negative extent by how they are made: constants
+/// and `shape(x)`.
+fn valid_shapes(f: &Function) -> HashSet<ValueId> {
+    fn walk(b: &Block, out: &mut HashSet<ValueId>) {
+        for s in &b.stmts {
+            let valid = match &s.op {
+                Op::Const(v) => util::int_vec(v).is_some_and(|e| e.iter().all(|&x| x >= 0)),
+                Op::Prim { prim: Prim::Shape, .. } => true,
+                _ => false,
+            };
+            if valid {
+                out.extend(s.defs.iter().copied());
+            }
+            s.op.walk_blocks(&mut |inner| walk(inner, out));
+        }
+    }
+    let mut out = HashSet::default();
+    walk(&f.body, &mut out);
+    out
 }
 
 /// Keeps the entries whose flag in `live` is set.
@@ -49,12 +93,93 @@ fn keep_live<T>(v: &mut Vec<T>, live: &[bool]) {
 
 struct Dce<'a> {
     effectful: &'a [bool],
+    /// The function (its body taken out): the types of its values.
+    f: &'a Function,
+    valid_shapes: &'a HashSet<ValueId>,
     removed: u64,
+    /// Shape checks left in place of dropped producers.
+    checks_left: u64,
+    /// The types of the values this walk defines (`shape(x)` for a reshape's
+    /// check), numbered on from the function's.
+    new_values: Vec<Ty>,
     /// Values needed by what runs later.
     live: HashSet<ValueId>,
 }
 
-impl Dce<'_> {
+impl<'a> Dce<'a> {
+    fn new(effectful: &'a [bool], f: &'a Function, valid_shapes: &'a HashSet<ValueId>) -> Dce<'a> {
+        Dce { effectful, f, valid_shapes, removed: 0, checks_left: 0, new_values: Vec::new(), live: HashSet::default() }
+    }
+
+    fn ty(&self, v: ValueId) -> &Ty {
+        match (v.0 as usize).checked_sub(self.f.values.len()) {
+            Some(k) => &self.new_values[k],
+            None => self.f.ty(v),
+        }
+    }
+
+    /// The checks of a producer's shape (see the module documentation) left
+    /// where operator `k` of statement `s` (or its only result) is dropped, in
+    /// program order.
+    fn shape_checks(&mut self, s: &Stmt, k: usize) -> Vec<Stmt> {
+        // Where the producer's errors pointed.
+        let here = |op: Op, defs: Vec<ValueId>| Stmt { defs, op, span: s.span, blame: s.blame };
+        // The message is the interpreter's for either form.
+        let genarray = |shape: ValueId| {
+            here(
+                Op::Check(CheckOp {
+                    check: Check::Extents(shape),
+                    code: crate::diagnostics::INVALID_ARGUMENT,
+                    message: "genarray shape has a negative extent {a}".to_string(),
+                }),
+                vec![],
+            )
+        };
+        match &s.op {
+            Op::With(w) => match w.ops.get(k) {
+                Some(WithOp::Genarray { shape, .. }) if !self.valid_shapes.contains(shape) => {
+                    vec![genarray(*shape)]
+                }
+                _ => vec![],
+            },
+            Op::Prim { prim: Prim::Genarray, args, .. } if !self.valid_shapes.contains(&args[0]) => {
+                vec![genarray(args[0])]
+            }
+            Op::Prim { prim: Prim::Reshape, args, .. } => {
+                let rank = self.ty(args[1]).shape.rank_if_known();
+                let from_ty = Ty::new(
+                    Elem::Base(crate::syntax::ast::BaseType::Int),
+                    rank.map_or(Shape::rank(1), |r| Shape::known(&[r])),
+                );
+                let from = ValueId((self.f.values.len() + self.new_values.len()) as u32);
+                self.new_values.push(from_ty);
+                vec![
+                    here(Op::prim(Prim::Shape, vec![args[1]]), vec![from]),
+                    here(
+                        Op::Check(CheckOp {
+                            check: Check::Reshape { shape: args[0], from },
+                            code: crate::diagnostics::BAD_RESHAPE,
+                            message: "cannot reshape".to_string(),
+                        }),
+                        vec![],
+                    ),
+                ]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// Keeps `checks` (in program order) before what `kept` (reversed) holds.
+    fn keep_checks(&mut self, checks: Vec<Stmt>, kept: &mut Vec<Stmt>) {
+        for mut c in checks.into_iter().rev() {
+            if matches!(c.op, Op::Check(_)) {
+                self.checks_left += 1;
+            }
+            self.mark_uses(&mut c);
+            kept.push(c);
+        }
+    }
+
     /// Whether the statement must run even if nothing reads its results.
     fn needed_anyway(&self, s: &Stmt) -> bool {
         if s.defs.is_empty() {
@@ -98,20 +223,22 @@ impl Dce<'_> {
             let any_live = s.defs.iter().any(|d| self.live.contains(d));
             if !any_live && !self.needed_anyway(&s) {
                 self.removed += 1;
+                let checks: Vec<Stmt> = (0..s.defs.len().max(1)).flat_map(|k| self.shape_checks(&s, k)).collect();
+                self.keep_checks(checks, &mut kept);
                 continue;
             }
-            if !self.has_effect(&s.op) {
-                self.prune(&mut s);
-            }
+            let checks = if !self.has_effect(&s.op) { self.prune(&mut s) } else { vec![] };
             self.mark_uses(&mut s);
             kept.push(s);
+            self.keep_checks(checks, &mut kept);
         }
         kept.reverse();
         b.stmts = kept;
     }
 
-    /// Drops the results of a multi-result statement that nobody reads.
-    fn prune(&mut self, s: &mut Stmt) {
+    /// Drops the results of a multi-result statement that nobody reads;
+    /// returns the shape checks of dropped `genarray` operators.
+    fn prune(&mut self, s: &mut Stmt) -> Vec<Stmt> {
         let mut live: Vec<bool> = s.defs.iter().map(|d| self.live.contains(d)).collect();
         // The lanes of a fold over tuples stay or go together.
         if let Op::With(w) = &s.op {
@@ -123,7 +250,15 @@ impl Dce<'_> {
             }
         }
         if live.iter().all(|l| *l) {
-            return;
+            return vec![];
+        }
+        let mut checks = Vec::new();
+        if let Op::With(w) = &s.op
+            && live.iter().any(|l| *l)
+        {
+            for k in (0..w.ops.len().min(live.len())).filter(|&k| !live[k]) {
+                checks.extend(self.shape_checks(s, k));
+            }
         }
         match &mut s.op {
             Op::If { then_block, else_block, .. } => {
@@ -156,6 +291,7 @@ impl Dce<'_> {
             }
             _ => {}
         }
+        checks
     }
 
     /// Marks what a kept statement reads as live, cleaning its nested blocks.
@@ -169,7 +305,7 @@ impl Dce<'_> {
                     live.iter_mut().for_each(|l| *l = true);
                 }
                 loop {
-                    let mut probe = Dce { effectful: self.effectful, removed: 0, live: HashSet::default() };
+                    let mut probe = Dce::new(self.effectful, self.f, self.valid_shapes);
                     let mut c = cond.clone();
                     probe.block(&mut c);
                     let mut bd = body.clone();

@@ -19,7 +19,9 @@
 //! `+` on doubles) may combine its elements in another order when its index set
 //! is split (SaC leaves fold order unspecified), and computations whose results
 //! are never used may be dropped together with the run-time errors they would have
-//! raised (SaC does not evaluate dead code).
+//! raised (SaC does not evaluate dead code). Not the check of a producer's shape:
+//! one whose shape optimisation read in place of its elements leaves it behind
+//! ([`dce`]).
 
 pub mod index;
 pub mod report;

@@ -1717,6 +1717,20 @@ impl Simplify {
             }
             Check::Assert(v) => self.is_bool_const(*v, true),
             Check::Conforms(v, ty) => f.ty(*v).subset_of(ty),
+            Check::Extents(v) => {
+                self.konst(*v).and_then(util::int_vec).is_some_and(|e| e.iter().all(|&x| x >= 0))
+                    || matches!(self.defs.get(v), Some(Def::Prim(Prim::Shape, _)))
+            }
+            Check::Reshape { shape, from } => {
+                let vector = |v: ValueId| self.konst(v).and_then(util::int_vec);
+                match (vector(*shape), vector(*from)) {
+                    (Some(s), Some(x)) => {
+                        let x: Vec<usize> = x.iter().map(|&d| d.max(0) as usize).collect();
+                        crate::interp::prims::reshape_error(&s, &x).is_none()
+                    }
+                    _ => shape == from,
+                }
+            }
         };
         if holds {
             self.counts.checks += 1;
