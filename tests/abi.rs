@@ -84,9 +84,17 @@ fn a_c_program_calls_the_shared_library_through_the_header() {
         "int32_t wl_total(wl_ctx *ctx, const wl_array *a /* double[*] */, double *result0);",
         "int32_t wl_squares(wl_ctx *ctx, int32_t n, wl_array *result0 /* int[.] */);",
         "int32_t wl_anyneg(wl_ctx *ctx, const wl_array *x /* float[.] */, bool *result0);",
+        "int32_t wl_inc_(wl_ctx *ctx, const wl_array *a /* int[.] */, wl_array *result0 /* int[.] */);",
+        "int32_t wl_keywords(wl_ctx *ctx, int32_t new_, int32_t typeof_, int32_t int32_t_, int32_t arg__x, int32_t *result0);",
     ] {
         assert!(header.contains(decl), "the header lacks `{decl}`:\n{header}");
     }
+    // The header is C++ too.
+    let probe = work.join("probe.cpp");
+    std::fs::write(&probe, "#include \"kernels.h\"\nint main() { return wl_ctx_new() == nullptr; }\n").unwrap();
+    let (code, _, stderr) =
+        run(Command::new("g++").args(["-std=c++17", "-Wall", "-Werror", "-fsyntax-only", "-I"]).arg(&work).arg(&probe));
+    assert_eq!(code, 0, "g++ rejects the header:\n{stderr}");
     let stdout = run_check_c(&work);
     assert!(stdout.contains("message: argument `m` must have shape [3,3], not [2,3]"), "{stdout}");
     assert!(

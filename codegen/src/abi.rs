@@ -70,10 +70,130 @@ pub fn c_exports(module: &IrModule) -> Vec<Export> {
     exports(module).into_iter().filter(|e| not_exportable(module.function(e.func)).is_none()).collect()
 }
 
-const C_KEYWORDS: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
-    "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof",
-    "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "ctx",
+/// Names a parameter may not have in the header: the keywords of C (to C23)
+/// and C++, the types and macros the header (or a C program including it)
+/// names, and `ctx`, the first parameter. One of them gets `_` appended.
+const C_RESERVED: &[&str] = &[
+    // C89 to C23.
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "alignas",
+    "alignof",
+    "constexpr",
+    "nullptr",
+    "static_assert",
+    "thread_local",
+    "typeof",
+    "typeof_unqual",
+    "asm",
+    "fortran",
+    // C++.
+    "and",
+    "and_eq",
+    "bitand",
+    "bitor",
+    "catch",
+    "char8_t",
+    "char16_t",
+    "char32_t",
+    "class",
+    "compl",
+    "concept",
+    "const_cast",
+    "consteval",
+    "constinit",
+    "co_await",
+    "co_return",
+    "co_yield",
+    "decltype",
+    "delete",
+    "dynamic_cast",
+    "explicit",
+    "export",
+    "friend",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "not_eq",
+    "operator",
+    "or",
+    "or_eq",
+    "private",
+    "protected",
+    "public",
+    "reinterpret_cast",
+    "requires",
+    "static_cast",
+    "template",
+    "this",
+    "throw",
+    "try",
+    "typeid",
+    "typename",
+    "using",
+    "virtual",
+    "wchar_t",
+    "xor",
+    "xor_eq",
+    // Types and macros of <stdint.h>, <stdbool.h>, <stddef.h>, <errno.h>, <assert.h> and the header.
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "intptr_t",
+    "uintptr_t",
+    "intmax_t",
+    "uintmax_t",
+    "size_t",
+    "ptrdiff_t",
+    "NULL",
+    "errno",
+    "assert",
+    "offsetof",
+    "wl_array",
+    "wl_ctx",
+    "ctx",
 ];
 
 /// The C-level signature of an export: parameter names and types. An entry's
@@ -123,7 +243,11 @@ fn c_names(raw: &[Option<String>]) -> Vec<String> {
         if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
             n = format!("arg{i}");
         }
-        if C_KEYWORDS.contains(&n.as_str()) || n.starts_with("result") {
+        // Names C reserves for itself (`_Bool`, `__x`).
+        if n.starts_with("__") || (n.starts_with('_') && n[1..].starts_with(|c: char| c.is_ascii_uppercase())) {
+            n = format!("arg{n}");
+        }
+        if C_RESERVED.contains(&n.as_str()) || n.starts_with("result") {
             n.push('_');
         }
         while names.contains(&n) {
@@ -291,6 +415,12 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let site = self.loc(Some(irf.span));
         let site_p = self.ctx_field(&fx, crate::rt::CTX_SITE)?;
         self.b.build_store(site_p, site)?;
+        // Nowhere to put a result: an error before anything runs.
+        for j in 0..irf.results.len() {
+            let out = nth(1 + irf.params.len() + j)?.into_pointer_value();
+            let missing = self.b.build_is_null(out, "no_out")?;
+            self.fail_if(&fx, missing, site, "R0013", &format!("result{j}: the result pointer is null"))?;
+        }
 
         // Argument arrays are views of the caller's buffers, released on every
         // way out (the failure block unwraps whatever was wrapped).

@@ -68,6 +68,10 @@ pub unsafe extern "C" fn wl_abi_array_in(
     if let Some(e) = extents.iter().find(|e| **e < 0) {
         return fail(format!("argument `{name}`: negative extent {e} in shape {}", shown()));
     }
+    // `shape(a)` is an int vector: an extent must be an `int`.
+    if let Some(e) = extents.iter().find(|e| **e > i32::MAX as i64) {
+        return fail(format!("argument `{name}`: extent {e} in shape {} is larger than an int holds", shown()));
+    }
     let size = extents.iter().try_fold(1i64, |acc, e| acc.checked_mul(*e));
     if size.is_none() {
         return fail(format!("argument `{name}`: shape {} has too many elements", shown()));
@@ -166,68 +170,87 @@ pub unsafe extern "C" fn wl_ctx_clear(ctx: *mut WlCtx) {
 }
 
 /// Sets how many threads parallel with-loops use (0: `WITHLOOP_THREADS` or
-/// the machine's cores).
+/// the machine's cores). A null context is ignored.
 ///
 /// # Safety
-/// `ctx` is valid.
+/// `ctx` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_ctx_set_threads(ctx: *mut WlCtx, threads: i32) {
-    unsafe { (*ctx).threads = threads.max(0) };
+    if let Some(c) = unsafe { ctx.as_mut() } {
+        c.threads = threads.max(0);
+    }
 }
 
 /// Sets the smallest with-loop part, in iterations, that is split over
-/// threads (default `WITHLOOP_PARALLEL_MIN` or 32768).
+/// threads (default `WITHLOOP_PARALLEL_MIN` or 32768). A null context is
+/// ignored.
 ///
 /// # Safety
-/// `ctx` is valid.
+/// `ctx` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_ctx_set_parallel_min(ctx: *mut WlCtx, iterations: i64) {
-    unsafe { (*ctx).parallel_min = iterations.max(1) };
+    if let Some(c) = unsafe { ctx.as_mut() } {
+        c.parallel_min = iterations.max(1);
+    }
 }
 
 /// Sets the footprint, in bytes written and read, from which a with-loop
 /// step of a loop stores past the caches (default `WITHLOOP_STREAM_MIN`, or
 /// a third of the machine's last-level cache, at least 40 MiB, at most 100
-/// MiB).
+/// MiB). A null context is ignored.
 ///
 /// # Safety
-/// `ctx` is valid.
+/// `ctx` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_ctx_set_stream_min(ctx: *mut WlCtx, bytes: i64) {
-    unsafe { (*ctx).stream_min = bytes.max(0) };
+    if let Some(c) = unsafe { ctx.as_mut() } {
+        c.stream_min = bytes.max(0);
+    }
 }
 
-/// The last error's code (`"R0001"`), or an empty string.
+/// What the error accessors say of a null context (calls with one return -1
+/// and record nothing).
+const NO_CONTEXT: &std::ffi::CStr = c"";
+
+/// The last error's code (`"R0001"`), or an empty string (also for a null
+/// context).
 ///
 /// # Safety
-/// `ctx` is valid.
+/// `ctx` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_error_code(ctx: *const WlCtx) -> *const c_char {
-    unsafe { (*ctx).code.as_ptr() as *const c_char }
+    match unsafe { ctx.as_ref() } {
+        Some(c) => c.code.as_ptr() as *const c_char,
+        None => NO_CONTEXT.as_ptr(),
+    }
 }
 
-/// The last error's message, or an empty string.
+/// The last error's message, or an empty string (also for a null context).
 ///
 /// # Safety
-/// `ctx` is valid.
+/// `ctx` is null or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_error_message(ctx: *const WlCtx) -> *const c_char {
-    unsafe { (*ctx).message.as_ptr() as *const c_char }
+    match unsafe { ctx.as_ref() } {
+        Some(c) => c.message.as_ptr() as *const c_char,
+        None => NO_CONTEXT.as_ptr(),
+    }
 }
 
 /// Where the last error happened: the source file's name (null when unknown),
-/// with its line and column written through the pointers (each may be null).
+/// with its line and column written through the pointers (each may be null;
+/// 0 and null for a null context).
 ///
 /// # Safety
-/// `ctx` is valid; `line`, `column` null or writable.
+/// `ctx` is null or valid; `line`, `column` null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_error_location(ctx: *const WlCtx, line: *mut i32, column: *mut i32) -> *const c_char {
-    let c = unsafe { &*ctx };
-    let (file, l, col) = if c.error == 0 || c.loc.is_null() {
-        (std::ptr::null(), 0, 0)
-    } else {
-        let loc = unsafe { &*c.loc };
-        (loc.file, loc.line, loc.column)
+    let (file, l, col) = match unsafe { ctx.as_ref() } {
+        Some(c) if c.error != 0 && !c.loc.is_null() => {
+            let loc = unsafe { &*c.loc };
+            (loc.file, loc.line, loc.column)
+        }
+        _ => (std::ptr::null(), 0, 0),
     };
     unsafe {
         if !line.is_null() {
@@ -238,4 +261,34 @@ pub unsafe extern "C" fn wl_error_location(ctx: *const WlCtx, line: *mut i32, co
         }
     }
     file
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every C function the runtime defines is one no export may take
+    /// (`compiler_core::ir::exports::RUNTIME_SYMBOLS`): a SaC function `inc`
+    /// exported as `wl_inc` once bound its callers to the runtime's `wl_inc`.
+    #[test]
+    fn exports_avoid_every_runtime_symbol() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut defined = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for (k, _) in text.match_indices("extern \"C\" fn wl_") {
+                let name: String = text[k + "extern \"C\" fn ".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                defined.push(name);
+            }
+        }
+        assert!(defined.len() > 40, "{defined:?}");
+        let listed = compiler_core::ir::exports::RUNTIME_SYMBOLS;
+        for name in &defined {
+            assert!(listed.contains(&name.as_str()), "{name} is missing from RUNTIME_SYMBOLS");
+        }
+        for name in listed {
+            assert!(defined.iter().any(|d| d == name), "{name} is in RUNTIME_SYMBOLS but not in the runtime");
+        }
+    }
 }

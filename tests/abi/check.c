@@ -82,6 +82,22 @@ int main(void) {
   wl_array neg_shape = {v, 1, bad, NULL};
   CHECK(wl_pick(ctx, &neg_shape, 0, &x) == 1, "a negative extent fails");
   CHECK(wl_total(NULL, &c, &sum) == -1, "a null context returns -1");
+  CHECK(wl_total(ctx, &c, NULL) == 1 && strcmp(wl_error_code(ctx), "R0013") == 0, "a null result pointer fails");
+  printf("null result: %s\n", wl_error_message(ctx));
+  CHECK(wl_squares(ctx, 3, NULL) == 1, "a null array result pointer fails");
+  int64_t wide[2] = {0, 5000000000LL};
+  wl_array too_wide = {NULL, 2, wide, NULL};
+  CHECK(wl_total(ctx, &too_wide, &sum) == 1 && strcmp(wl_error_code(ctx), "R0013") == 0, "an extent past int fails");
+  printf("wide extent: %s\n", wl_error_message(ctx));
+  /* The accessors take a null context. */
+  wl_ctx_set_threads(NULL, 2);
+  CHECK(strcmp(wl_error_code(NULL), "") == 0 && strcmp(wl_error_message(NULL), "") == 0, "null context accessors");
+  CHECK(wl_error_location(NULL, NULL, NULL) == NULL, "null context location");
+
+  /* A function named like a runtime symbol, parameters named like keywords. */
+  CHECK(wl_inc_(ctx, &vv, &r) == 0 && ((int32_t *)r.data)[0] == 11, "inc, exported as wl_inc_");
+  wl_array_release(&r);
+  CHECK(wl_keywords(ctx, 1, 2, 3, 4, &x) == 0 && x == 10, "keywords as parameter names");
 
   int32_t status = -1;
   CHECK(wl_main(ctx, &status) == 0 && status == 0, "main");
