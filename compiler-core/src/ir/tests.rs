@@ -265,3 +265,48 @@ entry main = main
     let message = "cannot reshape 6 elements (shape [6]) to shape [4,1] (4 elements)";
     assert_eq!(run(&m), Err(("R0005", message.to_string())));
 }
+
+#[test]
+fn functions_differing_in_the_sign_of_zero_stay_apart() {
+    // Two copies of one function (as `version` outlines them from two
+    // inlined calls) that differ only in `0.0` against `-0.0`: merge once
+    // took them for one (floats compared as numbers), and both calls gave inf.
+    let text = "fn f__d(%0#x: double) -> (double)  [instance f, noinline, cold]
+{
+  %1: double = const 1.0
+  %2: double = const 0.0
+  %3: double = prim mul(%2, %0)
+  %4: double = prim div(%1, %3)
+  return %4
+}
+
+fn f__d__2(%0#x: double) -> (double)  [instance f, noinline, cold]
+{
+  %1: double = const 1.0
+  %2: double = const -0.0
+  %3: double = prim mul(%2, %0)
+  %4: double = prim div(%1, %3)
+  return %4
+}
+
+fn main() -> (double[2])  [instance main]
+{
+  %0: double = const 2.0
+  %1: double = call f__d(%0)
+  %2: double = call f__d__2(%0)
+  %3: double[2] = array [%1, %2]
+  return %3
+}
+
+entry main = main
+";
+    assert_eq!(both(text), vec!["[inf, -inf]"]);
+    // Equal copies still merge.
+    let mut sources = SourceMap::new();
+    let same = text.replace("const -0.0", "const 0.0");
+    let file = sources.add("test.ir", &same, FileKind::User);
+    let mut m = parse::parse_module(&same, Span::new(file, 0, 0)).unwrap();
+    let outcome = opt::optimise(&mut m, &sources, &PipelineOptions { verify: true, ..Default::default() }).unwrap();
+    let merge = outcome.passes.iter().find(|p| p.name == "merge").unwrap();
+    assert_eq!(merge.counters.get("functions_merged"), Some(&1));
+}

@@ -18,7 +18,8 @@
 //! ```
 //!
 //! The function kept is an exported one where the group has one (its symbol
-//! must exist), else the first. Limits: functions that differ only in the
+//! must exist), else the first. Constants compare by their text, so `0.0`
+//! and `-0.0` differ (as numbers they are equal). Limits: functions that differ only in the
 //! names of their variables, or that call different but identical functions,
 //! stay apart (the latter merge a round later, once their callees have); two
 //! exported functions are both kept.
@@ -122,9 +123,23 @@ fn same(a: &Function, b: &Function) -> bool {
     a.params == b.params
         && a.results == b.results
         && a.body == b.body
+        && constant_texts(a) == constant_texts(b)
         && a.values == b.values
         && a.kind == b.kind
         && a.source_name == b.source_name
         && (a.inline, a.noinline, a.cold, a.library) == (b.inline, b.noinline, b.cold, b.library)
         && a.span == b.span
+}
+
+/// The function's constants as text, in order. Derived equality on a body
+/// compares floats as numbers, so `0.0` equals `-0.0` (and `1.0 / x` gives
+/// `inf` for one, `-inf` for the other); the text tells them apart.
+fn constant_texts(f: &Function) -> Vec<String> {
+    let mut out = Vec::new();
+    f.body.walk(&mut |s| {
+        if let Op::Const(c) = &s.op {
+            out.push(print::const_text(c));
+        }
+    });
+    out
 }
