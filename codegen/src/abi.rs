@@ -15,6 +15,10 @@
 //!   borrows. The descriptor's rank and shape are checked against the
 //!   parameter's type (`R0004` when they do not fit, `R0013` when the
 //!   descriptor is malformed); the element type is the C type in the header.
+//!   L0's tuples are flattened to their components, an array of tuples to
+//!   one array per component (`[{real, int}] ps` is `ps` and `ps_`, as the
+//!   header names them), which must agree in the extents around the tuple
+//!   (`R0002` otherwise).
 //! - Results follow, as out-parameters: `T *` for scalars, `wl_array *` for
 //!   arrays, which the caller owns and releases with `wl_array_release`.
 //! - The return value is 0 on success and 1 after a run-time error (out of

@@ -66,6 +66,26 @@ fn leaf_tys(t: &Type) -> Vec<Ty> {
     t.leaves().iter().map(leaf_ty).collect()
 }
 
+/// The tuples inside arrays of `t`: the range of its leaves each covers and
+/// the number of array dimensions around it (which those leaves share).
+/// Returns the number of leaves of `t`.
+fn tuple_groups(t: &Type, depth: usize, first: usize, out: &mut Vec<(std::ops::Range<usize>, usize)>) -> usize {
+    match t {
+        Type::Tuple(ts) => {
+            let mut n = 0;
+            for c in ts {
+                n += tuple_groups(c, depth, first + n, out);
+            }
+            if depth > 0 && n > 1 {
+                out.push((first..first + n, depth));
+            }
+            n
+        }
+        Type::Array(e, _) => tuple_groups(e, depth + 1, first, out),
+        _ => 1,
+    }
+}
+
 fn int_ty() -> Ty {
     Ty::new(Elem::Base(BaseType::Int), Shape::scalar())
 }
@@ -84,6 +104,7 @@ pub fn lower(program: &Program, checked: &Checked, entries: &[Name]) -> Result<M
         funcs: HashMap::default(),
         errors: Vec::new(),
         lambdas: 0,
+        entries,
     };
     for f in &program.functions {
         let id = FuncId(ml.module.functions.len() as u32);
@@ -124,12 +145,14 @@ struct ModuleLower<'a> {
     funcs: HashMap<Name, (FuncId, Vec<Type>, Type)>,
     errors: Vec<Diagnostic>,
     lambdas: usize,
+    entries: &'a [Name],
 }
 
 impl ModuleLower<'_> {
     fn function(&mut self, id: FuncId, f: &FunDef) {
         let template = self.module.functions[id.0 as usize].clone();
         let span = template.span;
+        let self_is_entry = self.entries.contains(&f.name);
         let mut fl = FnLower { ml: self, b: FnBuilder { f: template, span }, env: Vec::new() };
         for p in &f.params {
             let vals: Vec<ValueId> =
@@ -138,6 +161,12 @@ impl ModuleLower<'_> {
             fl.env.push((p.name.clone(), vals, p.ty.clone()));
         }
         let mut out = Vec::new();
+        if self_is_entry {
+            for (p, k) in f.params.iter().zip(0..) {
+                let vals = fl.env[k].1.clone();
+                fl.tuple_components_agree(&mut out, p, &vals);
+            }
+        }
         let yields = fl.expr(&f.body, &mut out);
         fl.b.f.body = Block { stmts: out, yields };
         let built = fl.b.f;
@@ -185,6 +214,32 @@ impl FnLower<'_, '_> {
         let shape = self.b.prim(out, Prim::Shape, vec![a], int_vec(rank), span);
         let idx = self.b.constant(out, Value::int_vector(&[k as i64]), span);
         self.b.prim(out, Prim::Sel, vec![idx, shape], int_ty(), span)
+    }
+
+    /// At an entry, the components of an array of tuples (separate arrays in
+    /// the IR and the C ABI) must agree in the extents of the arrays around
+    /// the tuple: `[{real, int}] ps` arrives as a `[real]` and an `[int]` of
+    /// one length. Inside the program such arrays are built whole.
+    fn tuple_components_agree(&mut self, out: &mut Vec<Stmt>, p: &Param, leaves: &[ValueId]) {
+        let mut groups = Vec::new();
+        tuple_groups(&p.ty, 0, 0, &mut groups);
+        for (range, depth) in groups {
+            let prefix = |fl: &mut Self, out: &mut Vec<Stmt>, v: ValueId| {
+                let extents: Vec<ValueId> = (0..depth).map(|k| fl.extent(out, v, k, p.span)).collect();
+                fl.vector(out, extents, p.span)
+            };
+            let first = prefix(self, out, leaves[range.start]);
+            for &other in &leaves[range.start + 1..range.end] {
+                let other = prefix(self, out, other);
+                self.b.check(
+                    out,
+                    Check::SameShape(first, other),
+                    codes::SHAPE_MISMATCH,
+                    format!("the components of `{}`, an array of tuples, differ in size ({{a}} and {{b}})", p.name),
+                    p.span,
+                );
+            }
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<(Vec<ValueId>, Type)> {
