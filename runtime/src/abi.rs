@@ -109,18 +109,24 @@ pub unsafe extern "C" fn wl_abi_array_in(
 /// Hands a result array to the caller through `desc` (taking over the
 /// reference). Arrays the runtime does not own (constants, the caller's own
 /// argument buffers returned unchanged) are copied, so every result can be
-/// released the same way.
+/// released the same way; so is an array that holds other references too
+/// (`return (b, b)`: each result the caller gets is its own to write).
 ///
 /// # Safety
 /// `ctx` and `a` valid; `desc` writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wl_abi_array_out(ctx: *mut WlCtx, a: *mut WlArray, desc: *mut WlArrayDesc) -> i32 {
-    let owned = if unsafe { (*a).owned() } {
+    let rc = unsafe { (*a).rc.load(std::sync::atomic::Ordering::Acquire) };
+    let owned = if rc == 1 {
         a
     } else {
         let c = unsafe { wl_copy(ctx, a) };
         if c.is_null() {
             return 1;
+        }
+        if rc > 1 {
+            // The copy takes this result's reference.
+            unsafe { wl_dec(a) };
         }
         c
     };

@@ -99,6 +99,14 @@ int main(void) {
   wl_array_release(&r);
   CHECK(wl_keywords(ctx, 1, 2, 3, 4, &x) == 0 && x == 10, "keywords as parameter names");
 
+  /* One array returned twice comes back as two (they once shared their data). */
+  wl_array t0 = {0}, t1 = {0};
+  CHECK(wl_twice(ctx, &vv, &t0, &t1) == 0 && t0.data != t1.data && t0.owner != t1.owner, "twice: two arrays");
+  ((int32_t *)t0.data)[0] = 100;
+  CHECK(((int32_t *)t1.data)[0] == 11, "twice: writing one leaves the other alone");
+  wl_array_release(&t0);
+  wl_array_release(&t1);
+
   int32_t status = -1;
   CHECK(wl_main(ctx, &status) == 0 && status == 0, "main");
   wl_ctx_free(ctx);
