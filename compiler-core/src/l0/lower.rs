@@ -8,7 +8,10 @@
 //!   no code.
 //! * **SOACs become with-loops** over `[0] <= [i] < [n]`: `map` a `genarray`
 //!   per result leaf, `filter` a `filter` per leaf (each yields the predicate
-//!   and the element), `reduce` a `fold`, `scan` a `scan`. A lambda is inlined
+//!   and the element; where elements are arrays, one `filter` of the indices
+//!   kept and a `genarray` per leaf gathering those rows, so that a filter
+//!   keeping none still has rows of the input's shape), `reduce` a `fold`,
+//!   `scan` a `scan`. A lambda is inlined
 //!   into the part body; a named function is called there; `op ⊙` is the
 //!   primitive. Operators of `reduce`/`scan` that are lambdas become functions of
 //!   their own (`f__lambda1`), their free variables passed as the fold's partial
@@ -663,6 +666,24 @@ impl FnLower<'_, '_> {
         Some(self.b.prim(out, Prim::Genarray, vec![cell, zero], Ty::new(Elem::Base(base), Shape::rank(rank - 1)), span))
     }
 
+    /// The rows of `a` at the `count` indices of `kept`, in order.
+    fn gather(&mut self, out: &mut Vec<Stmt>, a: ValueId, kept: ValueId, count: ValueId, span: Span) -> ValueId {
+        let (_, lo, hi) = self.frame(out, count, span);
+        let k = self.b.f.new_value(int_ty(), None);
+        let mut body = Vec::new();
+        let kv = self.vector(&mut body, vec![k], span);
+        let j = self.b.prim(&mut body, Prim::Sel, vec![kv, kept], int_ty(), span);
+        let jv = self.vector(&mut body, vec![j], span);
+        let rank = self.rank(a);
+        let cell_ty = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank - 1));
+        let x = self.b.prim(&mut body, Prim::Sel, vec![jv, a], cell_ty, span);
+        let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
+        let part = dense_part(lo, hi, vec![k], Block { stmts: body, yields: vec![x] }, 1, span);
+        let default = self.row_default(out, a, span);
+        let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default }]);
+        self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), t, span)
+    }
+
     /// Rows `from … from + len` of `a`.
     fn slice(&mut self, out: &mut Vec<Stmt>, a: ValueId, from: ValueId, len: ValueId, span: Span) -> ValueId {
         let (_, lo, hi) = self.frame(out, len, span);
@@ -951,6 +972,16 @@ impl FnLower<'_, '_> {
             Soac::Filter => {
                 let how = self.applier(fun, out);
                 let flag = self.apply(&how, &rows, &Type::Bool, &mut body, fun.span())[0];
+                if rows.iter().any(|r| !self.b.f.ty(*r).shape.is_scalar()) {
+                    // Rows that are arrays: the indices kept, then the rows
+                    // gathered. A filter of the rows themselves would not know
+                    // their shape when it keeps none.
+                    let w = with_loop(vec![part(body, vec![flag, i], 1)], vec![WithOp::Filter { shape: hi }]);
+                    let kept_ty = Ty::new(Elem::Base(BaseType::Int), Shape::rank(1));
+                    let kept = self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), kept_ty, span);
+                    let count = self.extent(out, kept, 0, span);
+                    return inputs.iter().map(|a| self.gather(out, *a, kept, count, span)).collect();
+                }
                 let mut yields = Vec::new();
                 for r in &rows {
                     yields.push(flag);
