@@ -105,6 +105,9 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
             i += 1;
             let mut chars = String::new();
             let mut ok = false;
+            // An escape or character already reported: the literal still
+            // becomes a token, so that parsing goes on without more errors.
+            let mut reported = false;
             while i < bytes.len() && bytes[i] != b'\n' {
                 let ch = text[i..].chars().next().unwrap_or('\0');
                 if ch as u32 == quote as u32 {
@@ -113,26 +116,36 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
                     break;
                 }
                 if ch == '\\' {
-                    let esc = text[i + 1..].chars().next().unwrap_or('\0');
-                    let v = match esc {
-                        'n' => Some('\n'),
-                        't' => Some('\t'),
-                        'r' => Some('\r'),
-                        '0' => Some('\0'),
-                        '\\' => Some('\\'),
-                        '\'' => Some('\''),
-                        '"' => Some('"'),
-                        _ => None,
-                    };
+                    let (v, len) = haskell_escape(&text[i + 1..]);
+                    let at = span(i, i + 1 + len);
+                    reported |= !matches!(v, Escape::Char(0..=255)) && !(quote == b'"' && matches!(v, Escape::Empty));
                     match v {
-                        Some(v) => chars.push(v),
-                        None => diags.push(
-                            Diagnostic::error(codes::BAD_ESCAPE, format!("unknown escape `\\{esc}`"))
-                                .at(span(i, i + 1 + esc.len_utf8()), ""),
+                        Escape::Char(v) if v > 255 => diags.push(
+                            Diagnostic::error(
+                                codes::BAD_ESCAPE,
+                                format!("the escape `{}` is {v}", &text[i..i + 1 + len]),
+                            )
+                            .at(at, "L0's `char` holds one byte (0 to 255)"),
+                        ),
+                        Escape::Char(v) => chars.push(char::from(v as u8)),
+                        Escape::Empty if quote == b'"' => {}
+                        Escape::Empty | Escape::Unknown => diags.push(
+                            Diagnostic::error(codes::BAD_ESCAPE, format!("unknown escape `{}`", &text[i..i + 1 + len]))
+                                .at(at, "escapes are Haskell's: \\n \\t \\65 \\x41 \\o101 \\a \\& …"),
                         ),
                     }
-                    i += 1 + esc.len_utf8();
+                    i += 1 + len;
                     continue;
+                }
+                if ch as u32 > 255 {
+                    reported = true;
+                    diags.push(
+                        Diagnostic::error(
+                            codes::BAD_CHAR_LITERAL,
+                            format!("`{ch}` (U+{:04X}) does not fit L0's `char`", ch as u32),
+                        )
+                        .at(span(i, i + ch.len_utf8()), "a `char` holds one byte (0 to 255)"),
+                    );
                 }
                 chars.push(ch);
                 i += ch.len_utf8();
@@ -147,6 +160,7 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
             } else {
                 let mut it = chars.chars();
                 match (it.next(), it.next()) {
+                    _ if reported => out.push(Token { tok: Tok::Char('\0'), span: span(start, i) }),
                     (Some(ch), None) => out.push(Token { tok: Tok::Char(ch), span: span(start, i) }),
                     _ => diags.push(
                         Diagnostic::error(codes::BAD_CHAR_LITERAL, "a character literal holds exactly one character")
@@ -761,5 +775,50 @@ impl Parser<'_> {
         let (name, span) = self.ident()?;
         let curried = if self.eat_p("(") { self.list(")")? } else { Vec::new() };
         Ok(FnArg::Named { name, span: span.to(self.prev_span()), curried })
+    }
+}
+
+/// What a Haskell escape (the text after its backslash) stands for.
+enum Escape {
+    Char(u32),
+    /// `\&`: nothing (it separates a numeric escape from a digit in strings).
+    Empty,
+    Unknown,
+}
+
+/// Reads a Haskell escape from `rest` (the text after the backslash): its
+/// value and its length in bytes. Numeric escapes are decimal (`\65`),
+/// hexadecimal (`\x41`) or octal (`\o101`); the single-letter ones are C's.
+fn haskell_escape(rest: &str) -> (Escape, usize) {
+    let Some(first) = rest.chars().next() else { return (Escape::Unknown, 0) };
+    let digits = |from: usize, radix: u32| {
+        let n = rest[from..].chars().take_while(|c| c.is_digit(radix)).count();
+        let v = u32::from_str_radix(&rest[from..from + n], radix).unwrap_or(u32::MAX);
+        (n, v)
+    };
+    match first {
+        'x' | 'o' => {
+            let (n, v) = digits(1, if first == 'x' { 16 } else { 8 });
+            if n == 0 { (Escape::Unknown, 1) } else { (Escape::Char(v), 1 + n) }
+        }
+        '0'..='9' => {
+            let (n, v) = digits(0, 10);
+            (Escape::Char(v), n)
+        }
+        '&' => (Escape::Empty, 1),
+        c => {
+            let v = match c {
+                'a' => 7,
+                'b' => 8,
+                'f' => 12,
+                'n' => 10,
+                'r' => 13,
+                't' => 9,
+                'v' => 11,
+                '\\' | '\'' | '"' => c as u32,
+                _ => return (Escape::Unknown, c.len_utf8()),
+            };
+            (Escape::Char(v), 1)
+        }
     }
 }
