@@ -60,6 +60,27 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
             out.push(Token { tok: Tok::Ident(Name::new(&text[start..i])), span: span(start, i) });
             continue;
         }
+        // Haskell's hexadecimal and octal integers: `0x1F`, `0o17`.
+        let radix = match bytes.get(i + 1) {
+            Some(b'x' | b'X') if c == b'0' => 16,
+            Some(b'o' | b'O') if c == b'0' => 8,
+            _ => 10,
+        };
+        if radix != 10 && bytes.get(i + 2).is_some_and(|d| (*d as char).is_digit(radix)) {
+            i += 2;
+            while i < bytes.len() && (bytes[i] as char).is_digit(radix) {
+                i += 1;
+            }
+            let v = i64::from_str_radix(&text[start + 2..i], radix).ok().filter(|v| *v <= i32::MAX as i64 + 1);
+            match v {
+                Some(v) => out.push(Token { tok: Tok::Int(v), span: span(start, i) }),
+                None => diags.push(
+                    Diagnostic::error(codes::BAD_NUMBER, format!("cannot read the number `{}`", &text[start..i]))
+                        .at(span(start, i), "L0's `int` holds 32 bits"),
+                ),
+            }
+            continue;
+        }
         if c.is_ascii_digit() {
             while i < bytes.len() && bytes[i].is_ascii_digit() {
                 i += 1;
