@@ -805,3 +805,24 @@ async fn multipart_runs_take_npy_files_as_arguments() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.text().contains("part `a`"), "{}", r.text());
 }
+
+#[tokio::test]
+async fn a_nul_in_a_program_is_a_located_400() {
+    // Text only; the database's `jsonb` could not hold the request either
+    // (a queued job once answered 503 in Postgres mode).
+    let router = app(runner_state(2048));
+    let source = "int main()\n{ /* \u{0} */ return 0; }";
+    let r = post(&router, "/v1/compile?async=true", json!({ "source": source })).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "invalid_request");
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("`source` holds a NUL character (line 2, column 6)"), "{message}");
+    let r = post(
+        &router,
+        "/v1/compile",
+        json!({ "source": "#include \"a.h\"\nint main() { return A; }", "includes": { "a.h": "#define A 1\u{0}" } }),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert!(r.text().contains("includes[\\\"a.h\\\"]"), "{}", r.text());
+}

@@ -18,7 +18,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::compiler::{Compiler, Progress};
-use crate::failure::FailureKind;
+use crate::failure::{ErrorBody, FailureKind};
 use crate::jobs::{JobSpec, JobStatus, WorkerView};
 use crate::queue::{CANCEL_CHANNEL, JOBS_CHANNEL, Leased, PgQueue};
 use crate::request::{CompileResponse, prepare};
@@ -96,7 +96,8 @@ pub async fn serve(
     listener.listen(JOBS_CHANNEL).await?;
     let mut cancel_listener = PgListener::connect_with(queue.pool()).await?;
     cancel_listener.listen(CANCEL_CHANNEL).await?;
-    let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone()));
+    let held: Held = Arc::default();
+    let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone(), held.clone()));
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let cancels: Cancels = Arc::default();
     // Cancellations are heard even while every slot is busy.
@@ -123,6 +124,7 @@ pub async fn serve(
         }
         match queue.dequeue(&options.id, &options.capabilities).await {
             Ok(Some(job)) => {
+                let holding = Holding::new(&held, &job.id);
                 let (queue, compiler, worker, hold, runner, cancels) = (
                     queue.clone(),
                     compiler.clone(),
@@ -136,6 +138,7 @@ pub async fn serve(
                         tokio::time::sleep(hold).await;
                     }
                     execute(&queue, &compiler, &worker, runner, &cancels, job).await;
+                    drop(holding);
                     drop(permit);
                 });
                 continue;
@@ -160,11 +163,34 @@ pub async fn serve(
     Ok(())
 }
 
-async fn heartbeats(queue: PgQueue, worker: String) {
+/// The ids of the jobs this worker is running.
+type Held = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+/// Keeps a job in [`Held`] while its task lives (also if it panics).
+struct Holding {
+    held: Held,
+    id: String,
+}
+
+impl Holding {
+    fn new(held: &Held, id: &str) -> Holding {
+        held.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string());
+        Holding { held: held.clone(), id: id.to_string() }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+    }
+}
+
+async fn heartbeats(queue: PgQueue, worker: String, held: Held) {
     let every = (queue.lease / 3).max(Duration::from_millis(100));
     loop {
         tokio::time::sleep(every).await;
-        if let Err(e) = queue.worker_heartbeat(&worker).await {
+        let ids: Vec<String> = held.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+        if let Err(e) = queue.worker_heartbeat(&worker, &ids).await {
             tracing::warn!(error = %e, "heartbeat failed");
         }
     }
@@ -215,11 +241,25 @@ async fn execute(
             }
         },
     };
-    let recorded = match outcome {
+    let mut recorded = match outcome {
         Ok(result) => queue.finish(&job.id, worker, JobStatus::Done, Some(&result), None).await,
         Err(f) if f.kind == FailureKind::Transient => queue.retry(&job.id, worker, &f.body).await.map(|s| s.is_some()),
         Err(f) => queue.finish(&job.id, worker, JobStatus::Failed, None, Some(&f.body)).await,
     };
+    // An outcome the database does not take (Postgres' `jsonb` refuses the
+    // NUL character a program may print) fails the job with a body that it
+    // does take, rather than leaving it `running`. Where even that fails (the
+    // database is gone), the lease runs out: the job is no longer held.
+    if let Err(e) = &recorded {
+        tracing::warn!(job = %job.id, error = %e, "recording the job's outcome failed; failing the job");
+        let body = ErrorBody {
+            code: "internal".into(),
+            message: format!("the job's outcome could not be stored: {e}"),
+            diagnostics: None,
+            rendered: None,
+        };
+        recorded = queue.finish(&job.id, worker, JobStatus::Failed, None, Some(&body)).await;
+    }
     match recorded {
         Ok(true) => {}
         Ok(false) => {

@@ -315,15 +315,22 @@ impl PgQueue {
         Ok(())
     }
 
-    /// The worker is alive: renews its row and the leases of its running jobs.
-    pub async fn worker_heartbeat(&self, worker: &str) -> Result<(), sqlx::Error> {
+    /// The worker is alive: renews its row and the leases of `held`, the jobs
+    /// it is running now. Only those: a job whose task ended without
+    /// recording its outcome (or that a restarted worker of the same id took
+    /// before) must see its lease run out, to be retried or given up.
+    pub async fn worker_heartbeat(&self, worker: &str, held: &[String]) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE workers SET heartbeat_at = now() WHERE id = $1").bind(worker).execute(&self.pool).await?;
+        if held.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
             "UPDATE jobs SET lease_expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-             WHERE leased_by = $1 AND status = 'running'",
+             WHERE leased_by = $1 AND status = 'running' AND id = ANY($3)",
         )
         .bind(worker)
         .bind(self.lease_ms())
+        .bind(held)
         .execute(&self.pool)
         .await?;
         Ok(())

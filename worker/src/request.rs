@@ -232,6 +232,21 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
     if file_name.is_empty() || file_name.contains(['/', '\\', '\0']) || file_name.len() > 200 {
         return Err(Failure::invalid("`file_name` must be a plain file name such as `relax.sac`"));
     }
+    // Text only: a NUL is no character of a program (and the database's
+    // `jsonb`, which keeps requests and jobs, cannot hold one).
+    let texts = std::iter::once(("source".to_string(), &request.source))
+        .chain(request.includes.iter().map(|(name, text)| (format!("includes[{name:?}]"), text)))
+        .chain(request.options.defines.iter().enumerate().map(|(k, d)| (format!("options.defines[{k}]"), d)));
+    for (what, text) in texts {
+        if let Some(at) = text.find('\0') {
+            let line = text[..at].matches('\n').count() + 1;
+            let column = text[..at].rfind('\n').map_or(at, |nl| at - nl - 1) + 1;
+            return Err(Failure::invalid(format!("`{what}` holds a NUL character (line {line}, column {column})")));
+        }
+    }
+    if request.includes.keys().any(|name| name.contains('\0')) {
+        return Err(Failure::invalid("an include's name holds a NUL character"));
+    }
     let options = &request.options;
     let opt_level = options.opt_level.unwrap_or(3);
     if opt_level > 3 {

@@ -271,6 +271,21 @@ async fn run_jobs_are_sandboxed_time_limited_and_cancelled_by_killing_the_progra
     assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
     assert_eq!(queue.view(&endless).await.unwrap().unwrap().status, JobStatus::Cancelled);
 
+    // A program printing a NUL, which Postgres' `jsonb` cannot store: the job
+    // fails with the reason (it once stayed `running`, its lease renewed
+    // for ever by the worker's heartbeat).
+    let nul = "use StdIO: all; int main() { printf(\"a%cb\\n\", (char)0); return 1; }";
+    let stored = queue.enqueue(&run_job(nul, json!({})), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the NUL run to end", || async {
+        queue.view(&stored).await.unwrap().unwrap().status.finished()
+    })
+    .await;
+    let view = queue.view(&stored).await.unwrap().unwrap();
+    assert_eq!(view.status, JobStatus::Failed);
+    let error = view.error.unwrap();
+    assert_eq!(error.code, "internal");
+    assert!(error.message.contains("could not be stored"), "{}", error.message);
+
     // And it still serves: a run with a result.
     let answer = queue.enqueue(&run_job("int main() { return 6 * 7; }", json!({})), None).await.unwrap();
     wait_for(Duration::from_secs(60), "the answer", || async {
@@ -280,4 +295,26 @@ async fn run_jobs_are_sandboxed_time_limited_and_cancelled_by_killing_the_progra
     let view = queue.view(&answer).await.unwrap().unwrap();
     assert_eq!(view.status, JobStatus::Done, "{:?}", view.error);
     assert_eq!(view.result.unwrap()["results"], json!([42]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_heartbeat_renews_only_the_jobs_it_holds() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_millis(600)).await;
+    let kept = queue.enqueue(&compile_job("int main() { return 1; }"), None).await.unwrap();
+    let dropped = queue.enqueue(&compile_job("int main() { return 2; }"), None).await.unwrap();
+    let cpu = vec!["cpu".to_string()];
+    let mut leased = Vec::new();
+    while let Some(job) = queue.dequeue("w", &cpu).await.unwrap() {
+        leased.push(job.id);
+    }
+    assert_eq!(leased.len(), 2);
+    // `w` still runs `kept`; its task for `dropped` ended without a word.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        queue.worker_heartbeat("w", std::slice::from_ref(&kept)).await.unwrap();
+    }
+    assert_eq!(queue.reap().await.unwrap(), 1, "only the job nobody holds has an expired lease");
+    assert_eq!(queue.view(&kept).await.unwrap().unwrap().status, JobStatus::Running);
+    assert_eq!(queue.view(&dropped).await.unwrap().unwrap().status, JobStatus::Queued);
 }

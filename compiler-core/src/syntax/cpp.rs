@@ -69,6 +69,11 @@ pub struct PpOptions {
 }
 
 const MAX_INCLUDE_DEPTH: usize = 64;
+/// Includes in all, and the bytes they bring: a file including the next one
+/// twice, 25 deep, is 2^25 includes of a few bytes each (minutes and
+/// gigabytes) without ever nesting deeper than 25.
+const MAX_INCLUDES: usize = 10_000;
+const MAX_INCLUDED_BYTES: usize = 64 << 20;
 const MAX_OUTPUT_TOKENS: usize = 4_000_000;
 
 #[derive(Clone, Debug)]
@@ -241,6 +246,8 @@ pub fn preprocess(
         output: Vec::new(),
         pragma_once: HashSet::default(),
         overflowed: false,
+        included: (0, 0),
+        includes_exhausted: false,
         hides: HideSets::new(),
     };
     pp.define_command_line(&options.defines);
@@ -273,6 +280,10 @@ struct Preprocessor<'a> {
     pragma_once: HashSet<SmolStr>,
     overflowed: bool,
     hides: HideSets,
+    /// Includes loaded so far, and their bytes.
+    included: (usize, usize),
+    /// [`MAX_INCLUDES`] or [`MAX_INCLUDED_BYTES`] was passed (reported once).
+    includes_exhausted: bool,
 }
 
 impl Preprocessor<'_> {
@@ -633,6 +644,24 @@ impl Preprocessor<'_> {
         match self.loader.load(&path, angled, &includer, &self.include_dirs) {
             Ok((name, text)) => {
                 if self.pragma_once.contains(name.as_str()) {
+                    return;
+                }
+                self.included = (self.included.0 + 1, self.included.1 + text.len());
+                if self.included.0 > MAX_INCLUDES || self.included.1 > MAX_INCLUDED_BYTES {
+                    // Reported once; the includes after it are skipped too.
+                    if !std::mem::replace(&mut self.includes_exhausted, true) {
+                        self.diags.push(
+                            Diagnostic::error(
+                                codes::INCLUDE_DEPTH,
+                                format!(
+                                    "more than {MAX_INCLUDES} `#include`s or {} MiB of included text in all",
+                                    MAX_INCLUDED_BYTES >> 20
+                                ),
+                            )
+                            .at(whole, "")
+                            .with_hint("files include each other over and over; add include guards or `#pragma once`"),
+                        );
+                    }
                     return;
                 }
                 let kind = self.sources.get(file).kind;
@@ -1187,6 +1216,24 @@ mod tests {
         assert!(errs.is_empty());
         let (_, errs) = run("#include \"missing.h\"\n", &[]);
         assert_eq!(errs, ["E0012"]);
+    }
+
+    #[test]
+    fn includes_that_double_at_every_level_stop_at_the_limit() {
+        // h0 includes h1 twice, h1 h2 twice, …: 2^30 includes, never more than
+        // 31 deep. One error once 10000 are in (without the limit: hours).
+        let mut sources = SourceMap::new();
+        let file = sources.add("main.sac", "#include \"h0\"\nint main() { return 0; }", FileKind::User);
+        let mut loader = MemoryLoader::default();
+        for k in 0..30 {
+            loader.files.insert(format!("h{k}"), format!("#include \"h{0}\"\n#include \"h{0}\"\n", k + 1));
+        }
+        loader.files.insert("h30".into(), "int x;".into());
+        let mut d = Diagnostics::new();
+        preprocess(&mut sources, file, &loader, &PpOptions::default(), &mut d);
+        let codes: Vec<&str> = d.iter().map(|d| d.code.id).collect();
+        assert_eq!(codes, ["E0019"]);
+        assert!(d.iter().next().unwrap().message.contains("more than 10000 `#include`s"));
     }
 
     #[test]
