@@ -259,7 +259,11 @@ impl Cx<'_> {
     /// Consumes everything `aliases` names: the variables and every variable
     /// aliasing them. `from` is where observations of the consumed expression
     /// itself start in `observed`.
-    fn consume(&mut self, aliases: &BTreeSet<VarId>, span: Span, from: usize) {
+    /// Consumes `aliases` at `span`. Uses in the same sequence before the
+    /// consumption are errors: observations before `from`, and after it the
+    /// ones outside `own` (the consumed argument's own; the call's other
+    /// arguments are in the sequence too: `f(a, a)`).
+    fn consume(&mut self, aliases: &BTreeSet<VarId>, span: Span, from: usize, own: std::ops::Range<usize>) {
         let mut hit: BTreeSet<VarId> = aliases.clone();
         for (id, v) in self.vars.iter().enumerate() {
             if v.aliases.iter().flatten().any(|a| aliases.contains(a)) {
@@ -282,7 +286,7 @@ impl Cx<'_> {
             }
         }
         let before: Vec<(VarId, Span)> =
-            self.observed.iter().enumerate().filter(|(i, _)| *i < from).map(|(_, o)| *o).collect();
+            self.observed.iter().enumerate().filter(|(i, _)| *i < from || !own.contains(i)).map(|(_, o)| *o).collect();
         for (id, at) in before {
             if hit.contains(&id) {
                 let name = self.vars[id].name.clone();
@@ -588,7 +592,7 @@ impl Cx<'_> {
                         cx.report(d);
                         return false;
                     }
-                    cx.consume(&aliases, *src_span, from);
+                    cx.consume(&aliases, *src_span, from, from..usize::MAX);
                     ok && v.is_some()
                 });
                 let ty = self.vars[id].ty.clone();
@@ -647,7 +651,7 @@ impl Cx<'_> {
                     let span = init.as_ref().map_or(pat.span(), |i| i.span);
                     let all = init_v.all_aliases();
                     // The initial value is its own sequence.
-                    self.sequence(|cx| cx.consume(&all, span, 0));
+                    self.sequence(|cx| cx.consume(&all, span, 0, 0..usize::MAX));
                 }
                 let after = if consumes_pattern {
                     Val { ty: init_v.ty.clone(), aliases: vec![BTreeSet::new(); init_v.aliases.len()] }
@@ -802,8 +806,11 @@ impl Cx<'_> {
             }
             let from = self.observed.len();
             let mut vals = Vec::new();
+            let mut ranges = Vec::new();
             for (a, p) in args.iter().zip(&sig.params) {
+                let start = self.observed.len();
                 let v = self.expr(a);
+                ranges.push(start..self.observed.len());
                 if let Some(v) = &v
                     && !v.ty.fits(p)
                 {
@@ -816,9 +823,9 @@ impl Cx<'_> {
             let vals: Vec<Val> = vals.into_iter().collect::<Option<_>>()?;
             // Consumption: after all arguments are evaluated.
             let mut free = BTreeSet::new();
-            for ((a, p), v) in args.iter().zip(&sig.params).zip(&vals) {
+            for (((a, p), v), own) in args.iter().zip(&sig.params).zip(&vals).zip(ranges) {
                 if p.leaves().iter().any(Type::is_unique) {
-                    self.consume(&v.all_aliases(), a.span, from);
+                    self.consume(&v.all_aliases(), a.span, from, own);
                 } else {
                     free.extend(v.all_aliases());
                 }
@@ -1209,8 +1216,12 @@ impl Cx<'_> {
         let mut elems = Vec::new();
         let mut array_vals = Vec::new();
         let mut ok = true;
+        let mut ranges = Vec::new();
         for a in arrays {
-            match self.expr(a) {
+            let start = self.observed.len();
+            let v = self.expr(a);
+            ranges.push(start..self.observed.len());
+            match v {
                 Some(v) if v.ty.rank() > 0 => {
                     elems.push(v.ty.elem().cloned().unwrap_or(Type::Int));
                     array_vals.push(v);
@@ -1252,7 +1263,7 @@ impl Cx<'_> {
         // SOAC passes it the arrays' elements, so it consumes the arrays
         // (which must be unique, like any argument for a unique parameter).
         if info.params[info.supplied..].iter().any(|p| p.leaves().iter().any(Type::is_unique)) {
-            for (a, v) in arrays.iter().zip(&array_vals) {
+            for ((a, v), own) in arrays.iter().zip(&array_vals).zip(&ranges) {
                 if !v.ty.is_unique() {
                     let d = Diagnostic::error(
                         codes::NOT_UNIQUE,
@@ -1267,7 +1278,7 @@ impl Cx<'_> {
                     self.report(d);
                     return None;
                 }
-                self.consume(&v.all_aliases(), a.span, from);
+                self.consume(&v.all_aliases(), a.span, from, own.clone());
             }
         }
         match soac {
