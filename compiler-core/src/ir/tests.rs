@@ -30,6 +30,15 @@ fn run_text(text: &str, optimise: bool) -> Result<Vec<String>, String> {
     Ok(result.iter().map(value_literal).collect())
 }
 
+/// The pipeline with only `dce` on (verified after it).
+fn only_dce() -> PipelineOptions {
+    PipelineOptions {
+        verify: true,
+        disabled: opt::pass_names().into_iter().filter(|n| *n != "dce").map(String::from).collect(),
+        ..Default::default()
+    }
+}
+
 fn both(text: &str) -> Vec<String> {
     let plain = run_text(text, false).expect("runs");
     let optimised = run_text(text, true).expect("runs optimised");
@@ -181,11 +190,7 @@ fn ifs_left_empty_are_removed_and_ifs_with_checks_stay() {
     let mut sources = SourceMap::new();
     let file = sources.add("test.ir", text, FileKind::User);
     let mut m = parse::parse_module(text, Span::new(file, 0, 0)).unwrap();
-    let only_dce = PipelineOptions {
-        verify: true,
-        disabled: opt::pass_names().into_iter().filter(|n| *n != "dce").map(String::from).collect(),
-        ..Default::default()
-    };
+    let only_dce = only_dce();
     opt::optimise(&mut m, &sources, &only_dce).unwrap();
     let ifs = |m: &Module| {
         let mut n = 0;
@@ -239,11 +244,7 @@ entry main = main
     let mut sources = SourceMap::new();
     let file = sources.add("test.ir", text, FileKind::User);
     let mut m = parse::parse_module(text, Span::new(file, 0, 0)).unwrap();
-    let only_dce = PipelineOptions {
-        verify: true,
-        disabled: opt::pass_names().into_iter().filter(|n| *n != "dce").map(String::from).collect(),
-        ..Default::default()
-    };
+    let only_dce = only_dce();
     opt::optimise(&mut m, &sources, &only_dce).unwrap();
     let after = print::module_text(&m);
     assert!(after.contains("check extents(%3) R0013"), "{after}");

@@ -668,34 +668,37 @@ impl FnLower<'_, '_> {
 
     /// The rows of `a` at the `count` indices of `kept`, in order.
     fn gather(&mut self, out: &mut Vec<Stmt>, a: ValueId, kept: ValueId, count: ValueId, span: Span) -> ValueId {
-        let (_, lo, hi) = self.frame(out, count, span);
+        self.rows(out, a, count, span, |fl, body, k| {
+            let kv = fl.vector(body, vec![k], span);
+            fl.b.prim(body, Prim::Sel, vec![kv, kept], int_ty(), span)
+        })
+    }
+
+    /// Rows `from … from + len` of `a`.
+    fn slice(&mut self, out: &mut Vec<Stmt>, a: ValueId, from: ValueId, len: ValueId, span: Span) -> ValueId {
+        self.rows(out, a, len, span, |fl, body, i| fl.bin(body, IrBin::Add, i, from, span))
+    }
+
+    /// `len` rows of `a`, the `k`-th being row `row(k)` (a with-loop with
+    /// `a`'s default row, so that no rows still have `a`'s row shape).
+    fn rows(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        a: ValueId,
+        len: ValueId,
+        span: Span,
+        row: impl FnOnce(&mut Self, &mut Vec<Stmt>, ValueId) -> ValueId,
+    ) -> ValueId {
+        let (_, lo, hi) = self.frame(out, len, span);
         let k = self.b.f.new_value(int_ty(), None);
         let mut body = Vec::new();
-        let kv = self.vector(&mut body, vec![k], span);
-        let j = self.b.prim(&mut body, Prim::Sel, vec![kv, kept], int_ty(), span);
+        let j = row(self, &mut body, k);
         let jv = self.vector(&mut body, vec![j], span);
         let rank = self.rank(a);
         let cell_ty = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank - 1));
         let x = self.b.prim(&mut body, Prim::Sel, vec![jv, a], cell_ty, span);
         let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
         let part = dense_part(lo, hi, vec![k], Block { stmts: body, yields: vec![x] }, 1, span);
-        let default = self.row_default(out, a, span);
-        let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default }]);
-        self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), t, span)
-    }
-
-    /// Rows `from … from + len` of `a`.
-    fn slice(&mut self, out: &mut Vec<Stmt>, a: ValueId, from: ValueId, len: ValueId, span: Span) -> ValueId {
-        let (_, lo, hi) = self.frame(out, len, span);
-        let i = self.b.f.new_value(int_ty(), None);
-        let mut body = Vec::new();
-        let j = self.bin(&mut body, IrBin::Add, i, from, span);
-        let jv = self.vector(&mut body, vec![j], span);
-        let rank = self.rank(a);
-        let cell_ty = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank - 1));
-        let x = self.b.prim(&mut body, Prim::Sel, vec![jv, a], cell_ty, span);
-        let t = Ty::new(self.b.f.ty(a).elem, Shape::rank(rank));
-        let part = dense_part(lo, hi, vec![i], Block { stmts: body, yields: vec![x] }, 1, span);
         let default = self.row_default(out, a, span);
         let w = with_loop(vec![part], vec![WithOp::Genarray { shape: hi, default }]);
         self.b.emit1(out, Op::With(Box::new(scalar_cells(&self.b, w))), t, span)
