@@ -139,7 +139,12 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
                 if ch == '\\' {
                     let (v, len) = haskell_escape(&text[i + 1..]);
                     let at = span(i, i + 1 + len);
-                    reported |= !matches!(v, Escape::Char(0..=255)) && !(quote == b'"' && matches!(v, Escape::Empty));
+                    let fine = match v {
+                        Escape::Char(c) => c <= 255,
+                        Escape::Empty => quote == b'"',
+                        Escape::Unknown => false,
+                    };
+                    reported |= !fine;
                     match v {
                         Escape::Char(v) if v > 255 => diags.push(
                             Diagnostic::error(
