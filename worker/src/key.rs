@@ -23,7 +23,8 @@
 //!
 //! Normalising a source only removes differences that cannot change any output:
 //! `\r\n` becomes `\n`, and trailing spaces and tabs at line ends and blank lines
-//! at the end of the file go (line and column numbers stay the same).
+//! at the end of the file go (line and column numbers stay the same) — except
+//! blanks after a backslash, which would make it a line continuation.
 
 use std::collections::BTreeMap;
 
@@ -97,7 +98,10 @@ pub fn normalise_source(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 1);
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        out.push_str(line.trim_end_matches([' ', '\t']));
+        let trimmed = line.trim_end_matches([' ', '\t']);
+        // A backslash before blanks is no line continuation; without them it
+        // would be one (the program would change).
+        out.push_str(if trimmed.ends_with('\\') { line } else { trimmed });
         out.push('\n');
     }
     let kept = out.trim_end_matches('\n').len();
@@ -125,6 +129,9 @@ mod tests {
         assert_eq!(normalise_source("int x; \r\nint y;\t\n\n\n"), "int x;\nint y;\n");
         assert_eq!(normalise_source("a"), "a\n");
         assert_eq!(normalise_source("a\n  b"), "a\n  b\n");
+        // `\` before blanks is a stray character (E0005); without the blanks, a
+        // line continuation: they stay.
+        assert_eq!(normalise_source("#define N 1 \\ \n+ 2\\\n"), "#define N 1 \\ \n+ 2\\\n");
     }
 
     #[test]
