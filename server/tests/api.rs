@@ -804,6 +804,12 @@ async fn multipart_runs_take_npy_files_as_arguments() {
     let r = send_raw(&router, "/v1/run", "multipart/form-data; boundary=XyZ", body).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.text().contains("part `a`"), "{}", r.text());
+    // Past the body limit: 413, as a JSON body (it was 400 `invalid_request`).
+    let big = vec![0u8; 3 << 20];
+    let body = form(&[("request", "application/json", &json_bytes), ("a", "application/octet-stream", &big)]);
+    let r = send_raw(&router, "/v1/run", "multipart/form-data; boundary=XyZ", body).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "payload_too_large");
 }
 
 #[tokio::test]

@@ -59,6 +59,7 @@ async fn program(state: &AppState, request: &RunRequest) -> Result<CompileReques
         (status = 202, description = "Accepted as a job (`?async=true`)", body = JobAccepted),
         (status = 400, description = "The request is malformed", body = ErrorEnvelope),
         (status = 404, description = "No compilation has the key", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large", body = ErrorEnvelope),
         (status = 422, description = "Compile error, run-time error or a limit reached", body = ErrorEnvelope),
         (status = 500, description = "The run crashed (a withloop bug)", body = ErrorEnvelope),
     )
@@ -76,7 +77,7 @@ pub async fn run(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("multipart/form-data"));
     let mut request = if multipart {
-        let form = Multipart::from_request(body, &state).await.map_err(|e| ApiError::invalid(e.body_text()))?;
+        let form = Multipart::from_request(body, &state).await.map_err(|e| form_error(e.status(), e.body_text()))?;
         from_form(form).await?
     } else {
         let ApiJson(request) = ApiJson::<RunRequest>::from_request(body, &state).await?;
@@ -107,14 +108,24 @@ pub async fn run(
     Ok(Json(response).into_response())
 }
 
+/// A multipart body that could not be read: 413 `payload_too_large` past the
+/// body limit (as a JSON body), else 400.
+fn form_error(status: StatusCode, text: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(status, "payload_too_large", "the request body is larger than this server accepts")
+    } else {
+        ApiError::invalid(text)
+    }
+}
+
 /// A multipart run: the part `request` is the JSON request; every other part
 /// is a `.npy` file that arguments name as `{"npy_part": "<part name>"}`.
 async fn from_form(mut form: Multipart) -> Result<RunRequest, ApiError> {
     let mut json = None;
     let mut files: HashMap<String, Vec<u8>> = HashMap::new();
-    while let Some(field) = form.next_field().await.map_err(|e| ApiError::invalid(e.body_text()))? {
+    while let Some(field) = form.next_field().await.map_err(|e| form_error(e.status(), e.body_text()))? {
         let name = field.name().unwrap_or_default().to_string();
-        let data = field.bytes().await.map_err(|e| ApiError::invalid(e.body_text()))?;
+        let data = field.bytes().await.map_err(|e| form_error(e.status(), e.body_text()))?;
         if name == "request" {
             json = Some(data);
         } else {
