@@ -113,8 +113,15 @@ pub async fn serve(
     };
     tracing::info!(worker = %options.id, concurrency = options.concurrency, "serving the job queue");
     let mut last_reap = std::time::Instant::now() - queue.lease;
+    // Dequeues that failed in a row: the wait before the next grows (the
+    // database is down; the listener fails at once then, and the loop spun).
+    let mut failures = 0u32;
     while !*shutdown.borrow() {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        // A slot may free up after the shutdown began: no new job then.
+        if *shutdown.borrow() {
+            break;
+        }
         // Expired leases are looked for twice a lease, not before every job.
         if last_reap.elapsed() >= queue.lease / 2 {
             last_reap = std::time::Instant::now();
@@ -124,6 +131,7 @@ pub async fn serve(
         }
         match queue.dequeue(&options.id, &options.capabilities).await {
             Ok(Some(job)) => {
+                failures = 0;
                 let holding = Holding::new(&held, &job.id);
                 let (queue, compiler, worker, hold, runner, cancels) = (
                     queue.clone(),
@@ -143,14 +151,32 @@ pub async fn serve(
                 });
                 continue;
             }
-            Ok(None) => drop(permit),
+            Ok(None) => {
+                failures = 0;
+                drop(permit);
+            }
             Err(e) => {
                 drop(permit);
-                tracing::warn!(error = %e, "taking a job failed");
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, failures, "taking a job failed");
+                let backoff = options.poll.saturating_mul(1 << failures.min(4)).min(Duration::from_secs(10));
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
             }
         }
         tokio::select! {
-            _ = listener.recv() => {}
+            heard = listener.recv() => {
+                // A listener that cannot reconnect fails at once: wait a poll instead.
+                if heard.is_err() {
+                    tokio::select! {
+                        () = tokio::time::sleep(options.poll) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                }
+            }
             () = tokio::time::sleep(options.poll) => {}
             _ = shutdown.changed() => {}
         }
