@@ -57,6 +57,15 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("the job queue failed: {e}"))
     }
 
+    /// The body is past the server's limit (413), whatever its content type.
+    pub fn payload_too_large() -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "the request body is larger than this server accepts",
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
@@ -117,9 +126,7 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     let status = rejection.status();
     let text = rejection.body_text();
     match status {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::new(status, "payload_too_large", "the request body is larger than this server accepts")
-        }
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::payload_too_large(),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
             status,
             "unsupported_media_type",

@@ -18,7 +18,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::compiler::{Compiler, Progress};
-use crate::failure::{ErrorBody, FailureKind};
+use crate::failure::{Failure, FailureKind};
 use crate::jobs::{JobSpec, JobStatus, WorkerView};
 use crate::queue::{CANCEL_CHANNEL, JOBS_CHANNEL, Leased, PgQueue};
 use crate::request::{CompileResponse, prepare};
@@ -278,13 +278,8 @@ async fn execute(
     // database is gone), the lease runs out: the job is no longer held.
     if let Err(e) = &recorded {
         tracing::warn!(job = %job.id, error = %e, "recording the job's outcome failed; failing the job");
-        let body = ErrorBody {
-            code: "internal".into(),
-            message: format!("the job's outcome could not be stored: {e}"),
-            diagnostics: None,
-            rendered: None,
-        };
-        recorded = queue.finish(&job.id, worker, JobStatus::Failed, None, Some(&body)).await;
+        let failed = Failure::new(FailureKind::Bug, "internal", format!("the job's outcome could not be stored: {e}"));
+        recorded = queue.finish(&job.id, worker, JobStatus::Failed, None, Some(&failed.body)).await;
     }
     match recorded {
         Ok(true) => {}

@@ -139,26 +139,27 @@ fn lex(file: FileId, text: &str, diags: &mut Diagnostics) -> Vec<Token> {
                 if ch == '\\' {
                     let (v, len) = haskell_escape(&text[i + 1..]);
                     let at = span(i, i + 1 + len);
-                    let fine = match v {
-                        Escape::Char(c) => c <= 255,
-                        Escape::Empty => quote == b'"',
-                        Escape::Unknown => false,
-                    };
-                    reported |= !fine;
-                    match v {
-                        Escape::Char(v) if v > 255 => diags.push(
+                    let wrong = match v {
+                        Escape::Char(v) if v <= 255 => {
+                            chars.push(char::from(v as u8));
+                            None
+                        }
+                        Escape::Empty if quote == b'"' => None,
+                        Escape::Char(v) => Some(
                             Diagnostic::error(
                                 codes::BAD_ESCAPE,
                                 format!("the escape `{}` is {v}", &text[i..i + 1 + len]),
                             )
                             .at(at, "L0's `char` holds one byte (0 to 255)"),
                         ),
-                        Escape::Char(v) => chars.push(char::from(v as u8)),
-                        Escape::Empty if quote == b'"' => {}
-                        Escape::Empty | Escape::Unknown => diags.push(
+                        Escape::Empty | Escape::Unknown => Some(
                             Diagnostic::error(codes::BAD_ESCAPE, format!("unknown escape `{}`", &text[i..i + 1 + len]))
                                 .at(at, "escapes are Haskell's: \\n \\t \\65 \\x41 \\o101 \\a \\& …"),
                         ),
+                    };
+                    if let Some(d) = wrong {
+                        reported = true;
+                        diags.push(d);
                     }
                     i += 1 + len;
                     continue;

@@ -46,7 +46,14 @@ fn run(m: &mut Module, cx: &mut PassCx) {
     }
     let mut replace: HashMap<FuncId, FuncId> = HashMap::default();
     for members in groups.values().filter(|g| g.len() > 1) {
-        let canon: Vec<Function> = members.iter().map(|&i| canonical(&m.functions[i])).collect();
+        let canon: Vec<(Function, Vec<String>)> = members
+            .iter()
+            .map(|&i| {
+                let f = canonical(&m.functions[i]);
+                let constants = constant_texts(&f);
+                (f, constants)
+            })
+            .collect();
         let mut classes: Vec<Vec<usize>> = Vec::new();
         for (k, f) in canon.iter().enumerate() {
             match classes.iter_mut().find(|c| same(&canon[c[0]], f)) {
@@ -119,11 +126,12 @@ fn canonical(f: &Function) -> Function {
     out
 }
 
-fn same(a: &Function, b: &Function) -> bool {
+/// Two canonical functions with their constants' texts.
+fn same((a, a_constants): &(Function, Vec<String>), (b, b_constants): &(Function, Vec<String>)) -> bool {
     a.params == b.params
         && a.results == b.results
         && a.body == b.body
-        && constant_texts(a) == constant_texts(b)
+        && a_constants == b_constants
         && a.values == b.values
         && a.kind == b.kind
         && a.source_name == b.source_name

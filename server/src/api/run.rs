@@ -111,11 +111,7 @@ pub async fn run(
 /// A multipart body that could not be read: 413 `payload_too_large` past the
 /// body limit (as a JSON body), else 400.
 fn form_error(status: StatusCode, text: String) -> ApiError {
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(status, "payload_too_large", "the request body is larger than this server accepts")
-    } else {
-        ApiError::invalid(text)
-    }
+    if status == StatusCode::PAYLOAD_TOO_LARGE { ApiError::payload_too_large() } else { ApiError::invalid(text) }
 }
 
 /// A multipart run: the part `request` is the JSON request; every other part
