@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use clap::Parser;
+use withloop_worker::run::RunLimits;
 
 /// withloop's compile service.
 ///
@@ -73,6 +74,23 @@ pub struct Config {
     #[arg(long, env = "WITHLOOP_LEASE_SECS", default_value_t = 15.0)]
     pub lease_secs: f64,
 
+    /// Programs this server runs at once in sandboxed children (synchronous
+    /// runs, and asynchronous ones when embedded; with a database those are
+    /// bounded by the workers). Default: one per core.
+    #[arg(long, env = "WITHLOOP_MAX_RUNS")]
+    pub max_runs: Option<usize>,
+
+    /// The largest limits a run may ask for (its `limits`): wall-clock and
+    /// CPU time in ms, address space in MiB, output in KiB.
+    #[arg(long, env = "WITHLOOP_MAX_RUN_WALL_MS", default_value_t = 600_000)]
+    pub max_run_wall_ms: u64,
+    #[arg(long, env = "WITHLOOP_MAX_RUN_CPU_MS", default_value_t = 600_000)]
+    pub max_run_cpu_ms: u64,
+    #[arg(long, env = "WITHLOOP_MAX_RUN_MEMORY_MB", default_value_t = 16_384)]
+    pub max_run_memory_mb: u64,
+    #[arg(long, env = "WITHLOOP_MAX_RUN_OUTPUT_KB", default_value_t = 65_536)]
+    pub max_run_output_kb: u64,
+
     /// The binary that runs programs in sandboxed child processes (default:
     /// this one).
     #[arg(long, env = "WITHLOOP_RUNNER")]
@@ -101,6 +119,11 @@ impl Config {
             rate_limit_per_minute: 0,
             workers: None,
             lease_secs: 15.0,
+            max_runs: None,
+            max_run_wall_ms: 600_000,
+            max_run_cpu_ms: 600_000,
+            max_run_memory_mb: 16_384,
+            max_run_output_kb: 65_536,
             runner: None,
             print_openapi: false,
         }
@@ -122,6 +145,20 @@ impl Config {
 
     pub fn max_compiles(&self) -> usize {
         self.max_compiles.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1)
+    }
+
+    pub fn max_runs(&self) -> usize {
+        self.max_runs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1)
+    }
+
+    /// The largest limits a run may ask for.
+    pub fn max_run_limits(&self) -> RunLimits {
+        RunLimits {
+            wall_ms: self.max_run_wall_ms,
+            cpu_ms: self.max_run_cpu_ms,
+            memory_mb: self.max_run_memory_mb,
+            output_kb: self.max_run_output_kb,
+        }
     }
 
     pub fn request_timeout(&self) -> Duration {

@@ -6,8 +6,9 @@
 //! `running` once per compile phase (`frontend`, `optimise`, `codegen:object`,
 //! `link`, …), then `done`, `failed` or `cancelled`.
 //!
-//! Finished jobs are kept for [`Jobs::RETENTION`]; their results live on in the
-//! cache under the job's key.
+//! Finished jobs are kept for [`Jobs::RETENTION`], and at most
+//! [`Jobs::MAX_FINISHED`] of them (the oldest go first); their results live on
+//! in the cache under the job's key.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -109,6 +110,15 @@ impl Job {
         self.cancel_signal.subscribe()
     }
 
+    fn status(&self) -> JobStatus {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.events.last().map_or(JobStatus::Queued, |e| e.status)
+    }
+
+    fn finished_at(&self) -> Option<Instant> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).finished_at
+    }
+
     pub fn view(&self) -> JobView {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         JobView {
@@ -134,12 +144,22 @@ impl Job {
 /// Every job of this process.
 #[derive(Debug, Default)]
 pub struct Jobs {
-    map: Mutex<HashMap<String, Arc<Job>>>,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    map: HashMap<String, Arc<Job>>,
+    /// When the next prune is due: past this many jobs, or this instant.
+    prune_at_len: usize,
+    prune_at: Option<Instant>,
 }
 
 impl Jobs {
     /// How long finished jobs stay visible.
     pub const RETENTION: Duration = Duration::from_secs(3600);
+    /// How many finished jobs stay visible at most (each holds its result).
+    pub const MAX_FINISHED: usize = 1000;
 
     /// A new queued job of `kind` (`compile`, `run`) on compilation `key`.
     pub fn create(&self, key: &str, kind: &'static str) -> Arc<Job> {
@@ -155,28 +175,68 @@ impl Jobs {
             sender,
         });
         job.push(JobStatus::Queued, None);
-        if let Ok(mut map) = self.map.lock() {
-            map.retain(|_, j| {
-                j.state.lock().ok().and_then(|s| s.finished_at).is_none_or(|t| t.elapsed() < Self::RETENTION)
-            });
-            map.insert(job.id.clone(), job.clone());
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.map.insert(job.id.clone(), job.clone());
+        // Pruning looks at every job: it runs once a minute or when the jobs
+        // grew by a tenth of the bound since the last, not on every create.
+        if kept.map.len() > kept.prune_at_len || kept.prune_at.is_none_or(|t| t <= Instant::now()) {
+            kept.prune();
         }
         job
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
-        self.map.lock().ok()?.get(id).cloned()
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).map.get(id).cloned()
     }
 
     /// Jobs finished (of those kept).
     pub fn finished(&self) -> usize {
-        let Ok(map) = self.map.lock() else { return 0 };
-        map.values().filter(|j| j.view().status.finished()).count()
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.map.values().filter(|j| j.status().finished()).count()
     }
 
     /// Ids of the jobs running now.
     pub fn running(&self) -> Vec<String> {
-        let Ok(map) = self.map.lock() else { return Vec::new() };
-        map.values().filter(|j| j.view().status == JobStatus::Running).map(|j| j.id.clone()).collect()
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.map.values().filter(|j| j.status() == JobStatus::Running).map(|j| j.id.clone()).collect()
+    }
+}
+
+impl Kept {
+    /// Drops finished jobs past [`Jobs::RETENTION`], then the oldest finished
+    /// beyond [`Jobs::MAX_FINISHED`].
+    fn prune(&mut self) {
+        let mut finished: Vec<(Instant, String)> =
+            self.map.values().filter_map(|j| Some((j.finished_at()?, j.id.clone()))).collect();
+        finished.sort();
+        let expired = finished.iter().take_while(|(t, _)| t.elapsed() >= Jobs::RETENTION).count();
+        let excess = finished.len().saturating_sub(Jobs::MAX_FINISHED);
+        for (_, id) in finished.iter().take(expired.max(excess)) {
+            self.map.remove(id);
+        }
+        self.prune_at_len = self.map.len() + Jobs::MAX_FINISHED / 10;
+        self.prune_at = Some(Instant::now() + Duration::from_secs(60));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_the_bound_of_finished_jobs_is_kept_and_running_ones_always() {
+        let jobs = Jobs::default();
+        let running = jobs.create("k", "compile");
+        running.phase("frontend".into());
+        let first = jobs.create("k", "compile");
+        first.succeed(serde_json::json!({}));
+        for _ in 0..3 * Jobs::MAX_FINISHED {
+            jobs.create("k", "compile").succeed(serde_json::json!({}));
+        }
+        let kept = jobs.kept.lock().unwrap().map.len();
+        assert!(kept <= Jobs::MAX_FINISHED + Jobs::MAX_FINISHED / 10 + 1, "{kept} jobs kept");
+        assert!(jobs.get(&running.id).is_some(), "a running job is never dropped");
+        assert!(jobs.get(&first.id).is_none(), "the oldest finished job went first");
+        assert_eq!(jobs.running(), vec![running.id.clone()]);
     }
 }

@@ -33,8 +33,16 @@ async fn serve(config: Config) -> Result<(), String> {
     let workers = state.spawn_workers();
     // The first requests find the compile threads started (see `warm_up`).
     withloop_worker::compiler::warm_up_in_background(state.config.max_compiles(), "withloop-server");
+    let signalled = {
+        let state = state.clone();
+        async move {
+            withloop_worker::process::shutdown_signal().await;
+            // Before the drain: event streams end, workers take no new job.
+            state.begin_shutdown();
+        }
+    };
     let served = axum::serve(listener, withloop_server::app(state))
-        .with_graceful_shutdown(withloop_worker::process::shutdown_signal())
+        .with_graceful_shutdown(signalled)
         .await
         .map_err(|e| format!("serving: {e}"));
     if let Some(w) = workers {

@@ -44,6 +44,12 @@ pub struct Shared {
     /// Token → team.
     pub tokens: Arc<HashMap<String, String>>,
     pub limiter: Arc<RateLimiter>,
+    /// One permit per program this server runs at once (`--max-runs`).
+    pub runs: Arc<tokio::sync::Semaphore>,
+    /// Turns true when the server begins to shut down: event streams end
+    /// (clients resume elsewhere with `Last-Event-ID`) and the workers take
+    /// no new jobs, so that the HTTP drain does not wait on them.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
     pub started: Instant,
 }
 
@@ -67,6 +73,8 @@ impl AppState {
             queue,
             tokens: Arc::new(tokens),
             limiter: Arc::new(RateLimiter::new(config.rate_limit_per_minute)),
+            runs: Arc::new(tokio::sync::Semaphore::new(config.max_runs())),
+            shutdown: tokio::sync::watch::Sender::new(false),
             started: Instant::now(),
             config: Arc::new(config),
         })))
@@ -97,14 +105,27 @@ impl AppState {
         let mut options = PoolOptions::new(pool::worker_id());
         options.concurrency = n;
         options.runner = self.config.runner.clone();
-        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let stopped = self.shutdown.subscribe();
         let compiler = self.compiler.clone();
         let task = tokio::spawn(async move {
             if let Err(e) = pool::serve(queue, compiler, options, stopped).await {
                 tracing::error!(error = %e, "the server's workers stopped");
             }
         });
-        Some(Workers { stop, task })
+        Some(Workers { state: self.clone(), task })
+    }
+
+    /// Begins the shutdown (see [`Shared::shutdown`]).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves once the shutdown has begun.
+    pub fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + use<> {
+        let mut begun = self.shutdown.subscribe();
+        async move {
+            let _ = begun.wait_for(|b| *b).await;
+        }
     }
 
     /// Whether this server runs without a database.
@@ -116,14 +137,15 @@ impl AppState {
 /// The workers a server runs on the Postgres queue.
 #[derive(Debug)]
 pub struct Workers {
-    stop: tokio::sync::watch::Sender<bool>,
+    state: AppState,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Workers {
-    /// Stops taking jobs, finishes the running ones and deregisters.
+    /// Stops taking jobs (the server's shutdown begins, if it has not),
+    /// finishes the running ones and deregisters.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.state.begin_shutdown();
         let _ = self.task.await;
     }
 }

@@ -55,6 +55,32 @@ async fn miss_then_memory_then_database_after_a_restart_with_identical_bytes() {
 }
 
 #[tokio::test]
+async fn a_bypassing_compile_recompiles_even_beside_a_plain_lookup_and_yields_the_same_report() {
+    let db = TestDb::new().await;
+    let body = request(&["object", "report"]);
+    let first = post(&app(with_database(&db).await), "/v1/compile", body.clone()).await.json();
+    assert_eq!(first["cache"], "miss", "{first}");
+    // A second server: the plain request's flight looks the key up in the
+    // database while the bypassing one arrives; that one must compile.
+    let state = with_database(&db).await;
+    let router = app(state.clone());
+    let mut bypass = body.clone();
+    bypass["bypass_cache"] = json!(true);
+    let (plain, bypassed) = tokio::join!(post(&router, "/v1/compile", body), post(&router, "/v1/compile", bypass));
+    let (plain, bypassed) = (plain.json(), bypassed.json());
+    assert_eq!((plain["cache"].as_str(), bypassed["cache"].as_str()), (Some("database"), Some("miss")));
+    assert_eq!(compiles(&state), 1);
+    // The report is an artifact served by its content hash: every compile of a
+    // key makes the same bytes (pass times are in `phases`, not in it).
+    for kind in ["report", "object"] {
+        assert_eq!(bypassed["artifacts"][kind]["content_hash"], first["artifacts"][kind]["content_hash"], "{kind}");
+    }
+    assert!(bypassed["report"]["passes"].as_array().unwrap().iter().all(|p| p.get("time_us").is_none()));
+    let phases: Vec<&str> = bypassed["phases"].as_array().unwrap().iter().filter_map(|p| p["phase"].as_str()).collect();
+    assert!(phases.contains(&"optimise") && phases.contains(&"pass:wlf"), "{phases:?}");
+}
+
+#[tokio::test]
 async fn a_memory_hit_answers_what_the_miss_did_but_for_where_it_came_from() {
     let router = app(embedded());
     let body = request(&["object", "header", "report"]);
@@ -589,6 +615,60 @@ fn runner_state(max_body_kb: usize) -> AppState {
     let config =
         Config { runner: Some(env!("CARGO_BIN_EXE_withloop-server").into()), max_body_kb, ..Config::embedded() };
     AppState::new(config, None).unwrap()
+}
+
+/// The status of the job at `url` once it is `status` (within 30 s).
+async fn job_reaches(router: &axum::Router, url: &str, status: &str) {
+    for _ in 0..1200 {
+        if get(router, url).await.json()["status"] == status {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the job at {url} did not become {status} within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_bounded_in_number_and_limits_and_a_shutdown_ends_event_streams() {
+    let config = Config {
+        runner: Some(env!("CARGO_BIN_EXE_withloop-server").into()),
+        max_runs: Some(1),
+        max_run_wall_ms: 60_000,
+        ..Config::embedded()
+    };
+    let state = AppState::new(config, None).unwrap();
+    let router = app(state.clone());
+    let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
+    let mut body = run_body(spin, "main", json!([]));
+    body["limits"] = json!({ "wall_ms": 1_000_000_000_000_000u64 });
+    let r = post(&router, "/v1/run", body.clone()).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert!(
+        r.text().contains("`limits.wall_ms` is 1000000000000000; this server allows at most 60000"),
+        "{}",
+        r.text()
+    );
+    // One run slot: the second run waits queued until the first ends.
+    body["limits"] = json!({ "wall_ms": 30_000 });
+    let first = post(&router, "/v1/run?async=true", body.clone()).await.json();
+    let second = post(&router, "/v1/run?async=true", body).await.json();
+    let (first, second) = (first["job_url"].as_str().unwrap(), second["job_url"].as_str().unwrap());
+    job_reaches(&router, first, "running").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get(&router, second).await.json()["status"], "queued");
+    send(&router, Method::DELETE, first, None, &[]).await;
+    job_reaches(&router, second, "running").await;
+    // A follower of a job that will not end soon: the shutdown ends its stream.
+    let events = format!("{second}/events");
+    let follower = tokio::spawn({
+        let router = router.clone();
+        async move { get(&router, &events).await.text() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    state.begin_shutdown();
+    let text = tokio::time::timeout(Duration::from_secs(10), follower).await.expect("the stream ended").unwrap();
+    assert!(text.contains("event: queued") && text.contains("event: running"), "{text}");
+    send(&router, Method::DELETE, second, None, &[]).await;
 }
 
 fn run_body(source: &str, entry: &str, args: Value) -> Value {

@@ -168,6 +168,17 @@ impl Cache {
         Ok(())
     }
 
+    /// Makes sure a compilation answered from this process's memory is in the
+    /// database too, and marks it used there. A queue job's result is served
+    /// by other processes (API servers), which look only in their own memory
+    /// and the database; the database may have evicted the key meanwhile.
+    pub async fn ensure_stored(&self, compiled: &Compiled) -> Result<(), sqlx::Error> {
+        match &self.store {
+            Some(store) if !store.mark_used(&compiled.meta.key).await? => store.save(compiled).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Removes `key` from both tiers; whether either held it.
     pub async fn purge(&self, key: &str) -> Result<bool, sqlx::Error> {
         let in_memory = self.memory.remove(key).await.is_some();

@@ -37,8 +37,9 @@ pub struct Compiler {
     pub metrics: Arc<Metrics>,
     /// One permit per compilation allowed to run at once.
     slots: Arc<Semaphore>,
-    /// Compilations running now, by key (single flight).
-    inflight: Arc<Mutex<HashMap<String, Flight>>>,
+    /// Compilations running now, by key and whether they bypass the cache
+    /// (single flight).
+    inflight: Arc<Mutex<HashMap<(String, bool), Flight>>>,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -73,13 +74,18 @@ impl Compiler {
         }
         let flight = {
             let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-            match inflight.get(&prepared.key) {
+            // A bypassing request joins only a bypassing flight: a plain one may
+            // still be looking the key up and would answer from the cache.
+            let joined = inflight
+                .get(&(prepared.key.clone(), bypass))
+                .or_else(|| if bypass { None } else { inflight.get(&(prepared.key.clone(), true)) });
+            match joined {
                 Some(f) => {
                     self.metrics.coalesced_requests.fetch_add(1, Ordering::Relaxed);
                     f.clone()
                 }
                 None => {
-                    let key = prepared.key.clone();
+                    let key = (prepared.key.clone(), bypass);
                     let task = tokio::spawn(self.clone().fly(prepared, bypass, progress));
                     let flight: Flight = async move {
                         task.await.unwrap_or_else(|e| Err(Failure::transient(format!("the compile task failed: {e}"))))
@@ -101,7 +107,7 @@ impl Compiler {
         bypass: bool,
         progress: Option<Progress>,
     ) -> Result<(Arc<Compiled>, CacheOutcome), Failure> {
-        let key = prepared.key.clone();
+        let key = (prepared.key.clone(), bypass);
         let result = self.lookup_or_compile(prepared, bypass, progress).await;
         self.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         result

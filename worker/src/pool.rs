@@ -17,6 +17,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 
+use crate::cache::CacheOutcome;
 use crate::compiler::{Compiler, Progress};
 use crate::failure::{Failure, FailureKind};
 use crate::jobs::{JobSpec, JobStatus, WorkerView};
@@ -97,16 +98,27 @@ pub async fn serve(
     let mut cancel_listener = PgListener::connect_with(queue.pool()).await?;
     cancel_listener.listen(CANCEL_CHANNEL).await?;
     let held: Held = Arc::default();
-    let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone(), held.clone()));
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let cancels: Cancels = Arc::default();
-    // Cancellations are heard even while every slot is busy.
+    let heartbeat = tokio::spawn(heartbeats(queue.clone(), options.id.clone(), held.clone(), cancels.clone()));
+    // Cancellations are heard even while every slot is busy. A listener
+    // whose reconnect fails returns an error; it is asked again (it
+    // reconnects then) after a growing wait, for as long as the worker serves.
     let canceller = {
-        let cancels = cancels.clone();
+        let (cancels, poll) = (cancels.clone(), options.poll);
         tokio::spawn(async move {
-            while let Ok(n) = cancel_listener.recv().await {
-                if let Some(signal) = cancels.lock().unwrap_or_else(|p| p.into_inner()).get(n.payload()) {
-                    let _ = signal.send(true);
+            let mut failures = 0u32;
+            loop {
+                match cancel_listener.recv().await {
+                    Ok(n) => {
+                        failures = 0;
+                        signal(&cancels, n.payload());
+                    }
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        tracing::warn!(error = %e, failures, "the cancellation listener lost the database");
+                        tokio::time::sleep(backoff(poll, failures)).await;
+                    }
                 }
             }
         })
@@ -159,9 +171,8 @@ pub async fn serve(
                 drop(permit);
                 failures = failures.saturating_add(1);
                 tracing::warn!(error = %e, failures, "taking a job failed");
-                let backoff = options.poll.saturating_mul(1 << failures.min(4)).min(Duration::from_secs(10));
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(backoff(options.poll, failures)) => {}
                     _ = shutdown.changed() => {}
                 }
                 continue;
@@ -211,15 +222,33 @@ impl Drop for Holding {
     }
 }
 
-async fn heartbeats(queue: PgQueue, worker: String, held: Held) {
+async fn heartbeats(queue: PgQueue, worker: String, held: Held, cancels: Cancels) {
     let every = (queue.lease / 3).max(Duration::from_millis(100));
     loop {
         tokio::time::sleep(every).await;
         let ids: Vec<String> = held.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
-        if let Err(e) = queue.worker_heartbeat(&worker, &ids).await {
-            tracing::warn!(error = %e, "heartbeat failed");
+        match queue.worker_heartbeat(&worker, &ids).await {
+            Ok(lost) => {
+                for id in lost {
+                    signal(&cancels, &id);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
         }
     }
+}
+
+/// Stops the run of job `id`, if this worker runs it.
+fn signal(cancels: &Cancels, id: &str) {
+    if let Some(stop) = cancels.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+        let _ = stop.send(true);
+    }
+}
+
+/// The wait after `failures` database errors in a row: doubling from `poll`,
+/// at most 10 s.
+fn backoff(poll: Duration, failures: u32) -> Duration {
+    poll.saturating_mul(1 << failures.min(4)).min(Duration::from_secs(10))
 }
 
 /// Runs one leased job and records its outcome.
@@ -259,8 +288,13 @@ async fn execute(
                 let progress: Progress = Arc::new(move |phase| {
                     let _ = tx.send(phase);
                 });
-                let result = compiler.compile_cached(prepared, bypass_cache, Some(progress)).await;
+                let mut result = compiler.compile_cached(prepared, bypass_cache, Some(progress)).await;
                 let _ = writer.await;
+                if let Ok((compiled, CacheOutcome::Memory)) = &result
+                    && let Err(e) = compiler.cache.ensure_stored(compiled).await
+                {
+                    result = Err(Failure::transient(format!("storing the compilation failed: {e}")));
+                }
                 result.map(|(compiled, outcome)| {
                     serde_json::to_value(CompileResponse::of(&compiled, outcome)).unwrap_or_default()
                 })

@@ -32,6 +32,9 @@ use crate::jobs::{JobEvent, JobSpec, JobStatus, JobView, WorkerView};
 pub const JOBS_CHANNEL: &str = "withloop_jobs";
 /// Channel announcing cancelled jobs (payload: the job id).
 pub const CANCEL_CHANNEL: &str = "withloop_cancel";
+/// How long a finished job stays readable (`GET /v1/jobs/{id}`); [`PgQueue::reap`]
+/// deletes older ones.
+pub const FINISHED_JOB_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// A job a worker holds.
 #[derive(Clone, Debug)]
@@ -224,7 +227,8 @@ impl PgQueue {
     }
 
     /// Puts jobs whose lease expired back in the queue (or in the dead letter
-    /// when out of attempts); returns how many.
+    /// when out of attempts); returns how many. Also deletes the jobs that
+    /// finished more than [`FINISHED_JOB_RETENTION`] ago.
     pub async fn reap(&self) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(&format!(
             "UPDATE jobs SET
@@ -242,6 +246,12 @@ impl PgQueue {
         ))
         .execute(&self.pool)
         .await?;
+        // Finished jobs are kept for a while (clients read their outcome), not
+        // for ever: their results and events would grow the table without end.
+        sqlx::query("DELETE FROM jobs WHERE finished_at < now() - $1 * interval '1 second'")
+            .bind(FINISHED_JOB_RETENTION.as_secs() as i64)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 
@@ -318,22 +328,25 @@ impl PgQueue {
     /// The worker is alive: renews its row and the leases of `held`, the jobs
     /// it is running now. Only those: a job whose task ended without
     /// recording its outcome (or that a restarted worker of the same id took
-    /// before) must see its lease run out, to be retried or given up.
-    pub async fn worker_heartbeat(&self, worker: &str, held: &[String]) -> Result<(), sqlx::Error> {
+    /// before) must see its lease run out, to be retried or given up. Returns
+    /// the held jobs that are no longer this worker's to run (cancelled, or
+    /// taken over after a lost lease): the worker stops them. A cancellation's
+    /// notification can be lost (the listener was reconnecting); this is not.
+    pub async fn worker_heartbeat(&self, worker: &str, held: &[String]) -> Result<Vec<String>, sqlx::Error> {
         sqlx::query("UPDATE workers SET heartbeat_at = now() WHERE id = $1").bind(worker).execute(&self.pool).await?;
         if held.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        sqlx::query(
+        let renewed: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET lease_expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-             WHERE leased_by = $1 AND status = 'running' AND id = ANY($3)",
+             WHERE leased_by = $1 AND status = 'running' AND id = ANY($3) RETURNING id",
         )
         .bind(worker)
         .bind(self.lease_ms())
         .bind(held)
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(())
+        Ok(held.iter().filter(|id| !renewed.contains(id)).cloned().collect())
     }
 
     pub async fn deregister(&self, worker: &str) -> Result<(), sqlx::Error> {

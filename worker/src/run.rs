@@ -68,6 +68,24 @@ impl Default for RunLimits {
     }
 }
 
+impl RunLimits {
+    /// Rejects a limit above the server's `max` (each field's maximum).
+    pub fn within(&self, max: &RunLimits) -> Result<(), Failure> {
+        let asked = [
+            ("wall_ms", self.wall_ms, max.wall_ms),
+            ("cpu_ms", self.cpu_ms, max.cpu_ms),
+            ("memory_mb", self.memory_mb, max.memory_mb),
+            ("output_kb", self.output_kb, max.output_kb),
+        ];
+        match asked.iter().find(|(_, given, most)| given > most) {
+            Some((name, given, most)) => {
+                Err(Failure::invalid(format!("`limits.{name}` is {given}; this server allows at most {most}")))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 /// How results come back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -189,6 +207,7 @@ pub async fn run_sandboxed(
         // `RLIMIT_AS` that reservation left no room for the JIT's code. With
         // none, it maps what it uses, as malloc does.
         .env("MIMALLOC_ARENA_RESERVE", "0")
+        .env(RUN_PARENT_ENV, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -291,7 +310,7 @@ pub fn child_main() -> std::process::ExitCode {
             Err(e) => {
                 ChildOutcome::Err { kind: FailureKind::Bug, body: Failure::invalid(format!("the run: {e}")).body }
             }
-            Ok(request) => match child_run_on_deep_stack(request) {
+            Ok(request) => match supervise(request.limits).and_then(|()| child_run_on_deep_stack(request)) {
                 Ok(r) => ChildOutcome::Ok(r),
                 Err(f) => ChildOutcome::Err { kind: f.kind, body: f.body },
             },
@@ -303,6 +322,32 @@ pub fn child_main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// The environment variable that tells a run's child its parent's pid.
+const RUN_PARENT_ENV: &str = "WITHLOOP_RUN_PARENT";
+
+/// The child watches over itself: the parent kills it at its wall-clock
+/// limit or on cancellation, but a parent that dies (`kill -9`, the OOM
+/// killer) does neither, and the job is run again elsewhere meanwhile. So the
+/// child exits when its parent is gone (it is re-parented) and, a second
+/// after the parent would have, at its own wall-clock limit.
+fn supervise(limits: RunLimits) -> Result<(), Failure> {
+    let parent: Option<u32> = std::env::var(RUN_PARENT_ENV).ok().and_then(|p| p.parse().ok());
+    let deadline = Instant::now() + Duration::from_millis(limits.wall_ms.max(1)) + Duration::from_secs(1);
+    std::thread::Builder::new()
+        .name("withloop-run-watch".into())
+        .spawn(move || {
+            loop {
+                let orphaned = parent.is_some_and(|p| p != std::os::unix::process::parent_id());
+                if orphaned || Instant::now() >= deadline {
+                    std::process::exit(if orphaned { 137 } else { 124 });
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .map(drop)
+        .map_err(|e| Failure::transient(format!("starting the run's watchdog: {e}")))
 }
 
 /// The stack of the thread a run's child compiles and runs on: the front end

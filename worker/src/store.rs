@@ -111,6 +111,15 @@ impl Store {
         Ok(Some(Ok(Compiled::new(meta, bytes))))
     }
 
+    /// Records a use of `key` now; whether the database holds it.
+    pub async fn mark_used(&self, key: &str) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query("UPDATE compilations SET last_used_at = now(), hits = hits + 1 WHERE key = $1")
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Records a hit of `key`; writes it back (in the background) when the
     /// key's last write is older than [`TOUCH_EVERY`].
     fn touch(&self, key: &str) {
@@ -210,29 +219,45 @@ impl Store {
         }
     }
 
-    /// One artifact's bytes, verified against `expected` (the hash the
-    /// compilation's metadata records); `Ok(Some(Err(_)))` when stored but corrupt.
+    /// The compilation's metadata with one artifact's bytes, verified against
+    /// the hash that metadata records: `None` when the key is unknown; the
+    /// inner `None` when the compilation has no such artifact, `Err` when it is
+    /// stored but corrupt. One statement, so one snapshot: a concurrent
+    /// [`Store::save`] of the key is seen whole or not at all.
     pub async fn artifact(
         &self,
         key: &str,
         kind: ArtifactKind,
-        expected: &str,
-    ) -> Result<Option<Result<Bytes, Invalid>>, sqlx::Error> {
-        let row = sqlx::query("SELECT content_hash, bytes FROM artifacts WHERE key = $1 AND kind = $2")
-            .bind(key)
-            .bind(kind.name())
-            .fetch_optional(&self.pool)
-            .await?;
+    ) -> Result<Option<(CompilationMeta, Option<Result<Bytes, Invalid>>)>, sqlx::Error> {
+        let row = sqlx::query(
+            "SELECT c.metadata, a.content_hash, a.bytes
+             FROM compilations c LEFT JOIN artifacts a ON a.key = c.key AND a.kind = $2 WHERE c.key = $1",
+        )
+        .bind(key)
+        .bind(kind.name())
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(row) = row else { return Ok(None) };
-        let hash: String = row.try_get("content_hash")?;
-        let data: Vec<u8> = row.try_get("bytes")?;
-        let actual = content_hash(&data);
-        if actual != expected || hash != expected {
-            return Ok(Some(Err(Invalid::Corrupt(format!(
-                "artifact `{}` of {key} hashes to {actual}, expected {expected}",
-                kind.name()
-            )))));
-        }
-        Ok(Some(Ok(Bytes::from(data))))
+        let Json(meta): Json<CompilationMeta> = row.try_get("metadata")?;
+        let Some(expected) = meta.artifacts.iter().find(|a| a.kind == kind).map(|a| a.content_hash.clone()) else {
+            return Ok(Some((meta, None)));
+        };
+        let hash: Option<String> = row.try_get("content_hash")?;
+        let data: Option<Vec<u8>> = row.try_get("bytes")?;
+        let checked = match (hash, data) {
+            (Some(hash), Some(data)) => {
+                let actual = content_hash(&data);
+                if actual == expected && hash == expected {
+                    Ok(Bytes::from(data))
+                } else {
+                    Err(Invalid::Corrupt(format!(
+                        "artifact `{}` of {key} hashes to {actual}, expected {expected}",
+                        kind.name()
+                    )))
+                }
+            }
+            _ => Err(Invalid::Corrupt(format!("artifact `{}` of {key} is missing", kind.name()))),
+        };
+        Ok(Some((meta, Some(checked))))
     }
 }

@@ -208,7 +208,13 @@ async fn compile_errors_fail_at_once_and_cancelled_jobs_are_not_run() {
 
     // Compile jobs are idempotent: running one again is a cache hit.
     let mut results = Vec::new();
-    for _ in 0..2 {
+    for round in 0..2 {
+        if round == 1 {
+            // The database tier lost the key (evicted, or purged by another
+            // server): the worker's memory hit must put it back, for the API
+            // servers that serve the job's artifact URLs read only the database.
+            sqlx::query("DELETE FROM compilations").execute(queue.pool()).await.unwrap();
+        }
         let id = queue.enqueue(&compile_job("int main() { return 3; }"), None).await.unwrap();
         wait_for(Duration::from_secs(60), "the compile job", || async {
             queue.view(&id).await.unwrap().unwrap().status.finished()
@@ -219,6 +225,12 @@ async fn compile_errors_fail_at_once_and_cancelled_jobs_are_not_run() {
     assert_eq!(results[0]["cache"], "miss");
     assert_eq!(results[1]["cache"], "memory", "the same worker still holds it in memory");
     assert_eq!(results[0]["key"], results[1]["key"]);
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM compilations WHERE key = $1")
+        .bind(results[1]["key"].as_str().unwrap())
+        .fetch_one(queue.pool())
+        .await
+        .unwrap();
+    assert_eq!(stored, 1, "a memory hit of a job is in the database tier again");
 }
 
 /// Sandboxed runs the process `parent` has going now.
@@ -239,6 +251,69 @@ fn sandboxed_children(parent: u32) -> Vec<u32> {
     out
 }
 
+#[tokio::test]
+async fn finished_jobs_are_deleted_after_the_retention_period() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let old = queue.enqueue(&compile_job("int main() { return 1; }"), None).await.unwrap();
+    let recent = queue.enqueue(&compile_job("int main() { return 2; }"), None).await.unwrap();
+    let waiting = queue.enqueue(&compile_job("int main() { return 3; }"), None).await.unwrap();
+    queue.cancel(&old).await.unwrap();
+    queue.cancel(&recent).await.unwrap();
+    let age = withloop_worker::queue::FINISHED_JOB_RETENTION + Duration::from_secs(60);
+    sqlx::query("UPDATE jobs SET finished_at = now() - $2 * interval '1 second' WHERE id = $1")
+        .bind(&old)
+        .bind(age.as_secs() as i64)
+        .execute(queue.pool())
+        .await
+        .unwrap();
+    queue.reap().await.unwrap();
+    assert!(queue.view(&old).await.unwrap().is_none(), "past the retention period");
+    assert_eq!(queue.view(&recent).await.unwrap().unwrap().status, JobStatus::Cancelled);
+    assert_eq!(queue.view(&waiting).await.unwrap().unwrap().status, JobStatus::Queued);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_told_to_stop_finishes_its_job_and_takes_no_other() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let mut worker = Worker::start(&db, &["--poll-ms", "50", "--concurrency", "1"]);
+    let pid = worker.child.id();
+    let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
+    let running = queue.enqueue(&run_job(spin, json!({ "wall_ms": 3000 })), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the program to start", || async { !sandboxed_children(pid).is_empty() }).await;
+    let waiting = queue.enqueue(&compile_job("int main() { return 4; }"), None).await.unwrap();
+    let stopped = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(stopped.success());
+    let exit = tokio::task::spawn_blocking(move || worker.child.wait()).await.unwrap().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    // The running job ended (at its limit), the queued one was left for others.
+    assert!(queue.view(&running).await.unwrap().unwrap().status.finished());
+    assert_eq!(queue.view(&waiting).await.unwrap().unwrap().status, JobStatus::Queued);
+}
+
+/// Whether process `pid` is still running (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rfind(')').is_some_and(|i| !stat[i + 2..].starts_with('Z')))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_does_not_outlive_its_killed_worker() {
+    let db = TestDb::new().await;
+    let queue = queue(&db, Duration::from_secs(10)).await;
+    let mut worker = Worker::start(&db, &["--poll-ms", "50"]);
+    let pid = worker.child.id();
+    let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
+    queue.enqueue(&run_job(spin, json!({ "wall_ms": 120000, "cpu_ms": 120000 })), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the program to start", || async { !sandboxed_children(pid).is_empty() }).await;
+    let children = sandboxed_children(pid);
+    // `kill -9`: the worker cannot kill its child; the child notices.
+    worker.kill();
+    wait_for(Duration::from_secs(2), "the orphaned program to exit", || async { !children.iter().any(|&c| alive(c)) })
+        .await;
+}
+
 fn run_job(source: &str, limits: serde_json::Value) -> JobSpec {
     let request = serde_json::from_value(json!({ "compile": { "source": source }, "limits": limits })).unwrap();
     JobSpec::Run { request, key: "test".into() }
@@ -248,7 +323,8 @@ fn run_job(source: &str, limits: serde_json::Value) -> JobSpec {
 async fn run_jobs_are_sandboxed_time_limited_and_cancelled_by_killing_the_program() {
     let db = TestDb::new().await;
     let queue = queue(&db, Duration::from_secs(10)).await;
-    let worker = Worker::start(&db, &["--poll-ms", "50", "--concurrency", "2"]);
+    // A 3 s lease: the worker heartbeats every second.
+    let worker = Worker::start(&db, &["--poll-ms", "50", "--concurrency", "2", "--lease-secs", "3"]);
     let pid = worker.child.id();
     let spin = "int main() { i = 0; while (true) { i = i + 1; } return i; }";
 
@@ -270,6 +346,21 @@ async fn run_jobs_are_sandboxed_time_limited_and_cancelled_by_killing_the_progra
     wait_for(Duration::from_secs(1), "the program to be killed", || async { sandboxed_children(pid).is_empty() }).await;
     assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
     assert_eq!(queue.view(&endless).await.unwrap().unwrap().status, JobStatus::Cancelled);
+
+    // A cancellation whose notification is lost (the listener was
+    // reconnecting after a database outage): the heartbeat finds it, within
+    // a third of a lease (1 s here).
+    let unheard = queue.enqueue(&run_job(spin, json!({ "wall_ms": 120000, "cpu_ms": 120000 })), None).await.unwrap();
+    wait_for(Duration::from_secs(60), "the program to start", || async { !sandboxed_children(pid).is_empty() }).await;
+    sqlx::query("UPDATE jobs SET status = 'cancelled', lease_expires_at = NULL WHERE id = $1")
+        .bind(&unheard)
+        .execute(queue.pool())
+        .await
+        .unwrap();
+    wait_for(Duration::from_secs(3), "the unheard cancellation's program to be killed", || async {
+        sandboxed_children(pid).is_empty()
+    })
+    .await;
 
     // A program printing a NUL, which Postgres' `jsonb` cannot store: the job
     // fails with the reason (it once stayed `running`, its lease renewed
@@ -312,9 +403,13 @@ async fn a_worker_heartbeat_renews_only_the_jobs_it_holds() {
     // `w` still runs `kept`; its task for `dropped` ended without a word.
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        queue.worker_heartbeat("w", std::slice::from_ref(&kept)).await.unwrap();
+        assert_eq!(queue.worker_heartbeat("w", std::slice::from_ref(&kept)).await.unwrap(), Vec::<String>::new());
     }
     assert_eq!(queue.reap().await.unwrap(), 1, "only the job nobody holds has an expired lease");
     assert_eq!(queue.view(&kept).await.unwrap().unwrap().status, JobStatus::Running);
     assert_eq!(queue.view(&dropped).await.unwrap().unwrap().status, JobStatus::Queued);
+    // A cancelled job, or one another worker took after its lease ran out,
+    // is named back so that the worker stops it (its notification may be lost).
+    queue.cancel(&kept).await.unwrap();
+    assert_eq!(queue.worker_heartbeat("w", &[kept.clone(), dropped.clone()]).await.unwrap(), vec![kept, dropped]);
 }

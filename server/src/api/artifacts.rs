@@ -94,12 +94,13 @@ async fn find(state: &AppState, key: &str, kind: ArtifactKind) -> Result<(String
     }
     let unknown = || ApiError::not_found(format!("no compilation has the key {key} (it may have been evicted)"));
     let Some(store) = state.cache.store() else { return Err(unknown()) };
-    let meta = store.metadata(key).await.map_err(ApiError::cache_database)?.ok_or_else(unknown)?;
-    let Some(info) = meta.artifacts.iter().find(|a| a.kind == kind) else {
-        return Err(missing_kind(meta.artifacts.iter().map(|a| a.kind.name()).collect()));
-    };
-    match store.artifact(key, kind, &info.content_hash).await.map_err(ApiError::cache_database)? {
-        Some(Ok(bytes)) => Ok((info.content_hash.clone(), stem(&meta.components.file_name), bytes)),
+    let (meta, found) = store.artifact(key, kind).await.map_err(ApiError::cache_database)?.ok_or_else(unknown)?;
+    match found {
+        None => Err(missing_kind(meta.artifacts.iter().map(|a| a.kind.name()).collect())),
+        Some(Ok(bytes)) => {
+            let hash = meta.artifacts.iter().find(|a| a.kind == kind).map(|a| a.content_hash.clone());
+            Ok((hash.unwrap_or_default(), stem(&meta.components.file_name), bytes))
+        }
         Some(Err(Invalid::Corrupt(why))) => {
             state.metrics.corrupt_artifacts.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%key, %why, "stored artifact failed verification; not serving it");
@@ -108,6 +109,5 @@ async fn find(state: &AppState, key: &str, kind: ArtifactKind) -> Result<(String
                 kind.name()
             )))
         }
-        None => Err(unknown()),
     }
 }

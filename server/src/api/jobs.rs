@@ -104,7 +104,10 @@ pub async fn events(
             futures_util::stream::unfold(follow, |mut f| async move { f.next().await.map(|e| (e, f)) }).boxed()
         }
     };
-    let stream = events.filter_map(|event| async move {
+    // A shutting-down server ends the stream (the client resumes elsewhere
+    // with `Last-Event-ID`): an open stream would hold the drain until the
+    // job ends.
+    let stream = events.take_until(state.shutting_down()).filter_map(|event| async move {
         let sse = Event::default().event(event.status.name()).id(event.seq.to_string()).json_data(&event).ok()?;
         Some(Ok(sse))
     });

@@ -7,6 +7,7 @@ use axum::extract::{FromRequest, Multipart, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use withloop_worker::failure::Failure;
 use withloop_worker::jobs::JobSpec;
 use withloop_worker::request::{CompileRequest, prepare};
 use withloop_worker::run::{RunRequest, RunResponse, run_sandboxed, runner};
@@ -89,6 +90,7 @@ pub async fn run(
             request.target
         )));
     }
+    request.limits.within(&state.config.max_run_limits())?;
     let compile = program(&state, &request).await?;
     let prepared = prepare(&compile)?;
     let (compiled, _) = state.compiler.compile_cached(prepared, false, None).await?;
@@ -104,6 +106,7 @@ pub async fn run(
     let path = runner(state.config.runner.as_deref())?;
     // A synchronous run is not cancellable: the client closing the connection ends it.
     let (_keep, never) = tokio::sync::watch::channel(false);
+    let _slot = run_slot(&state).await?;
     let response = run_sandboxed(&path, &key, &request, never).await?;
     Ok(Json(response).into_response())
 }
@@ -142,6 +145,11 @@ async fn from_form(mut form: Multipart) -> Result<RunRequest, ApiError> {
     Ok(request)
 }
 
+/// A slot to run a program in: at most `--max-runs` children at once.
+async fn run_slot(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, Failure> {
+    state.runs.clone().acquire_owned().await.map_err(|_| Failure::transient("the server is shutting down"))
+}
+
 /// Queues a run job: on Postgres with a database, else as a task here.
 async fn submit(state: &AppState, request: RunRequest, key: String) -> Result<String, ApiError> {
     if let Some(queue) = &state.queue {
@@ -151,7 +159,18 @@ async fn submit(state: &AppState, request: RunRequest, key: String) -> Result<St
     let path = runner(state.config.runner.as_deref())?;
     let job = state.jobs.create(&key, "run");
     let running = job.clone();
+    let state = state.clone();
     tokio::spawn(async move {
+        // The job stays queued until a run slot is free (or it is cancelled).
+        let mut cancelled = running.cancellation();
+        let slot = tokio::select! {
+            slot = run_slot(&state) => slot,
+            () = async { let _ = cancelled.wait_for(|c| *c).await; } => return,
+        };
+        let _slot = match slot {
+            Ok(slot) => slot,
+            Err(f) => return running.fail(f.body),
+        };
         running.phase("run".into());
         match run_sandboxed(&path, &key, &request, running.cancellation()).await {
             Ok(response) => running.succeed(serde_json::to_value(response).unwrap_or_default()),
