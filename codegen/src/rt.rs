@@ -255,7 +255,7 @@ runtime! {
     prim = "wl_prim"(P, P, P, I64, P, P, I32) -> I32;
     stack = "wl_stack"(P, P, I64, P, P) -> I32;
     boxed = "wl_box"(P, I32, I64) -> P;
-    pattern = "wl_pattern"(P, P, P, P, P, P, P, I64, P, P) -> I32;
+    pattern = "wl_pattern"(P, P, P, P, P, P, P, I64, I64, P, P) -> I32;
     parallel_chunks = "wl_parallel_chunks"(P, I64, I64) -> I64;
     parallel_for = "wl_parallel_for"(P, I64, I64, P, P);
     time_tiled = "wl_time_tiled"(P, P, P, P, I64, P, P, P, P, P, I64, I64, I64) -> I64;

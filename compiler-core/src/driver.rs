@@ -469,6 +469,15 @@ mod tests {
         assert_eq!(d.notes, ["its functions are: f, g, h"]);
     }
 
+    #[test]
+    fn binary_concatenation_without_array_says_where_it_is() {
+        let source = "int[.] main() { return [1] ++ [2]; }";
+        let fe = frontend("cat.sac", source, &MemoryLoader::default(), &FrontendOptions::default());
+        let d = fe.diagnostics.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!(d.code, codes::WRONG_ARITY);
+        assert_eq!(d.hint.as_deref(), Some("more instances of `++` come from module `Array`: add `use Array: all;`"));
+    }
+
     /// Runs entry `f` of `module` in the IR interpreter on an int vector.
     fn run_f(
         module: &crate::ir::Module,

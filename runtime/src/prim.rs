@@ -120,7 +120,11 @@ pub unsafe extern "C" fn wl_box(ctx: *mut WlCtx, elem: i32, bits: u64) -> *mut c
 /// pattern variables to `out` in order. The texts are `;`-separated lists:
 /// `specs` the patterns as SaC writes them (`[n,n];[n]`), `types` the
 /// parameters' types and `names` their names (for the message), `vars` the
-/// variables to bind. Returns 0, or 1 after recording an error (R0014).
+/// variables to bind. With `first_result < n` it checks results instead
+/// (see `Op::Pattern`): the first `first_result` arguments are the values of
+/// `vars`, the rest results matched against `specs` (`names` says what each is,
+/// "the result of `f`"); nothing is written to `out`. Returns 0, or 1 after
+/// recording an error (R0014; R0011 for a result).
 ///
 /// # Safety
 /// `args` holds `n` arrays or scalars; `out` has room for every variable;
@@ -135,6 +139,7 @@ pub unsafe extern "C" fn wl_pattern(
     names: *const c_char,
     vars: *const c_char,
     n: i64,
+    first_result: i64,
     args: *const WlArg,
     out: *mut WlArg,
 ) -> i32 {
@@ -142,6 +147,37 @@ pub unsafe extern "C" fn wl_pattern(
     let args: &[WlArg] = if n <= 0 { &[] } else { unsafe { std::slice::from_raw_parts(args, n as usize) } };
     let mut env = compiler_core::interp::dispatch::Bindings::default();
     let (types, names): (Vec<&str>, Vec<&str>) = (types_text.split(';').collect(), names_text.split(';').collect());
+    if (0..n).contains(&first_result) {
+        let given = first_result as usize;
+        for (name, arg) in unsafe { text(vars) }.split(';').filter(|s| !s.is_empty()).zip(&args[..given]) {
+            let v = unsafe { arg_to_value(arg) };
+            let Some(b) = compiler_core::interp::dispatch::Binding::of_value(&v) else {
+                unsafe {
+                    set_error(ctx, loc, "B0001", &format!("pattern variable `{name}` is not an int or a vector"))
+                };
+                return 1;
+            };
+            env.insert(compiler_core::syntax::ast::Name::new(name), b);
+        }
+        for (k, (spec_text, arg)) in specs_text.split(';').zip(&args[given..]).enumerate() {
+            let Some(spec) = compiler_core::ir::parse::parse_shape_spec(spec_text) else {
+                unsafe { set_error(ctx, loc, "B0001", &format!("bad type pattern `{spec_text}`")) };
+                return 1;
+            };
+            let v = unsafe { arg_to_value(arg) };
+            if !compiler_core::interp::dispatch::match_pattern(&spec, v.shape(), &mut env) {
+                let message = format!(
+                    "{} is {} but is declared {}",
+                    names.get(k).copied().unwrap_or("a result"),
+                    compiler_core::interp::describe_value(&v),
+                    types.get(k).copied().unwrap_or(spec_text)
+                );
+                unsafe { set_error(ctx, loc, "R0011", &message) };
+                return 1;
+            }
+        }
+        return 0;
+    }
     for (k, (spec_text, arg)) in specs_text.split(';').zip(args).enumerate() {
         let Some(spec) = compiler_core::ir::parse::parse_shape_spec(spec_text) else {
             unsafe { set_error(ctx, loc, "B0001", &format!("bad type pattern `{spec_text}`")) };

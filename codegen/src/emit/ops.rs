@@ -109,7 +109,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
                 fx.vals.insert(d, y);
             }
-            Op::Pattern { args, specs, vars, function } => self.pattern_op(fx, s, args, specs, vars, function)?,
+            Op::Pattern { .. } => self.pattern_op(fx, s)?,
         }
         // Dead code may carry types that do not fit its values (inference gives
         // code that never runs no types, and dispatch keeps branches whose
@@ -1864,32 +1864,40 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
 
     // ------------------------------------------------------------ patterns
 
-    fn pattern_op(
-        &mut self,
-        fx: &mut Fx<'ctx, 'a>,
-        s: &Stmt,
-        args: &[ValueId],
-        specs: &[compiler_core::syntax::ast::ShapeSpec],
-        vars: &[compiler_core::syntax::ast::Name],
-        function: &str,
-    ) -> R<()> {
+    /// `s` is an `Op::Pattern`.
+    fn pattern_op(&mut self, fx: &mut Fx<'ctx, 'a>, s: &Stmt) -> R<()> {
+        let Op::Pattern { args, specs, vars, function, labels, results } = &s.op else {
+            return Err(CodegenError::Bug("pattern_op on another op".into()));
+        };
+        let results = *results;
         let buf = self.args_buffer(fx, args)?;
         let out = self.alloca(fx, self.rt.arg.array_type(vars.len().max(1) as u32).into(), "vars")?;
         let spec_texts: Vec<String> = specs.iter().map(compiler_core::ir::print::spec_text).collect();
-        let type_texts: Vec<String> = args
+        // A result check (see `Op::Pattern`): the variables' values, then the results.
+        let first_result = if results { args.len().saturating_sub(labels.len()) } else { args.len() };
+        let checked = if results { &args[first_result..] } else { args };
+        let type_texts: Vec<String> = checked
             .iter()
             .zip(specs)
             .map(|(a, spec)| {
                 compiler_core::sema::hir::Type { elem: fx.irf.ty(*a).elem, shape: spec.clone() }.to_string()
             })
             .collect();
-        let names: Vec<String> = args
-            .iter()
-            .enumerate()
-            .map(|(k, a)| {
-                fx.irf.values[a.0 as usize].name.as_ref().map_or_else(|| format!("#{}", k + 1), |n| n.to_string())
-            })
-            .collect();
+        // Arguments by their parameters' names; results by what they are.
+        let names: Vec<String> = if results {
+            labels.to_vec()
+        } else {
+            args.iter()
+                .enumerate()
+                .map(|(k, a)| match labels.get(k) {
+                    Some(l) => l.clone(),
+                    None => fx.irf.values[a.0 as usize]
+                        .name
+                        .as_ref()
+                        .map_or_else(|| format!("#{}", k + 1), |n| n.to_string()),
+                })
+                .collect()
+        };
         let var_names: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
         let fname = self.cstring(function);
         let specs_c = self.cstring(&spec_texts.join(";"));
@@ -1897,6 +1905,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let names_c = self.cstring(&names.join(";"));
         let vars_c = self.cstring(&var_names.join(";"));
         let n = self.const_i64(args.len() as i64);
+        let first_result = self.const_i64(first_result as i64);
         let loc = fx.loc;
         let r = self
             .call(
@@ -1910,6 +1919,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     names_c.into(),
                     vars_c.into(),
                     n.into(),
+                    first_result.into(),
                     buf.into(),
                     out.into(),
                 ],

@@ -40,6 +40,12 @@ pub enum Binding {
 }
 
 impl Binding {
+    /// The binding a variable's value stands for: an int, or a vector of ints.
+    pub fn of_value(v: &Value) -> Option<Binding> {
+        let ints = v.as_int_vec()?;
+        Some(if v.rank() == 0 { Binding::Int(ints[0]) } else { Binding::Vector(ints) })
+    }
+
     pub fn to_value(&self) -> Value {
         match self {
             Binding::Int(v) => Value::Scalar(super::value::Scalar::int(*v)),

@@ -431,7 +431,8 @@ pub fn printf(format: &[u8], args: &[Value]) -> Result<Vec<u8>, String> {
                 if !v.is_finite() {
                     zero = false;
                 }
-                (sign_text(v.is_sign_negative() && !v.is_nan(), plus, space), text.into_bytes())
+                // A NaN's sign prints as glibc's `printf` does (`-nan`), and as `print`.
+                (sign_text(v.is_sign_negative(), plus, space), text.into_bytes())
             }
             other => return Err(format!("`printf` does not know the conversion `%{}`", other as char)),
         };
@@ -595,6 +596,13 @@ mod tests {
         );
         assert!(printf(b"%d", &[]).is_err());
         assert!(printf(b"%d", &[args[1].clone()]).is_err());
+        let nans = [Value::Scalar(Scalar::Double(-f64::NAN)), Value::Scalar(Scalar::Double(f64::NAN))];
+        assert_eq!(
+            text(
+                printf(b"%f %g|%+f %e", &[nans[0].clone(), nans[0].clone(), nans[1].clone(), nans[1].clone()]).unwrap()
+            ),
+            "-nan -nan|+nan nan"
+        );
     }
 
     #[test]

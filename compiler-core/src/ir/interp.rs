@@ -320,13 +320,39 @@ impl Interp<'_> {
                 }
                 vec![x]
             }
-            Op::Pattern { args, specs, vars, function } => {
+            Op::Pattern { args, specs, vars, labels, results: true, .. } => {
+                let mut env = Bindings::default();
+                let given = args.len().saturating_sub(labels.len());
+                for (name, a) in vars.iter().zip(&args[..given]) {
+                    let v = self.get(frame, *a, at)?;
+                    match crate::interp::dispatch::Binding::of_value(&v) {
+                        Some(b) => env.insert(name.clone(), b),
+                        None => {
+                            return Err(self.bug(format!("pattern variable `{name}` is {}", describe_value(&v)), at));
+                        }
+                    };
+                }
+                for ((a, spec), what) in args[given..].iter().zip(specs).zip(labels) {
+                    let v = self.get(frame, *a, at)?;
+                    if !match_pattern(spec, v.shape(), &mut env) {
+                        let ty = crate::sema::hir::Type { elem: f.ty(*a).elem, shape: spec.clone() };
+                        return Err(self.error(
+                            codes::TYPE_ASSERTION_FAILED,
+                            format!("{what} is {} but is declared {ty}", describe_value(&v)),
+                            at,
+                        ));
+                    }
+                }
+                Vec::new()
+            }
+            Op::Pattern { args, specs, vars, function, labels, .. } => {
                 let mut env = Bindings::default();
                 for (k, (a, spec)) in args.iter().zip(specs).enumerate() {
                     let v = self.get(frame, *a, at)?;
                     if !match_pattern(spec, v.shape(), &mut env) {
-                        let name =
-                            f.values[a.0 as usize].name.clone().unwrap_or_else(|| Name::new(format!("#{}", k + 1)));
+                        let name = labels.get(k).map(|l| Name::new(l.as_str())).unwrap_or_else(|| {
+                            f.values[a.0 as usize].name.clone().unwrap_or_else(|| Name::new(format!("#{}", k + 1)))
+                        });
                         let ty = crate::sema::hir::Type { elem: f.ty(*a).elem, shape: spec.clone() };
                         return Err(self.error(
                             codes::CONDITION_FAILED,

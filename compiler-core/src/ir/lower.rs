@@ -255,7 +255,15 @@ impl ModuleLower<'_> {
             f.params.push(v);
             env[p.local.0 as usize] = Some(v);
         }
-        let mut lw = FnLower { ml: self, inst: i, src, b: FnBuilder { f, span: src.span }, env, loop_depth: 0 };
+        let mut lw = FnLower {
+            ml: self,
+            inst: i,
+            src,
+            b: FnBuilder { f, span: src.span },
+            env,
+            loop_depth: 0,
+            pattern_values: Vec::new(),
+        };
         let mut stmts = Vec::new();
         lw.entry_checks(&mut stmts);
         let yields = lw.tail(&src.body, &mut stmts, Mode::Function);
@@ -584,6 +592,9 @@ struct FnLower<'m, 'a> {
     b: FnBuilder,
     env: Vec<Option<ValueId>>,
     loop_depth: usize,
+    /// The pattern variables bound at entry, with their values (results'
+    /// patterns are checked against them).
+    pattern_values: Vec<(Name, ValueId)>,
 }
 
 /// Extra loop-carried state for `return` inside loops: (done flag, result values).
@@ -640,10 +651,22 @@ impl FnLower<'_, '_> {
             let specs = src.params.iter().map(|p| p.ty.shape.clone()).collect();
             let vars: Vec<Name> = src.pattern_locals.iter().map(|(n, _)| n.clone()).collect();
             let tys: Vec<Ty> = src.pattern_locals.iter().map(|(_, l)| self.local_ty(*l)).collect();
-            let defs =
-                self.b.emit(out, Op::Pattern { args: params, specs, vars, function: src.signature() }, tys, span);
-            for ((_, l), d) in src.pattern_locals.iter().zip(defs) {
+            let defs = self.b.emit(
+                out,
+                Op::Pattern {
+                    args: params,
+                    specs,
+                    vars,
+                    function: src.signature(),
+                    labels: src.params.iter().map(|p| p.name.to_string()).collect(),
+                    results: false,
+                },
+                tys,
+                span,
+            );
+            for ((n, l), d) in src.pattern_locals.iter().zip(defs) {
                 self.env[l.0 as usize] = Some(d);
+                self.pattern_values.push((n.clone(), d));
             }
         }
         for c in &src.conditions {
@@ -687,7 +710,7 @@ impl FnLower<'_, '_> {
                 {
                     // The rest of the list continues inside both branches.
                     let rest = &stmts[k + 1..];
-                    let c = self.expr(cond, out);
+                    let c = self.condition(cond, out, "`if` condition");
                     let saved = self.env.clone();
                     let mut then_stmts = Vec::new();
                     let mut then_all: Vec<hir::Stmt> = then_body.clone();
@@ -796,6 +819,8 @@ impl FnLower<'_, '_> {
         };
         // Declared result types the inferred ones do not imply are checked.
         let src = self.src;
+        let at = if src.is_library() { span } else { src.name_span };
+        let mut patterned: Vec<(ValueId, crate::syntax::ast::ShapeSpec, String)> = Vec::new();
         for (k, (v, decl)) in vals.iter().zip(&src.results).enumerate() {
             let ty = self.b.ty(*v);
             let declared = Ty::new(decl.elem, Shape::of_spec(&decl.shape));
@@ -806,7 +831,6 @@ impl FnLower<'_, '_> {
                 } else {
                     format!("the result of `{}`", src.name)
                 };
-                let at = if src.is_library() { span } else { src.name_span };
                 self.b.check(
                     out,
                     Check::Conforms(*v, declared),
@@ -814,9 +838,39 @@ impl FnLower<'_, '_> {
                     format!("{what} is {{a}} but is declared {decl}"),
                     at,
                 );
+                // The shape class is checked above; the pattern (`int[n]`:
+                // the same `n` as the arguments') here.
+                if !plain {
+                    patterned.push((*v, decl.shape.clone(), what));
+                }
             }
         }
+        if !patterned.is_empty() {
+            let (vars, mut args): (Vec<Name>, Vec<ValueId>) = self.pattern_values.iter().cloned().unzip();
+            args.extend(patterned.iter().map(|p| p.0));
+            let specs = patterned.iter().map(|p| p.1.clone()).collect();
+            let labels = patterned.into_iter().map(|p| p.2).collect();
+            let op = Op::Pattern { args, specs, vars, function: src.signature(), labels, results: true };
+            self.b.emit(out, op, Vec::new(), at);
+        }
         vals
+    }
+
+    /// Lowers a condition. One not known to be a scalar (a `bool[*]` of
+    /// hidden rank: inference accepts it) is checked to be one, as the
+    /// interpreter does, before anything branches on it.
+    fn condition(&mut self, e: &hir::Expr, out: &mut Vec<Stmt>, what: &str) -> ValueId {
+        let c = self.expr(e, out);
+        if !self.b.ty(c).shape.is_scalar() {
+            self.b.check(
+                out,
+                Check::Conforms(c, Ty::new(Elem::Base(BaseType::Bool), Shape::scalar())),
+                codes::RUNTIME_TYPE_MISMATCH,
+                format!("the {what} must be a bool, not {{a}}"),
+                e.span,
+            );
+        }
+        c
     }
 
     fn stmt(&mut self, s: &hir::Stmt, out: &mut Vec<Stmt>) {
@@ -834,7 +888,7 @@ impl FnLower<'_, '_> {
                 self.expr_multi(expr, out);
             }
             hir::Stmt::If { cond, then_body, else_body, span } => {
-                let c = self.expr(cond, out);
+                let c = self.condition(cond, out, "`if` condition");
                 let before = self.env.clone();
                 let mut then_stmts = Vec::new();
                 for t in then_body {
@@ -942,12 +996,25 @@ impl FnLower<'_, '_> {
         // never runs, or the local's types differ between the loop's entry and
         // its body, and then inference has made sure no one reads it after an
         // iteration (so its value before the loop stays).
+        // A `do … while` body runs before the condition is first tested: the
+        // locals it defines first are carried too (from a placeholder that is
+        // never read), for the condition and the code after the loop.
         let mut carried: Vec<LocalId> = assigned
             .into_iter()
-            .filter(|l| self.env[l.0 as usize].is_some() && self.inferred_ty(*l).is_some())
+            .filter(|l| (!test_first || self.env[l.0 as usize].is_some()) && self.inferred_ty(*l).is_some())
             .collect();
         carried.sort();
-        let mut init: Vec<ValueId> = carried.iter().map(|l| self.env[l.0 as usize].expect("filtered")).collect();
+        let mut init: Vec<ValueId> = Vec::with_capacity(carried.len());
+        for l in &carried {
+            let v = match self.env[l.0 as usize] {
+                Some(v) => v,
+                None => {
+                    let ty = self.local_ty(*l);
+                    self.b.placeholder_of(out, &ty, span)
+                }
+            };
+            init.push(v);
+        }
         let mut param_tys: Vec<Ty> = carried
             .iter()
             .zip(&init)
@@ -978,7 +1045,7 @@ impl FnLower<'_, '_> {
         });
         // Condition (with `done`, the loop also stops once it is set).
         let mut cond_stmts = Vec::new();
-        let mut c = self.expr(cond, &mut cond_stmts);
+        let mut c = self.condition(cond, &mut cond_stmts, "loop condition");
         if let Some(r) = &ret_state {
             // `!done && cond`: the condition is not evaluated once `done` is set.
             cond_stmts.clear();
@@ -986,7 +1053,7 @@ impl FnLower<'_, '_> {
             let not_done =
                 self.b.emit1(&mut cond_stmts, Op::prim(Prim::Un(UnOp::Not), vec![r.done]), bool_ty.clone(), span);
             let mut then_stmts = Vec::new();
-            let c2 = self.expr(cond, &mut then_stmts);
+            let c2 = self.condition(cond, &mut then_stmts, "loop condition");
             let mut else_stmts = Vec::new();
             let f = self.b.constant(&mut else_stmts, Value::Scalar(Scalar::Bool(false)), span);
             let then_block = Block { stmts: then_stmts, yields: vec![c2] };
@@ -1059,10 +1126,11 @@ impl FnLower<'_, '_> {
             ExprKind::Call { callee, args } => self.call(callee, args, out, span),
             ExprKind::And(a, b) | ExprKind::Or(a, b) => {
                 let is_and = matches!(e.kind, ExprKind::And(..));
-                let x = self.expr(a, out);
+                let what = if is_and { "operand of `&&`" } else { "operand of `||`" };
+                let x = self.condition(a, out, what);
                 let bool_ty = Ty::new(Elem::Base(BaseType::Bool), Shape::scalar());
                 let mut rhs = Vec::new();
-                let y = self.expr(b, &mut rhs);
+                let y = self.condition(b, &mut rhs, what);
                 let mut short = Vec::new();
                 let k = self.b.constant(&mut short, Value::Scalar(Scalar::Bool(!is_and)), span);
                 let (then_block, else_block) = if is_and {
@@ -1073,7 +1141,7 @@ impl FnLower<'_, '_> {
                 vec![self.b.emit1(out, Op::If { cond: x, then_block, else_block }, bool_ty, span)]
             }
             ExprKind::Cond { cond, then_expr, else_expr } => {
-                let c = self.expr(cond, out);
+                let c = self.condition(cond, out, "condition of `?:`");
                 let mut ts = Vec::new();
                 let t = self.expr(then_expr, &mut ts);
                 let mut es = Vec::new();

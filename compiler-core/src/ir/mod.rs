@@ -410,11 +410,22 @@ pub enum Op {
     /// Matches the arguments' shapes against a function's type patterns
     /// (`int[n,n] a, int[n] b`), failing with R0014 when they disagree, and defines
     /// the pattern variables (`vars`, int scalars or int vectors) in order.
+    /// `labels` name the checked values in messages (the parameters' names:
+    /// inlined, the arguments are the caller's values).
+    ///
+    /// With `results`, it checks a function's results against the patterns of
+    /// its result types (`int[n] f(int[n] a)`) once the body has computed
+    /// them, and defines nothing: the first `vars.len()` arguments are the
+    /// variables' values (bound at entry; not the parameters, which would stay
+    /// alive to the end and block reuse), the rest the results, one per spec
+    /// and label ("the result of `f`"); a mismatch is R0011.
     Pattern {
         args: Vec<ValueId>,
         specs: Vec<crate::syntax::ast::ShapeSpec>,
         vars: Vec<Name>,
         function: String,
+        labels: Vec<String>,
+        results: bool,
     },
 }
 

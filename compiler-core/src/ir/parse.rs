@@ -349,6 +349,24 @@ impl<'a> Parser<'a> {
                 };
                 let function = unquote(quoted);
                 let rest = &rest[quoted.len()..];
+                // After the vars: ` results` (a result check), then the labels.
+                let (rest, results, labels) = match rest.rfind("] vars [").and_then(|i| {
+                    let close = rest[i + 8..].find(']')? + i + 9;
+                    Some((&rest[..close], &rest[close..]))
+                }) {
+                    Some((head, tail)) => {
+                        let (mut results, mut labels) = (false, Vec::new());
+                        for t in tokenize(tail) {
+                            match t {
+                                Tok::Word(w) if w == "results" && labels.is_empty() => results = true,
+                                Tok::Str(q) => labels.push(unquote(&q)),
+                                _ => return self.err("expected `results` or quoted labels after a pattern's vars"),
+                            }
+                        }
+                        (head, results, labels)
+                    }
+                    None => (rest, false, Vec::new()),
+                };
                 let args_text = rest.split_once('(').and_then(|x| x.1.split_once(')')).map(|x| x.0).unwrap_or("");
                 let args = self.vals(&tokenize(args_text));
                 let after_args = rest.split_once(')').map(|x| x.1).unwrap_or("");
@@ -366,7 +384,7 @@ impl<'a> Parser<'a> {
                 }
                 let vars_text = rest.rsplit_once("vars [").map(|x| x.1.trim_end_matches(']')).unwrap_or("");
                 let vars = vars_text.split(", ").filter(|v| !v.is_empty()).map(Name::new).collect();
-                Op::Pattern { args, specs, vars, function }
+                Op::Pattern { args, specs, vars, function, labels, results }
             }
             "narrow" => match self.vals(&toks).as_slice() {
                 [v] => Op::Narrow(*v),

@@ -254,12 +254,14 @@ impl Printer<'_> {
                 writeln!(self.out, "call {}({})", self.module.function(*func).name, self.list(args)).ok()
             }
             Op::Array(args) => writeln!(self.out, "array [{}]", self.list(args)).ok(),
-            Op::Pattern { args, specs, vars, function } => {
+            Op::Pattern { args, specs, vars, function, labels, results } => {
                 let specs: Vec<String> = specs.iter().map(spec_text).collect();
                 let vars: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
+                let mode = if *results { " results" } else { "" };
+                let labels: String = labels.iter().map(|l| format!(" {l:?}")).collect();
                 writeln!(
                     self.out,
-                    "pattern {function:?} ({}) [{}] vars [{}]",
+                    "pattern {function:?} ({}) [{}] vars [{}]{mode}{labels}",
                     self.list(args),
                     specs.join("; "),
                     vars.join(", ")

@@ -88,7 +88,7 @@ impl Verifier<'_> {
         let n_defs = s.defs.len();
         let expected = match &s.op {
             Op::Const(_) | Op::Prim { .. } | Op::Array(_) | Op::Narrow(_) => Some(1),
-            Op::Pattern { vars, .. } => Some(vars.len()),
+            Op::Pattern { vars, results, .. } => Some(if *results { 0 } else { vars.len() }),
             Op::Check(_) | Op::Fail { .. } => Some(0),
             Op::Call { func, args } => match self.module.functions.get(func.0 as usize) {
                 Some(callee) => {

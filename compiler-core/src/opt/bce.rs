@@ -6,7 +6,10 @@
 //! proven by the generator instead of checked per element). Such `in_bounds`
 //! checks are removed, and the selections and updates they guard are marked
 //! `unchecked` (the IR interpreter treats a failing unchecked selection as a
-//! compiler bug, so a wrong proof cannot go unnoticed in the tests).
+//! compiler bug, so a wrong proof cannot go unnoticed in the tests). An update
+//! is marked only when its value's type also shows the shape of the array's
+//! cells (the flag stands for that check too): `a[i] = row` of unknown extents
+//! keeps its check.
 //!
 //! ```text
 //! %8 = with {                                   %8 = with {
@@ -439,9 +442,14 @@ impl<'r> Walk<'_, 'r> {
                             .iter()
                             .any(|(gi, gs)| *gi == idx && super::util::same_shape_value(self.reader.defs, *gs, *sv))
                     });
-                    if whole || guarded {
+                    // An update's flag also stands for its value having the
+                    // shape of the array's cells: that must be certain too.
+                    let fits =
+                        matches!(s.op, Op::Prim { prim: Prim::Sel, .. }) || value_fits(reader, array, idx, args[2]);
+                    if fits && (whole || guarded) {
                         self.prims.push(s.defs[0]);
-                    } else if let Some(comps) = self.shapes.of_array(reader, array, 0)
+                    } else if fits
+                        && let Some(comps) = self.shapes.of_array(reader, array, 0)
                         && reader.ty(idx).shape.rank_if_known().is_some_and(|r| r <= 1)
                         && proven(reader, ranges, &self.checked, self.choices, facts, &self.known, idx, &comps)
                     {
@@ -696,4 +704,23 @@ fn rewrite(
         }
         s.op.walk_blocks_mut(&mut |inner| rewrite(inner, checks, prims, removed, unchecked));
     }
+}
+
+/// Whether the value `value` of `modarray(array, idx, value)` certainly has
+/// the shape of the array's cells at `idx` (its types say so).
+fn value_fits(reader: &Reader, array: ValueId, idx: ValueId, value: ValueId) -> bool {
+    use crate::sema::ty::Shape;
+    let Shape::Fixed(dims) = &reader.ty(array).shape else { return false };
+    let depth = match &reader.ty(idx).shape {
+        Shape::Fixed(d) if d.is_empty() => 1,
+        Shape::Fixed(d) if d.len() == 1 => match d[0] {
+            Some(k) => k,
+            None => return false,
+        },
+        _ => return false,
+    };
+    let Shape::Fixed(cell) = &reader.ty(value).shape else { return false };
+    depth <= dims.len()
+        && dims[depth..].len() == cell.len()
+        && dims[depth..].iter().zip(cell).all(|(a, v)| a.is_some() && a == v)
 }

@@ -700,6 +700,24 @@ impl Simplify {
             }
             Op::Loop { .. } => self.rewrite_loop(f, s),
             Op::Check(c) => self.rewrite_check(f, s.clone(), c),
+            Op::Pattern { args, specs, vars, labels, results: true, .. } => {
+                // A result check: gone when the variables are constants and
+                // the results' shapes known, and they match.
+                use crate::interp::dispatch::{Binding, Bindings, match_pattern};
+                let given = args.len().saturating_sub(labels.len());
+                let mut env = Bindings::default();
+                for (name, a) in vars.iter().zip(&args[..given]) {
+                    let Some(b) = self.konst(*a).and_then(Binding::of_value) else { return Action::Keep(s) };
+                    env.insert(name.clone(), b);
+                }
+                let shapes: Option<Vec<Vec<usize>>> = args[given..].iter().map(|a| util::extents(f, *a)).collect();
+                let Some(shapes) = shapes else { return Action::Keep(s) };
+                if !specs.iter().zip(&shapes).all(|(spec, sh)| match_pattern(spec, sh, &mut env)) {
+                    return Action::Keep(s);
+                }
+                self.counts.checks += 1;
+                Action::Drop
+            }
             Op::Pattern { args, specs, .. } => {
                 let shapes: Option<Vec<Vec<usize>>> = args.iter().map(|a| util::extents(f, *a)).collect();
                 let Some(shapes) = shapes else { return Action::Keep(s) };

@@ -35,7 +35,7 @@ use super::{Pass, PassCx};
 use crate::interp::value::{Elems, Scalar, Value};
 use crate::ir::*;
 use crate::sema::hir::{Elem, Prim};
-use crate::sema::ty::Ty;
+use crate::sema::ty::{Shape, Ty};
 
 pub const PASS: Pass =
     Pass { name: "unroll", description: "with-loops over at most 8 constant indices become straight-line code", run };
@@ -288,6 +288,8 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part:
                 };
                 if covered_all {
                     literal(f, &mut out, &frame, &values, k, &ty, s)
+                } else if !cells_fit(f, &values, k, &[&ty.shape], default.and_then(|d| f.ty(d).shape.extents())) {
+                    return None;
                 } else {
                     // Start from the default everywhere, then write each cell.
                     let fill = match default {
@@ -316,7 +318,12 @@ fn unroll(f: &mut Function, s: &Stmt, consts: &HashMap<ValueId, Value>, in_part:
                     acc
                 }
             }
-            WithOp::Modarray { array } => write_cells(f, &mut out, *array, &values, k, &ty, s),
+            WithOp::Modarray { array } => {
+                if !cells_fit(f, &values, k, &[&ty.shape, &f.ty(*array).shape.clone()], None) {
+                    return None;
+                }
+                write_cells(f, &mut out, *array, &values, k, &ty, s)
+            }
             // Not unrolled (see above).
             WithOp::Scan { .. } | WithOp::Filter { .. } => return None,
         };
@@ -349,6 +356,28 @@ fn rename(out: &mut [Stmt], result: ValueId, d: ValueId) -> bool {
         }
     }
     false
+}
+
+/// Whether every cell value certainly has the shape of the result's cells
+/// (their types say so). The cells' shape: from `wholes`, shapes the result is
+/// known to have (its type's, the `modarray` argument's), the first whose
+/// cells' extents are all known, else `default_cell` (the default's).
+/// Updates that might fail stay a with-loop: its error (R0007 at the cell)
+/// would become another (R0002 at the with-loop).
+fn cells_fit(
+    f: &Function,
+    values: &[(Vec<i64>, Vec<ValueId>)],
+    k: usize,
+    wholes: &[&Shape],
+    default_cell: Option<Vec<usize>>,
+) -> bool {
+    let Some(frame) = values.first().map(|(iv, _)| iv.len()) else { return true };
+    let known_cell = |whole: &&Shape| match whole {
+        Shape::Fixed(d) if d.len() >= frame => d[frame..].iter().copied().collect::<Option<Vec<usize>>>(),
+        _ => None,
+    };
+    let Some(cell) = wholes.iter().find_map(known_cell).or(default_cell) else { return false };
+    values.iter().all(|(iv, ys)| iv.len() == frame && f.ty(ys[k]).shape.extents().as_ref() == Some(&cell))
 }
 
 fn write_cells(

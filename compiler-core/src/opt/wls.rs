@@ -24,7 +24,11 @@
 //! wins where the outer with-loop's last would), used for nothing else, with bounds and shape not depending on
 //! the outer index and equal across parts; apart from that with-loop, an outer
 //! part computes at most a few cheap scalars (they are recomputed per inner
-//! index); steps and widths are not supported.
+//! index); the outer default's shape, if there is one, is known to be the
+//! inner shape (its type's extents, or the `genarray` that builds it), and so
+//! are the result type's known cell extents (else the with-loop fails with
+//! R0007, which the scalarised one would not); steps and widths are not
+//! supported.
 
 use crate::HashMap;
 
@@ -94,7 +98,7 @@ fn inner_with(p: &Part) -> Option<(&Stmt, &With)> {
 
 fn candidate(s: &Stmt, reader: &Reader) -> Option<Target> {
     let Op::With(w) = &s.op else { return None };
-    let [WithOp::Genarray { shape, .. }] = w.ops.as_slice() else { return None };
+    let [WithOp::Genarray { shape, default: outer_default }] = w.ops.as_slice() else { return None };
     if w.first_match || w.parts.is_empty() {
         return None;
     }
@@ -178,9 +182,46 @@ fn candidate(s: &Stmt, reader: &Reader) -> Option<Target> {
             return None;
         }
     }
+    // The outer cells' shape, where known (the result's type, the outer
+    // default's), must be the inner with-loop's: else the with-loop fails
+    // (R0007), which the scalarised one would not.
+    let inner_shape = inner_shape?;
+    let mut cells: Vec<Vec<Option<usize>>> = Vec::new();
+    if let Shape::Fixed(d) = &reader.ty(s.defs[0]).shape
+        && d.len() == n + inner_shape.len()
+    {
+        cells.push(d[n..].to_vec());
+    }
+    for cell in &cells {
+        for (c, i) in cell.iter().zip(&inner_shape) {
+            if c.is_some_and(|c| i.as_const() != Some(c as i64)) {
+                return None;
+            }
+        }
+    }
+    if let Some(d) = outer_default {
+        let same = default_shape(reader, *d).is_some_and(|ds| {
+            ds.len() == inner_shape.len() && ds.iter().zip(&inner_shape).all(|(a, b)| a.minus(b) == Some(0))
+        });
+        if !same {
+            return None;
+        }
+    }
     let mut frame = outer_frame;
-    frame.extend(inner_shape?);
+    frame.extend(inner_shape);
     Some(Target { outer: s.defs[0], frame, outer_n: n })
+}
+
+/// The shape of a with-loop's default cell: its type's extents, or the shape a
+/// `genarray(shape, x)` builds it with (L0's maps: `genarray([m], 0.0)`).
+fn default_shape(reader: &Reader, d: ValueId) -> Option<Vec<Affine>> {
+    if let Some(ext) = reader.ty(d).shape.extents() {
+        return Some(ext.iter().map(|&e| Affine::constant(e as i64)).collect());
+    }
+    match reader.defs.def(d)? {
+        index::Def::Prim(Prim::Genarray, args) => reader.vector(*args.first()?),
+        _ => None,
+    }
 }
 
 fn apply(f: &mut Function, body: &mut Block, t: &Target) {

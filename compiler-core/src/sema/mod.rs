@@ -363,7 +363,10 @@ impl<'a> State<'a> {
                     )
                     .at(fa.name_span, "second definition")
                     .with_label(fb.name_span, "first definition")
-                    .with_hint("overloaded instances must differ in their parameter types");
+                    .with_hint(
+                        "overloaded instances must differ in their parameter types (element type, shape class or \
+                         arity); a type pattern such as `int[n]` only adds a check to `int[.]`",
+                    );
                     self.diags.push(d);
                 }
             }
@@ -518,11 +521,19 @@ fn crossing_pair(a: &Function, b: &Function) -> bool {
     a_finer && b_finer
 }
 
+/// Same parameter types: the same element types and shape classes. Type
+/// patterns do not overload (`f(int[n] a)` and `f(int[.] a)` are both
+/// `f(int[.])`, the pattern only adds a check): functions are overloaded by
+/// argument type, shape class or arity.
 fn same_signature(a: &Function, b: &Function) -> bool {
+    use ty::Shape;
     a.intrinsic.is_none()
         && b.intrinsic.is_none()
         && a.params.len() == b.params.len()
-        && a.params.iter().zip(&b.params).all(|(x, y)| x.ty == y.ty)
+        && a.params
+            .iter()
+            .zip(&b.params)
+            .all(|(x, y)| x.ty.elem == y.ty.elem && Shape::of_spec(&x.ty.shape) == Shape::of_spec(&y.ty.shape))
 }
 
 /// The closest name by edit distance, if reasonably close.

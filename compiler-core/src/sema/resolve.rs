@@ -695,6 +695,11 @@ impl Ctx<'_, '_> {
                     d = d.with_label(f.name_span, format!("`{}` defined here", f.signature()));
                 }
             }
+            // Binary `++` (concatenation) is in `Array`; the prelude has the unary one.
+            if let Some(m) = self.providing_module(&fun.name) {
+                d = d
+                    .with_hint(format!("more instances of `{}` come from module `{m}`: add `use {m}: all;`", fun.name));
+            }
             self.diag(d);
             return None;
         }
@@ -705,20 +710,26 @@ impl Ctx<'_, '_> {
         Some(Callee { name: fun.name.clone(), candidates: candidates.into(), site })
     }
 
+    /// The module a program `use`s to get library function `name` (the
+    /// library's own modules are parts of these).
+    fn providing_module(&self, name: &Name) -> Option<&'static str> {
+        let user_module = |m: &str| match m {
+            "ArrayReduce" | "ArrayTransform" => Some("Array"),
+            "ScalarIO" | "ArrayIO" | "TermFile" => Some("StdIO"),
+            "Math" | "MathArray" => Some("Math"),
+            "Constants" => Some("Constants"),
+            _ => None,
+        };
+        self.state.providers.get(name)?.iter().find_map(|m| user_module(m))
+    }
+
     fn unknown_function(&self, fun: &ast::FunRef, display: &str) -> Diagnostic {
         let is_op = crate::syntax::parser::is_operator_symbol(&fun.name);
         let what =
             if is_op { format!("no operator `{display}` is defined") } else { format!("unknown function `{display}`") };
         let mut d = Diagnostic::error(codes::UNKNOWN_FUNCTION, what).at(fun.span, "");
-        if let Some(modules) = self.state.providers.get(&fun.name) {
-            let user_module = |m: &str| match m {
-                "ArrayReduce" | "ArrayTransform" => Some("Array"),
-                "ScalarIO" | "ArrayIO" | "TermFile" => Some("StdIO"),
-                "Math" | "MathArray" => Some("Math"),
-                "Constants" => Some("Constants"),
-                _ => None,
-            };
-            if let Some(m) = modules.iter().find_map(|m| user_module(m)) {
+        if self.state.providers.contains_key(&fun.name) {
+            if let Some(m) = self.providing_module(&fun.name) {
                 return d.with_hint(format!("`{}` comes from module `{m}`: add `use {m}: all;`", fun.name));
             }
             return d.with_hint(format!(
