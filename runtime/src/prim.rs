@@ -147,8 +147,10 @@ pub unsafe extern "C" fn wl_pattern(
     let args: &[WlArg] = if n <= 0 { &[] } else { unsafe { std::slice::from_raw_parts(args, n as usize) } };
     let mut env = compiler_core::interp::dispatch::Bindings::default();
     let (types, names): (Vec<&str>, Vec<&str>) = (types_text.split(';').collect(), names_text.split(';').collect());
-    if (0..n).contains(&first_result) {
-        let given = first_result as usize;
+    // A result check binds the variables from their values, then matches the results.
+    let results = (0..n).contains(&first_result);
+    let given = if results { first_result as usize } else { 0 };
+    if results {
         for (name, arg) in unsafe { text(vars) }.split(';').filter(|s| !s.is_empty()).zip(&args[..given]) {
             let v = unsafe { arg_to_value(arg) };
             let Some(b) = compiler_core::interp::dispatch::Binding::of_value(&v) else {
@@ -159,42 +161,29 @@ pub unsafe extern "C" fn wl_pattern(
             };
             env.insert(compiler_core::syntax::ast::Name::new(name), b);
         }
-        for (k, (spec_text, arg)) in specs_text.split(';').zip(&args[given..]).enumerate() {
-            let Some(spec) = compiler_core::ir::parse::parse_shape_spec(spec_text) else {
-                unsafe { set_error(ctx, loc, "B0001", &format!("bad type pattern `{spec_text}`")) };
-                return 1;
-            };
-            let v = unsafe { arg_to_value(arg) };
-            if !compiler_core::interp::dispatch::match_pattern(&spec, v.shape(), &mut env) {
-                let message = format!(
-                    "{} is {} but is declared {}",
-                    names.get(k).copied().unwrap_or("a result"),
-                    compiler_core::interp::describe_value(&v),
-                    types.get(k).copied().unwrap_or(spec_text)
-                );
-                unsafe { set_error(ctx, loc, "R0011", &message) };
-                return 1;
-            }
-        }
-        return 0;
     }
-    for (k, (spec_text, arg)) in specs_text.split(';').zip(args).enumerate() {
+    for (k, (spec_text, arg)) in specs_text.split(';').zip(&args[given..]).enumerate() {
         let Some(spec) = compiler_core::ir::parse::parse_shape_spec(spec_text) else {
             unsafe { set_error(ctx, loc, "B0001", &format!("bad type pattern `{spec_text}`")) };
             return 1;
         };
         let v = unsafe { arg_to_value(arg) };
         if !compiler_core::interp::dispatch::match_pattern(&spec, v.shape(), &mut env) {
-            let message = format!(
-                "argument `{}` of shape {} does not match `{}` in `{}`",
-                names.get(k).copied().unwrap_or("?"),
-                compiler_core::interp::shape_text(v.shape()),
-                types.get(k).copied().unwrap_or(spec_text),
-                unsafe { text(function) }
-            );
-            unsafe { set_error(ctx, loc, "R0014", &message) };
+            let declared = types.get(k).copied().unwrap_or(spec_text);
+            let (code, message) = if results {
+                let what = names.get(k).copied().unwrap_or("a result");
+                ("R0011", format!("{what} is {} but is declared {declared}", compiler_core::interp::describe_value(&v)))
+            } else {
+                let shape = compiler_core::interp::shape_text(v.shape());
+                let (name, function) = (names.get(k).copied().unwrap_or("?"), unsafe { text(function) });
+                ("R0014", format!("argument `{name}` of shape {shape} does not match `{declared}` in `{function}`"))
+            };
+            unsafe { set_error(ctx, loc, code, &message) };
             return 1;
         }
+    }
+    if results {
+        return 0;
     }
     let names = unsafe { text(vars) };
     for (k, name) in names.split(';').filter(|s| !s.is_empty()).enumerate() {
