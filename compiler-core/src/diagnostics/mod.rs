@@ -162,6 +162,11 @@ impl Diagnostics {
         self.list.len()
     }
 
+    /// Drops what was pushed after the first `len` (a speculative walk's).
+    pub fn truncate(&mut self, len: usize) {
+        self.list.truncate(len);
+    }
+
     /// The most recently added diagnostic (to attach a label to it).
     pub fn last_mut(&mut self) -> Option<&mut Diagnostic> {
         self.list.last_mut()

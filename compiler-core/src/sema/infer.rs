@@ -85,6 +85,7 @@ pub fn infer(program: &Program, sources: &SourceMap, options: &InferOptions, dia
         inline_stack: Vec::new(),
         blame: Vec::new(),
         reported: HashSet::default(),
+        speculative: 0,
     };
     engine.run();
     engine.finish()
@@ -106,6 +107,9 @@ struct Engine<'a> {
     /// User-code spans to blame for errors found in library code.
     blame: Vec<Span>,
     reported: HashSet<(Span, String)>,
+    /// Inside a statically empty with-loop part typed only for its cells'
+    /// type (`speculative_cells`): calls make no instances.
+    speculative: u32,
 }
 
 /// The abstract state of one function body being interpreted.
@@ -998,6 +1002,9 @@ impl<'a> Engine<'a> {
 
     fn call(&mut self, walk: &mut Walk, callee: &Callee, args: &[Option<Info>], span: Span) -> Vec<Option<Info>> {
         let first = self.p.function(callee.candidates[0]);
+        if first.intrinsic.is_some() && self.speculative > 0 {
+            return Vec::new();
+        }
         if first.intrinsic.is_some() {
             // The one intrinsic, C's printf: its format comes first. (Without
             // one, later passes would find a call they cannot type.)
@@ -1039,6 +1046,18 @@ impl<'a> Engine<'a> {
                     .all(|(p, a)| p.ty.elem == a.elem && declared(&p.ty).shape.overlaps(&a.shape))
             })
             .collect();
+        if self.speculative > 0 {
+            // What the candidates declare they return: instances made here
+            // could recurse without end (Kreye's det on its base cases).
+            let mut joined: Vec<Option<Info>> = vec![None; n_results];
+            for (i, &l) in possible.iter().enumerate() {
+                for (k, r) in self.p.function(l).results.iter().enumerate().take(n_results) {
+                    let r = Some(Info::of_type(declared(r)));
+                    joined[k] = if i == 0 { r } else { join_opt(&joined[k], &r) };
+                }
+            }
+            return joined;
+        }
         if possible.is_empty() {
             let args_text: Vec<String> = arg_tys.iter().map(|t| t.to_string()).collect();
             let mut d = Diagnostic::error(
@@ -1163,6 +1182,30 @@ impl<'a> Engine<'a> {
             self.blame.pop();
         }
         result
+    }
+
+    /// The types of a statically empty part's results, found by walking its
+    /// body without recording anything, reporting anything or making
+    /// instances: its errors cannot happen, but a genarray without a default
+    /// that computes nothing still has cells of this type.
+    fn speculative_cells(&mut self, walk: &Walk, part: &'a hir::WithPart, n_ops: usize) -> Vec<Option<Info>> {
+        let mut dead =
+            Walk { env: walk.env.clone(), conflicts: walk.conflicts.clone(), returns: Vec::new(), record: None };
+        let diags_before = self.diags.len();
+        let reported_before = self.reported.clone();
+        self.speculative += 1;
+        self.stmts(&mut dead, &part.body);
+        let results: Vec<Option<Info>> = if part.results.len() == 1 && n_ops > 1 {
+            self.expr_multi(&mut dead, &part.results[0])
+        } else {
+            part.results.iter().map(|r| self.expr(&mut dead, r)).collect()
+        };
+        self.speculative -= 1;
+        // A body that does not type has no cell type (R0012 if it matters).
+        let typed = self.diags.len() == diags_before;
+        self.diags.truncate(diags_before);
+        self.reported = reported_before;
+        results.into_iter().map(|r| r.filter(|_| typed).map(|i| i.without_value())).collect()
     }
 
     fn record_call(&mut self, walk: &Walk, callee: &Callee, target: Target) {
@@ -1315,6 +1358,10 @@ impl<'a> Engine<'a> {
             _ => None,
         });
         let mut cells: Vec<Option<Info>> = vec![None; ops.len()];
+        // The cells of statically empty parts, for a genarray without a
+        // default that no part computes.
+        let mut dead_cells: Vec<Option<Info>> = vec![None; ops.len()];
+        let wants_dead_cells = ops.iter().any(|o| matches!(o, Op::Gen { default: None, .. }));
         let mut any_part_ran = vec![false; ops.len()];
         for (part_number, part) in w.parts.iter().enumerate() {
             let mut bound_lens = Vec::new();
@@ -1386,6 +1433,12 @@ impl<'a> Engine<'a> {
                 if let Some(id) = walk.record {
                     self.typed.instances[id.0 as usize].parts_skipped.insert((w.id, part_number));
                 }
+                if wants_dead_cells {
+                    let found = self.speculative_cells(walk, part, ops.len());
+                    for (k, r) in found.into_iter().enumerate() {
+                        dead_cells[k] = join_opt(&dead_cells[k], &r);
+                    }
+                }
                 continue;
             }
             self.stmts(walk, &part.body);
@@ -1426,6 +1479,9 @@ impl<'a> Engine<'a> {
                             None
                         }
                         (None, Some(d)) => Some(d.without_value()),
+                        // Zeros of the cell type a dead part would yield
+                        // (seed 003 §4.3.2: no element computed, no default).
+                        (None, None) => dead_cells[k].clone(),
                         (c, None) => c.clone(),
                     };
                     // Cells of unknown shape (nothing ran) may be scalars of the hinted type.
