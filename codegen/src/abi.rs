@@ -308,7 +308,8 @@ void wl_ctx_set_parallel_min(wl_ctx *ctx, int64_t iterations);
    (default $WITHLOOP_STREAM_MIN, or a third of the last-level cache, at least 40 MiB,
    at most 100 MiB). */
 void wl_ctx_set_stream_min(wl_ctx *ctx, int64_t bytes);
-/* After a call returned non-zero: the error's code ("R0001"), message and place. */
+/* After a call returned non-zero: the error's code ("R0001"), message (lines after
+   the first are notes, e.g. the candidates of a call no instance accepts) and place. */
 const char *wl_error_code(const wl_ctx *ctx);
 const char *wl_error_message(const wl_ctx *ctx);
 const char *wl_error_location(const wl_ctx *ctx, int32_t *line, int32_t *column);

@@ -145,6 +145,9 @@ macro_rules! paste_addr {
     (fail_stack) => {
         withloop_rt::wl_fail_stack as *const () as usize
     };
+    (fail_args) => {
+        withloop_rt::wl_fail_args as *const () as usize
+    };
     (fail_type) => {
         withloop_rt::wl_fail_type as *const () as usize
     };
@@ -252,6 +255,7 @@ runtime! {
     fail_depth = "wl_fail_depth"(P, P, P);
     fail_stack = "wl_fail_stack"(P, P, P);
     fail_type = "wl_fail_type"(P, P, P, P, I32, P);
+    fail_args = "wl_fail_args"(P, P, P, P, I64, P);
     prim = "wl_prim"(P, P, P, I64, P, P, I32) -> I32;
     stack = "wl_stack"(P, P, I64, P, P) -> I32;
     boxed = "wl_box"(P, I32, I64) -> P;

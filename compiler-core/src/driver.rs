@@ -368,7 +368,7 @@ fn fail_calls(block: &mut crate::ir::Block, dropped: &[crate::ir::FuncId], messa
         if let Op::Call { func, .. } = &s.op
             && dropped.contains(func)
         {
-            let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string() };
+            let fail = Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: message.to_string(), args: Vec::new() };
             let mut failure = Stmt::new(Vec::new(), fail, s.span);
             failure.blame = s.blame;
             out.push(failure);

@@ -469,6 +469,38 @@ pub unsafe extern "C" fn wl_fail_type(
     unsafe { set_error(ctx, loc, &text(code), &message) };
 }
 
+/// An `Op::Fail` whose message template has `{args}` for the types of the
+/// `n` values in `args` (`int, double[3]`; see `compiler_core::ir::fail_message`).
+///
+/// # Safety
+/// `args` holds `n` values (or `n` is 0); strings are NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wl_fail_args(
+    ctx: *mut WlCtx,
+    loc: *const WlLoc,
+    code: *const c_char,
+    template: *const c_char,
+    n: i64,
+    args: *const crate::values::WlArg,
+) {
+    let args: &[crate::values::WlArg] =
+        if n <= 0 || args.is_null() { &[] } else { unsafe { std::slice::from_raw_parts(args, n as usize) } };
+    let described: Vec<String> = args
+        .iter()
+        .map(|a| match a.kind {
+            crate::values::ARG_STRING => "string".to_string(),
+            crate::values::ARG_ARRAY if !a.ptr.is_null() && unsafe { (*(a.ptr as *const WlArray)).rank } > 0 => {
+                let a = unsafe { &*(a.ptr as *const WlArray) };
+                format!("{}{}", a.base(), vec_text(a.shape()))
+            }
+            _ => crate::array::base_of(a.elem).to_string(),
+        })
+        .collect();
+    let (message, notes) = compiler_core::ir::fail_message(&unsafe { text(template) }, &described);
+    let full = std::iter::once(message).chain(notes).collect::<Vec<_>>().join("\n");
+    unsafe { set_error(ctx, loc, &text(code), &full) };
+}
+
 /// A recursion deeper than the context allows (R0009).
 ///
 /// # Safety
@@ -497,7 +529,8 @@ pub(crate) unsafe fn slice<'a>(p: *const i64, n: i64) -> &'a [i64] {
 }
 
 /// Prints the recorded error (if any) to standard error as
-/// `file:line:col: error[CODE]: message`; returns 2 after an error, else 0.
+/// `file:line:col: error[CODE]: message` (then `  = note` lines); returns 2
+/// after an error, else 0.
 ///
 /// # Safety
 /// `ctx` is valid.
@@ -511,7 +544,12 @@ pub unsafe extern "C" fn wl_report(ctx: *mut WlCtx) -> i32 {
         let l = unsafe { &*c.loc };
         format!("{}:{}:{}: ", unsafe { text(l.file) }, l.line, l.column)
     };
-    eprintln!("{place}error[{code}]: {message}");
+    // Lines after the first are notes (`wl_fail_args`).
+    let mut lines = message.lines();
+    eprintln!("{place}error[{code}]: {}", lines.next().unwrap_or_default());
+    for note in lines {
+        eprintln!("  = {note}");
+    }
     2
 }
 

@@ -94,9 +94,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
             Op::With(w) => self.with_loop(fx, s, w, moved)?,
             Op::Check(c) => self.check_op(fx, c)?,
-            Op::Fail { code, message } => {
+            Op::Fail { code, message, args } if args.is_empty() => {
                 let loc = fx.loc;
                 self.fail_now(fx, loc, code.id, message)?;
+            }
+            Op::Fail { code, message, args } => {
+                let buf = self.args_buffer(fx, args)?;
+                let (code, message) = (self.cstring(code.id), self.cstring(message));
+                let n = self.const_i64(args.len() as i64);
+                let loc = fx.loc;
+                self.call(
+                    self.rt.fail_args,
+                    &[fx.ctxp.into(), loc.into(), code.into(), message.into(), n.into(), buf.into()],
+                )?;
+                self.goto_fail(fx)?;
             }
             Op::Narrow(v) => {
                 let d = s.defs[0];

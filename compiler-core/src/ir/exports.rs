@@ -69,6 +69,7 @@ pub const RUNTIME_SYMBOLS: &[&str] = &[
     "wl_fail_shapes",
     "wl_fail_stack",
     "wl_fail_type",
+    "wl_fail_args",
     "wl_fail_vectors",
     "wl_fill",
     "wl_fill_uncovered",

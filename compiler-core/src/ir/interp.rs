@@ -311,7 +311,16 @@ impl Interp<'_> {
                 self.check(frame, c, at)?;
                 Vec::new()
             }
-            Op::Fail { code, message } => return Err(self.error(*code, message.clone(), at)),
+            Op::Fail { code, message, args } => {
+                let mut described = Vec::with_capacity(args.len());
+                for a in args {
+                    described.push(describe_value(&self.get(frame, *a, at)?));
+                }
+                let (message, notes) = crate::ir::fail_message(message, &described);
+                let mut err = self.error(*code, message, at);
+                err.notes.extend(notes);
+                return Err(err);
+            }
             Op::Narrow(v) => {
                 let x = self.get(frame, *v, at)?;
                 let want = f.ty(s.defs[0]);

@@ -237,7 +237,17 @@ impl ModuleLower<'_> {
         let mut fl = FnBuilder { f, span };
         // `members` keep the wrapper's order, most specific first (inference
         // orders them; leaving some out keeps that).
-        let mut body = fl.dispatch(self, &members, &params, &results, &wrapper.name);
+        // What the interpreter lists when no instance applies: the
+        // arguments' types (filled in when it runs) and the candidates.
+        let mut failure = format!("no instance of `{}` accepts ({{args}})", wrapper.name);
+        for (listed, c) in wrapper.candidates.iter().enumerate() {
+            if listed == 6 {
+                failure.push_str(&format!("\n… and {} more", wrapper.candidates.len() - 6));
+                break;
+            }
+            failure.push_str(&format!("\ncandidate: {}", self.program.function(*c).signature()));
+        }
+        let mut body = fl.dispatch(self, &members, &params, &results, &failure);
         // A wrapper is invisible in error locations: its failures are its caller's.
         set_blame(&mut body, Blame::Caller);
         fl.f.body = body;
@@ -449,11 +459,11 @@ impl FnBuilder {
         members: &[InstanceId],
         params: &[ValueId],
         results: &[Ty],
-        name: &Name,
+        failure: &str,
     ) -> Block {
         let span = self.span;
         let mut stmts = Vec::new();
-        let yields = self.dispatch_from(ml, members, params, results, name, &mut stmts, span);
+        let yields = self.dispatch_from(ml, members, params, results, failure, &mut stmts, span);
         Block { stmts, yields }
     }
 
@@ -464,13 +474,14 @@ impl FnBuilder {
         members: &[InstanceId],
         params: &[ValueId],
         results: &[Ty],
-        name: &Name,
+        failure: &str,
         out: &mut Vec<Stmt>,
         span: Span,
     ) -> Vec<ValueId> {
         let Some((first, rest)) = members.split_first() else {
-            let message = format!("no instance of `{name}` accepts the arguments");
-            out.push(Stmt::new(Vec::new(), Op::Fail { code: codes::NO_MATCHING_INSTANCE, message }, span));
+            let fail =
+                Op::Fail { code: codes::NO_MATCHING_INSTANCE, message: failure.to_string(), args: params.to_vec() };
+            out.push(Stmt::new(Vec::new(), fail, span));
             // A failure never yields; placeholders keep the block well-formed.
             return results.iter().map(|t| self.placeholder_of(out, t, span)).collect();
         };
@@ -561,7 +572,7 @@ impl FnBuilder {
         let mut then_stmts = Vec::new();
         let then_yields = call(self, &mut then_stmts);
         let mut else_stmts = Vec::new();
-        let else_yields = self.dispatch_from(ml, rest, params, results, name, &mut else_stmts, span);
+        let else_yields = self.dispatch_from(ml, rest, params, results, failure, &mut else_stmts, span);
         self.emit(
             out,
             Op::If {
@@ -1293,7 +1304,7 @@ impl FnLower<'_, '_> {
         out: &mut Vec<Stmt>,
         span: Span,
     ) -> Vec<ValueId> {
-        out.push(Stmt::new(Vec::new(), Op::Fail { code, message }, span));
+        out.push(Stmt::new(Vec::new(), Op::Fail { code, message, args: Vec::new() }, span));
         let tys: Vec<Ty> = callee.results.iter().map(|t| Ty::new(t.elem, Shape::of_spec(&t.shape))).collect();
         tys.iter().map(|t| self.b.placeholder_of(out, t, span)).collect()
     }

@@ -399,9 +399,13 @@ pub enum Op {
     With(Box<With>),
     Check(CheckOp),
     /// An unconditional run-time error (a wrapper finding no instance).
+    /// `{args}` in the message stands for the types `args` have when it
+    /// runs (`int, double[3]`); lines after the first are notes (see
+    /// [`fail_message`]).
     Fail {
         code: crate::diagnostics::Code,
         message: String,
+        args: Vec<ValueId>,
     },
     /// The same value, known to have the (narrower) type of the statement's
     /// definition: what a dispatch test established (after inlining an
@@ -498,11 +502,13 @@ impl Op {
     /// order, without collecting them (for passes that visit every statement).
     pub fn for_each_operand(&self, f: &mut dyn FnMut(ValueId)) {
         match self {
-            Op::Const(_) | Op::Fail { .. } => {}
+            Op::Const(_) => {}
             Op::Narrow(v) | Op::If { cond: v, .. } => f(*v),
-            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) | Op::Pattern { args, .. } => {
-                args.iter().for_each(|a| f(*a))
-            }
+            Op::Prim { args, .. }
+            | Op::Call { args, .. }
+            | Op::Array(args)
+            | Op::Pattern { args, .. }
+            | Op::Fail { args, .. } => args.iter().for_each(|a| f(*a)),
             Op::Loop { init, .. } => init.iter().for_each(|a| f(*a)),
             Op::Check(c) => match &c.check {
                 Check::SameShape(a, b)
@@ -548,7 +554,8 @@ impl Op {
     /// Rewrites the values this op reads directly.
     pub fn map_operands(&mut self, f: &mut dyn FnMut(ValueId) -> ValueId) {
         match self {
-            Op::Const(_) | Op::Fail { .. } => {}
+            Op::Const(_) => {}
+            Op::Fail { args, .. } => args.iter_mut().for_each(|a| *a = f(*a)),
             Op::Narrow(v) => *v = f(*v),
             Op::Prim { args, .. } | Op::Call { args, .. } | Op::Array(args) => args.iter_mut().for_each(|a| *a = f(*a)),
             Op::If { cond, .. } => *cond = f(*cond),
@@ -683,4 +690,15 @@ impl Op {
 /// not evaluate what is never used.
 pub fn block_pure(b: &Block) -> bool {
     b.stmts.iter().all(|s| s.op.is_pure() || matches!(s.op, Op::Check(_)))
+}
+
+/// An [`Op::Fail`]'s error as it runs: `template` with `{args}` replaced by
+/// the arguments' types (`described`), split into the message (the first
+/// line) and notes (the other lines). The interpreter and compiled code
+/// (whose runtime fills in `{args}`) both report it this way.
+pub fn fail_message(template: &str, described: &[String]) -> (String, Vec<String>) {
+    let text = template.replace("{args}", &described.join(", "));
+    let mut lines = text.lines().map(str::to_string);
+    let message = lines.next().unwrap_or_default();
+    (message, lines.collect())
 }

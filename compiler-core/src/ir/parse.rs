@@ -392,7 +392,7 @@ impl<'a> Parser<'a> {
             },
             "fail" => {
                 let (code, msg) = self.code_message(&toks)?;
-                Op::Fail { code, message: msg }
+                Op::Fail { code, message: msg, args: self.vals(&toks) }
             }
             "check" => {
                 let kind = rest.split('(').next().unwrap_or("").trim();

@@ -268,7 +268,12 @@ impl Printer<'_> {
                 )
                 .ok()
             }
-            Op::Fail { code, message } => writeln!(self.out, "fail {} {:?}", code.id, message).ok(),
+            Op::Fail { code, message, args } if args.is_empty() => {
+                writeln!(self.out, "fail {} {:?}", code.id, message).ok()
+            }
+            Op::Fail { code, message, args } => {
+                writeln!(self.out, "fail {} {:?} ({})", code.id, message, self.list(args)).ok()
+            }
             Op::Narrow(v) => writeln!(self.out, "narrow {}", self.v(*v)).ok(),
             Op::Check(c) => {
                 let what = match &c.check {

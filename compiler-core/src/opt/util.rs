@@ -411,7 +411,7 @@ fn alpha_eq_stmt(f: &Function, x: &Stmt, y: &Stmt, map: &mut HashMap<ValueId, Va
                 && a.message == b.message
                 && std::mem::discriminant(&a.check) == std::mem::discriminant(&b.check)
         }
-        (Op::Fail { code: a, message: m }, Op::Fail { code: b, message: n }) => a == b && m == n,
+        (Op::Fail { code: a, message: m, .. }, Op::Fail { code: b, message: n, .. }) => a == b && m == n,
         (Op::If { then_block: t1, else_block: e1, .. }, Op::If { then_block: t2, else_block: e2, .. }) => {
             for (d1, d2) in x.defs.iter().zip(&y.defs) {
                 map.insert(*d1, *d2);
