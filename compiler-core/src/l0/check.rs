@@ -135,6 +135,7 @@ pub fn check(program: &Program, diags: &mut Diagnostics) -> Checked {
             consumed: HashMap::default(),
             observed: Vec::new(),
             level: 0,
+            leafless_reported: false,
         };
         cx.function(f);
     }
@@ -152,6 +153,8 @@ struct Cx<'a> {
     /// Variables observed in the current sequence.
     observed: Vec<(VarId, Span)>,
     level: usize,
+    /// Whether this function's first array of empty tuples was reported.
+    leafless_reported: bool,
 }
 
 /// The result of checking a SOAC's function argument.
@@ -233,6 +236,15 @@ impl Cx<'_> {
     }
 
     fn record(&mut self, e: &Expr, ty: &Type) {
+        // An array of empty tuples has no leaves to carry its length in
+        // (arrays of tuples are tuples of arrays, seed 004 §4).
+        if !self.leafless_reported && has_leafless_array(ty) {
+            self.leafless_reported = true;
+            self.report(
+                err(codes::UNSUPPORTED, e.span, format!("withloop cannot compile arrays of empty tuples yet (`{ty}`)"))
+                    .with_hint("give the tuple a component, e.g. an `int`"),
+            );
+        }
         self.types.insert(e as *const Expr as usize, ty.clone());
     }
 
@@ -1325,6 +1337,15 @@ impl Cx<'_> {
 }
 
 /// An error at `span`.
+/// Whether `ty` holds an array whose elements have no leaves (`[{}]`).
+fn has_leafless_array(ty: &Type) -> bool {
+    match ty {
+        Type::Array(e, _) => e.leaves().is_empty() || has_leafless_array(e),
+        Type::Tuple(ts) => ts.iter().any(has_leafless_array),
+        _ => false,
+    }
+}
+
 fn err(code: Code, span: Span, msg: impl Into<String>) -> Diagnostic {
     Diagnostic::error(code, msg).at(span, "")
 }

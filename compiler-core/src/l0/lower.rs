@@ -156,7 +156,7 @@ impl ModuleLower<'_> {
         let template = self.module.functions[id.0 as usize].clone();
         let span = template.span;
         let self_is_entry = self.entries.contains(&f.name);
-        let mut fl = FnLower { ml: self, b: FnBuilder { f: template, span }, env: Vec::new() };
+        let mut fl = FnLower { ml: self, b: FnBuilder { f: template, span }, env: Vec::new(), in_callee: 0 };
         for p in &f.params {
             let vals: Vec<ValueId> =
                 leaf_tys(&p.ty).into_iter().map(|t| fl.b.f.new_value(t, Some(p.name.clone()))).collect();
@@ -182,6 +182,9 @@ struct FnLower<'m, 'a> {
     b: FnBuilder,
     /// Variables in scope: name, leaf values, type.
     env: Vec<(Name, Vec<ValueId>, Type)>,
+    /// How many named functions' bodies the size analysis is inside: their
+    /// variables are never those of `env` (which is the map's scope).
+    in_callee: usize,
 }
 
 /// How a SOAC's function is applied to one element.
@@ -254,6 +257,14 @@ impl FnLower<'_, '_> {
             Diagnostic::error(codes::UNSUPPORTED, format!("withloop cannot compile this L0 construct yet: {what}"))
                 .at(span, ""),
         );
+    }
+
+    /// The type of the variables a pattern names, in its structure.
+    fn pat_ty(&self, pat: &Pat) -> Type {
+        match pat {
+            Pat::Id(n, _) => self.lookup(n).map_or(Type::Int, |(_, t)| t),
+            Pat::Tuple(ps, _) => Type::Tuple(ps.iter().map(|p| self.pat_ty(p)).collect()),
+        }
     }
 
     fn bind_pat(&mut self, pat: &Pat, vals: &[ValueId], ty: &Type) {
@@ -389,11 +400,9 @@ impl FnLower<'_, '_> {
                 };
                 let init_ty = match init {
                     Some(i) => self.ty_of(i),
-                    None => {
-                        let tys: Vec<Type> =
-                            pat.names().iter().filter_map(|(n, _)| self.lookup(n).map(|(_, t)| t)).collect();
-                        if tys.len() == 1 { tys[0].clone() } else { Type::Tuple(tys) }
-                    }
+                    // The short form starts from the variables' values, in
+                    // the pattern's structure (`{x}` is a one-tuple).
+                    None => self.pat_ty(pat),
                 };
                 let n = self.expr(bound, out)[0];
                 let zero = self.int(out, 0, *var_span);
@@ -908,7 +917,7 @@ impl FnLower<'_, '_> {
                 }
                 // Placeholder until built, so nested lambdas get later ids.
                 self.ml.module.functions.push(lf.clone());
-                let mut inner = FnLower { ml: &mut *self.ml, b: FnBuilder { f: lf, span: *lspan }, env };
+                let mut inner = FnLower { ml: &mut *self.ml, b: FnBuilder { f: lf, span: *lspan }, env, in_callee: 0 };
                 let mut stmts = Vec::new();
                 let yields = inner.expr(body, &mut stmts);
                 inner.b.f.body = Block { stmts, yields };
@@ -1096,7 +1105,7 @@ impl FnLower<'_, '_> {
                 Known::shapes(vec![Some(ext)])
             })
             .collect();
-        let shapes = self.fn_shapes(fun, rows, out, span, 0);
+        let shapes = self.fn_shapes(fun, rows, &[], out, span, 0);
         leaves
             .iter()
             .enumerate()
@@ -1123,11 +1132,13 @@ impl FnLower<'_, '_> {
     }
 
     /// The extents of what `fun` returns for arguments known as `args` (one
-    /// per leaf of the SOAC's inputs, in order).
+    /// per leaf of the SOAC's inputs, in order); `around` holds what is
+    /// known of the variables where `fun` is written (a lambda sees them).
     fn fn_shapes(
         &mut self,
         fun: &FnArg,
         args: Vec<Known>,
+        around: &[(Name, Known)],
         out: &mut Vec<Stmt>,
         span: Span,
         depth: usize,
@@ -1135,7 +1146,7 @@ impl FnLower<'_, '_> {
         match fun {
             FnArg::Op { .. } => Some(vec![Some(Vec::new())]),
             FnArg::Lambda { params, body, .. } => {
-                let env = bind_params(params, args)?;
+                let env = [around.to_vec(), bind_params(params, args)?].concat();
                 self.shapes(body, &env, out, span, depth).map(|k| k.leaves)
             }
             FnArg::Named { name, curried, .. } => {
@@ -1151,20 +1162,19 @@ impl FnLower<'_, '_> {
                     return None;
                 }
                 let mut all = Vec::new();
+                // Curried arguments are evaluated where the SOAC is (calls
+                // in them are not followed).
                 for c in curried {
-                    all.extend(self.outer_known(c, out, span)?.per_leaf());
+                    all.extend(self.shapes(c, around, out, span, SIZE_DEPTH)?.per_leaf());
                 }
                 all.extend(args);
                 let env = bind_params(&f.params, all)?;
-                self.shapes(&f.body, &env, out, span, depth + 1).map(|k| k.leaves)
+                self.in_callee += 1;
+                let found = self.shapes(&f.body, &env, out, span, depth + 1).map(|k| k.leaves);
+                self.in_callee -= 1;
+                found
             }
         }
-    }
-
-    /// What is known of an expression evaluated outside the map (a curried
-    /// argument): the extents of its leaves, and its value if it is an `int`.
-    fn outer_known(&mut self, e: &Expr, out: &mut Vec<Stmt>, span: Span) -> Option<Known> {
-        self.shapes(e, &Vec::new(), out, span, SIZE_DEPTH)
     }
 
     /// The extents of `e`'s leaves (and its value, for an `int` computed from
@@ -1273,7 +1283,7 @@ impl FnLower<'_, '_> {
                 match soac {
                     Soac::Map => {
                         let n = n?;
-                        let cells = self.fn_shapes(fun, rows, out, span, depth)?;
+                        let cells = self.fn_shapes(fun, rows, env, out, span, depth)?;
                         Some(Known::shapes(cells.into_iter().map(|c| c.map(|x| [vec![n], x].concat())).collect()))
                     }
                     Soac::Reduce => self.shapes(neutral?, env, out, span, depth),
@@ -1286,7 +1296,9 @@ impl FnLower<'_, '_> {
                     Soac::Filter => None,
                 }
             }
-            _ => Some(Known::scalar(None)),
+            _ if matches!(ty, Type::Int) => Some(Known::scalar(None)),
+            // One unknown per leaf (a `loop` may yield a tuple).
+            _ => Some(Known::shapes(vec![None; ty.leaves().len()])),
         }
     }
 
@@ -1295,6 +1307,9 @@ impl FnLower<'_, '_> {
     fn known_var(&mut self, n: &Name, env: &[(Name, Known)], out: &mut Vec<Stmt>, span: Span) -> Option<Known> {
         if let Some((_, k)) = env.iter().rev().find(|(m, _)| m == n) {
             return Some(k.clone());
+        }
+        if self.in_callee > 0 {
+            return None;
         }
         let (leaves, t) = self.lookup(n)?;
         if matches!(t, Type::Int) {
@@ -1431,7 +1446,10 @@ impl FnLower<'_, '_> {
                     known.extend(arg(self, out, k)?.per_leaf());
                 }
                 let inner = bind_params(&f.params, known)?;
-                self.shapes(&f.body, &inner, out, span, depth + 1)
+                self.in_callee += 1;
+                let found = self.shapes(&f.body, &inner, out, span, depth + 1);
+                self.in_callee -= 1;
+                found
             }
         }
     }

@@ -22,7 +22,9 @@
 //! (`shape(genarray(s, x))` is `s`, and `sum(iota(n))` folds over `[n]`). Such a
 //! `genarray` (with-loop operator or primitive) leaves `check extents(s)` in its
 //! place, and a `reshape(s, x)` leaves `check reshape(s, shape(x))`, so that the
-//! program fails as it would have (R0013, R0005). Shapes known to be valid
+//! program fails as it would have (R0013, R0005); an array literal whose
+//! elements' types do not prove them alike leaves `check same_shape` of
+//! their shapes (R0007). Shapes known to be valid
 //! (constants, `shape(y)`) need none; `simplify` and `bce` prove most others.
 //!
 //! ```text
@@ -164,6 +166,56 @@ impl<'a> Dce<'a> {
                         vec![],
                     ),
                 ]
+            }
+            // An array literal's elements must agree in shape (R0007), which
+            // static types prove for most.
+            Op::Array(args) if args.len() > 1 => {
+                let first = self.ty(args[0]).clone();
+                let mut checks = Vec::new();
+                let shape_of = |d: &mut Self, v: ValueId| {
+                    let rank = d.ty(v).shape.rank_if_known();
+                    let ty = Ty::new(
+                        Elem::Base(crate::syntax::ast::BaseType::Int),
+                        rank.map_or(Shape::rank(1), |r| Shape::known(&[r])),
+                    );
+                    let id = ValueId((d.f.values.len() + d.new_values.len()) as u32);
+                    d.new_values.push(ty);
+                    (here(Op::prim(Prim::Shape, vec![v]), vec![id]), id)
+                };
+                let mut first_shape = None;
+                for (k, a) in args.iter().enumerate().skip(1) {
+                    let t = self.ty(*a);
+                    if t.shape.is_scalar() && first.shape.is_scalar() {
+                        continue;
+                    }
+                    if let (Some(x), Some(y)) = (first.shape.extents(), t.shape.extents())
+                        && x == y
+                    {
+                        continue;
+                    }
+                    let s0 = match first_shape {
+                        Some(s) => s,
+                        None => {
+                            let (stmt, s) = shape_of(self, args[0]);
+                            checks.push(stmt);
+                            first_shape = Some(s);
+                            s
+                        }
+                    };
+                    let (stmt, sk) = shape_of(self, *a);
+                    checks.push(stmt);
+                    checks.push(here(
+                        Op::Check(CheckOp {
+                            check: Check::SameShape(s0, sk),
+                            code: crate::diagnostics::IRREGULAR_ARRAY,
+                            message: format!(
+                                "array elements differ in shape: element 0 is {{a}}, element {k} is {{b}}"
+                            ),
+                        }),
+                        vec![],
+                    ));
+                }
+                checks
             }
             _ => vec![],
         }
