@@ -35,6 +35,7 @@ use compiler_core::{HashMap, HashSet};
 use compiler_core::ir::{Op, Part, Stmt, With};
 use compiler_core::opt::util::free_uses;
 use compiler_core::sema::hir::Elem;
+use compiler_core::syntax::ast::BaseType;
 use inkwell::IntPredicate;
 use inkwell::module::Linkage;
 use inkwell::types::BasicTypeEnum;
@@ -183,7 +184,13 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             OpState::Gen { result: GenResult::Eager { .. }, cell_static: Some(_), .. } => true,
             OpState::Mod { .. } => true,
             OpState::Fold { ty, fun, partial, fix, .. } => {
-                scalar_repr(ty) && partial.is_empty() && fix.is_none() && Self::fold_identity(fun, base(ty)).is_some()
+                scalar_repr(ty)
+                    && partial.is_empty()
+                    && fix.is_none()
+                    && Self::fold_identity(fun, base(ty)).is_some()
+                    // Chunks change the order of a floats' fold (`+`, `*`,
+                    // and `min`/`max` where a NaN is met): exact folds keep it.
+                    && !(self.exact_folds && matches!(base(ty), BaseType::Float | BaseType::Double))
             }
             // Scans and filters make a sequential pass over their frame
             // after the parts (in row-major order, whatever the parts are).

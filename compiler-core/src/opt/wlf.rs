@@ -219,8 +219,16 @@ fn exact_fold(f: &Function, op: &WithOp) -> bool {
         WithOp::Fold { fun: FoldFn::Prim(Prim::Bin(b)), neutral, .. } => {
             let integral = matches!(f.ty(*neutral).elem, Elem::Base(t) if t.is_integer() || t == crate::syntax::ast::BaseType::Bool);
             match b {
-                BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or => true,
-                BinOp::Add | BinOp::Mul | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => integral,
+                BinOp::And | BinOp::Or => true,
+                // Floats' `min`/`max` depend on the order where a NaN is
+                // met (`min(1, nan)` is nan, `min(nan, 1)` is 1).
+                BinOp::Min
+                | BinOp::Max
+                | BinOp::Add
+                | BinOp::Mul
+                | BinOp::BitAnd
+                | BinOp::BitOr
+                | BinOp::BitXor => integral,
                 _ => false,
             }
         }
