@@ -1072,6 +1072,17 @@ impl Cx<'_> {
                     (sig.params, sig.ret)
                 } else if let Some((p, r)) = math_builtin(name) {
                     (p, r)
+                } else if STRUCTURAL.contains(&name.as_str()) {
+                    // Built-ins typed by their arguments (`abs` of an int or
+                    // a real) have no one signature to pass.
+                    let d = err(
+                        codes::UNKNOWN_FUNCTION,
+                        *span,
+                        format!("the built-in `{name}` cannot be passed as a function"),
+                    )
+                    .with_hint(format!("wrap it in a lambda, e.g. `fn int (int x) => {name}(x)`"));
+                    self.report(d);
+                    return None;
                 } else {
                     let d = err(codes::UNKNOWN_FUNCTION, *span, format!("unknown function `{name}`"));
                     self.report(d);

@@ -230,6 +230,9 @@ struct Parser<'d> {
     depth: usize,
     /// Operators of the left-associative chains being parsed ([`MAX_EXPR_DEPTH`]).
     links: usize,
+    /// The position of an integer literal right after a unary minus: the
+    /// one place `2147483648` may be written (as `-2147483648`).
+    negated_literal: Option<usize>,
 }
 
 /// A syntax error was reported; the caller skips to the next function.
@@ -249,7 +252,7 @@ const MAX_EXPR_DEPTH: usize = crate::syntax::parser::MAX_EXPR_DEPTH;
 /// are reported); the rest are returned.
 pub fn parse_program(file: FileId, text: &str, diags: &mut Diagnostics) -> Program {
     let toks = lex(file, text, diags);
-    let mut p = Parser { toks, pos: 0, diags, depth: 0, links: 0 };
+    let mut p = Parser { toks, pos: 0, diags, depth: 0, links: 0, negated_literal: None };
     let mut functions = Vec::new();
     while p.peek() != &Tok::Eof {
         if p.is_word("fun") {
@@ -535,6 +538,7 @@ impl Parser<'_> {
     fn unary(&mut self) -> P<Expr> {
         let start = self.span();
         if self.eat_p("-") {
+            self.negated_literal = Some(self.pos);
             let e = self.binary_at(9)?;
             let span = start.to(e.span);
             return Ok(Expr { kind: ExprKind::Neg(Box::new(e)), span });
@@ -566,6 +570,13 @@ impl Parser<'_> {
         let tok = self.peek().clone();
         let kind = match tok {
             Tok::Int(v) => {
+                if v > i64::from(i32::MAX) && self.negated_literal != Some(self.pos) {
+                    self.diags.push(
+                        Diagnostic::error(codes::BAD_NUMBER, format!("the number `{v}` does not fit in an `int`"))
+                            .at(start, "L0's `int` holds 32 bits: at most 2147483647")
+                            .with_hint("only `-2147483648` may be written with 2147483648"),
+                    );
+                }
                 self.bump();
                 ExprKind::Int(v)
             }
@@ -816,6 +827,13 @@ enum Escape {
 /// Reads a Haskell escape from `rest` (the text after the backslash): its
 /// value and its length in bytes. Numeric escapes are decimal (`\65`),
 /// hexadecimal (`\x41`) or octal (`\o101`); the single-letter ones are C's.
+/// Haskell's names of the ASCII control characters, by code (then `SP`, 32,
+/// and `DEL`, 127).
+const ASCII_NAMES: [&str; 34] = [
+    "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR", "SO", "SI", "DLE",
+    "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US", "SP", "DEL",
+];
+
 fn haskell_escape(rest: &str) -> (Escape, usize) {
     let Some(first) = rest.chars().next() else { return (Escape::Unknown, 0) };
     let digits = |from: usize, radix: u32| {
@@ -833,6 +851,21 @@ fn haskell_escape(rest: &str) -> (Escape, usize) {
             (Escape::Char(v), n)
         }
         '&' => (Escape::Empty, 1),
+        // Control characters: `\^A` is 1, `\^@` 0, `\^_` 31.
+        '^' => match rest[1..].chars().next() {
+            Some(c @ '@'..='_') => (Escape::Char(c as u32 - 64), 2),
+            _ => (Escape::Unknown, 1),
+        },
+        // ASCII's names, the longest that matches (`\SOH` before `\SO`).
+        'A'..='Z' => match ASCII_NAMES
+            .iter()
+            .enumerate()
+            .filter(|(_, name)| rest.starts_with(**name))
+            .max_by_key(|(_, name)| name.len())
+        {
+            Some((code, name)) => (Escape::Char(if *name == "DEL" { 127 } else { code as u32 }), name.len()),
+            None => (Escape::Unknown, 1),
+        },
         c => {
             let v = match c {
                 'a' => 7,
