@@ -16,7 +16,7 @@ use compiler_core::sema::hir::{Elem, MathFn, Prim};
 use compiler_core::sema::ty::{Shape, Ty};
 use compiler_core::syntax::ast::BaseType;
 use inkwell::IntPredicate;
-use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 
 use super::{Emitter, Fx, R, Trips, base, elem_bytes, elem_code, scalar_repr, signed};
 use crate::CodegenError;
@@ -475,6 +475,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 if temps.is_empty() && self.counted(ty(d)) {
                     self.inc(y)?;
                 }
+                // A hidden scalar is unknown to LLVM too (sac2c's primitive
+                // blocks constant folding): through a volatile slot, so that
+                // `0.0 / 0.0` divides at run time (x86 gives -nan, LLVM's
+                // folding nan) as the interpreter's does.
+                if matches!(y, BasicValueEnum::IntValue(_) | BasicValueEnum::FloatValue(_)) {
+                    let slot = self.alloca(fx, y.get_type(), "hidden")?;
+                    let store = self.b.build_store(slot, y)?;
+                    store.set_volatile(true).map_err(|e| CodegenError::Bug(e.to_string()))?;
+                    let load = self.b.build_load(y.get_type(), slot, "hidden")?;
+                    if let Some(i) = load.as_instruction_value() {
+                        i.set_volatile(true).map_err(|e| CodegenError::Bug(e.to_string()))?;
+                    }
+                    return Ok(load);
+                }
                 Ok(y)
             }
             _ => self.prim_generic(fx, prim, args, d),
@@ -781,7 +795,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             self.b.build_conditional_branch(differ, bad, ok)?;
             self.b.position_at_end(bad);
             let template = match op {
-                Ew::Bin(o) => format!("`{}` on arrays of shapes {{a}} and {{b}}", o.symbol()),
+                Ew::Bin(o) => format!("`{}` on arrays of shapes {{a}} and {{b}}", o.elementwise_symbol()),
                 _ => "arrays of shapes {a} and {b}".to_string(),
             };
             let code = self.cstring("R0002");

@@ -363,9 +363,23 @@ pub fn printf(format: &[u8], args: &[Value]) -> Result<Vec<u8>, String> {
                 precision = Some(std::str::from_utf8(&format[start..i]).ok().and_then(|s| s.parse().ok()).unwrap_or(0));
             }
         }
-        while format.get(i).is_some_and(|c| b"hlLqjzt".contains(c)) {
+        // `h` and `hh` convert the (promoted) argument to short and char
+        // as C does (`%hd` of 70000 is 4464); the others change nothing here.
+        let mut halves = 0;
+        while let Some(&c) = format.get(i).filter(|c| b"hlLqjzt".contains(c)) {
+            halves += usize::from(c == b'h');
             i += 1;
         }
+        let narrow_signed = |v: i64| match halves {
+            0 => v,
+            1 => v as i16 as i64,
+            _ => v as i8 as i64,
+        };
+        let narrow_unsigned = |v: u64| match halves {
+            0 => v,
+            1 => v as u16 as u64,
+            _ => v as u8 as u64,
+        };
         let Some(&conv) = format.get(i) else {
             return Err("`printf` format ends inside a conversion".to_string());
         };
@@ -377,9 +391,9 @@ pub fn printf(format: &[u8], args: &[Value]) -> Result<Vec<u8>, String> {
             b'd' | b'i' => {
                 let s = int_arg(arg, &spec)?;
                 let (neg, mag) = match s {
-                    Scalar::Int(t, v) if is_u64(t) => (false, (v as u64).to_string()),
+                    Scalar::Int(t, v) if is_u64(t) && halves == 0 => (false, (v as u64).to_string()),
                     other => {
-                        let v = other.as_i64().unwrap_or(0);
+                        let v = narrow_signed(other.as_i64().unwrap_or(0));
                         (v < 0, v.unsigned_abs().to_string())
                     }
                 };
@@ -388,7 +402,7 @@ pub fn printf(format: &[u8], args: &[Value]) -> Result<Vec<u8>, String> {
             }
             b'u' | b'o' | b'x' | b'X' => {
                 let s = int_arg(arg, &spec)?;
-                let bits = unsigned_bits(s);
+                let bits = narrow_unsigned(unsigned_bits(s));
                 let mag = match conv {
                     b'u' => bits.to_string(),
                     b'o' => format!("{}{:o}", if alt && bits != 0 { "0" } else { "" }, bits),

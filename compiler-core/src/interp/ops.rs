@@ -48,6 +48,16 @@ pub enum UnOp {
 }
 
 impl BinOp {
+    /// The operator as it applies to arrays, element by element: `&` and `|`
+    /// for the logical ones (SaC's `&&` and `||` take scalars only).
+    pub fn elementwise_symbol(self) -> &'static str {
+        match self {
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            other => other.symbol(),
+        }
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
@@ -435,7 +445,7 @@ pub fn elementwise_binop(op: BinOp, a: &Value, b: &Value) -> OpResult<Value> {
                     codes::SHAPE_MISMATCH,
                     format!(
                         "`{}` on arrays of shapes {} and {}",
-                        op.symbol(),
+                        op.elementwise_symbol(),
                         shape_text(&x.shape),
                         shape_text(&y.shape)
                     ),

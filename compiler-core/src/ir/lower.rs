@@ -1216,7 +1216,7 @@ impl FnLower<'_, '_> {
                 let (a, b) = (self.b.ty(args[0]), self.b.ty(args[1]));
                 let same_static_shape = a.shape.extents().is_some() && a.shape == b.shape;
                 if !(a.shape.is_scalar() || b.shape.is_scalar() || same_static_shape) {
-                    let message = format!("`{}` on arrays of shapes {{a}} and {{b}}", op.symbol());
+                    let message = format!("`{}` on arrays of shapes {{a}} and {{b}}", op.elementwise_symbol());
                     let sa = self.b.prim(out, Prim::Shape, vec![args[0]], int_vec.clone(), span);
                     let sb = self.b.prim(out, Prim::Shape, vec![args[1]], int_vec, span);
                     self.b.check(out, Check::SameShape(sa, sb), codes::SHAPE_MISMATCH, message, span);

@@ -136,12 +136,14 @@ pub fn parse_type(text: &str) -> Option<Ty> {
     Some(Ty::new(elem, shape))
 }
 
-/// Parses a constant in SaC syntax (plus `inf`, `-inf`, `nan`, strings).
+/// Parses a constant in SaC syntax (plus `inf`, `-inf`, `nan`, `-nan`, strings).
 pub fn parse_const(text: &str) -> Option<Value> {
     match text {
         "inf" => return Some(Value::Scalar(Scalar::Double(f64::INFINITY))),
         "-inf" => return Some(Value::Scalar(Scalar::Double(f64::NEG_INFINITY))),
         "nan" => return Some(Value::Scalar(Scalar::Double(f64::NAN))),
+        "-nan" => return Some(Value::Scalar(Scalar::Double(-f64::NAN))),
+        "-nanf" => return Some(Value::Scalar(Scalar::Float(-f32::NAN))),
         "inff" => return Some(Value::Scalar(Scalar::Float(f32::INFINITY))),
         "-inff" => return Some(Value::Scalar(Scalar::Float(f32::NEG_INFINITY))),
         "nanf" => return Some(Value::Scalar(Scalar::Float(f32::NAN))),

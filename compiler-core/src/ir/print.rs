@@ -170,6 +170,14 @@ pub const MATH_FNS: &[MathFn] = &[
 ];
 
 pub fn const_text(v: &Value) -> String {
+    use crate::interp::value::Scalar;
+    // A NaN's sign shows in printf's `-nan`: constants of either sign are
+    // different constants (CSE keys them by this text).
+    match v {
+        Value::Scalar(Scalar::Double(d)) if d.is_nan() && d.is_sign_negative() => return "-nan".to_string(),
+        Value::Scalar(Scalar::Float(f)) if f.is_nan() && f.is_sign_negative() => return "-nanf".to_string(),
+        _ => {}
+    }
     // Non-finite floats need a marker to read back as float, not double.
     if let Value::Scalar(crate::interp::value::Scalar::Float(f)) = v
         && !f.is_finite()

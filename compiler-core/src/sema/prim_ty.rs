@@ -82,7 +82,7 @@ pub fn prim_type(prim: &Prim, args: &[Option<&Ty>], values: &[Option<&Value>]) -
                 Elem::Base(b) => return type_err(format!("`{}` is not defined on {b}", op.symbol())),
                 Elem::String => return Ok(None),
             };
-            Ty::new(elem, elementwise_shape(&x.shape, &y.shape, op.symbol())?)
+            Ty::new(elem, elementwise_shape(&x.shape, &y.shape, op.elementwise_symbol())?)
         }
         Prim::Un(op) => {
             let Some(x) = a(0) else { return Ok(None) };
