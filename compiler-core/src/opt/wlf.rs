@@ -222,13 +222,9 @@ fn exact_fold(f: &Function, op: &WithOp) -> bool {
                 BinOp::And | BinOp::Or => true,
                 // Floats' `min`/`max` depend on the order where a NaN is
                 // met (`min(1, nan)` is nan, `min(nan, 1)` is 1).
-                BinOp::Min
-                | BinOp::Max
-                | BinOp::Add
-                | BinOp::Mul
-                | BinOp::BitAnd
-                | BinOp::BitOr
-                | BinOp::BitXor => integral,
+                BinOp::Min | BinOp::Max | BinOp::Add | BinOp::Mul | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => {
+                    integral
+                }
                 _ => false,
             }
         }
