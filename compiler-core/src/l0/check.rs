@@ -622,9 +622,16 @@ impl Cx<'_> {
                 };
                 let bound_ok = self.sequence(|cx| cx.int_arg(bound, "the loop bound")).is_some();
                 let Some(init_v) = init_v else {
+                    // The body and what follows are still checked, their
+                    // variables bound as `int` (as `let` does).
                     let mark = self.scope.len();
+                    self.level += 1;
                     self.bind_unknown(pat);
+                    self.bind(var, Type::Int, vec![BTreeSet::new()], *var_span);
+                    let _ = self.sequence(|cx| cx.expr(body));
+                    self.level -= 1;
                     self.scope.truncate(mark);
+                    self.rest_after_error(pat, None, rest);
                     return None;
                 };
                 // The body, once, with the loop variables fresh at a deeper level.
@@ -643,10 +650,14 @@ impl Cx<'_> {
                 }
                 self.level -= 1;
                 self.scope.truncate(mark);
-                let body_v = body_v?;
+                let Some(body_v) = body_v else {
+                    self.rest_after_error(pat, Some(&init_v), rest);
+                    return None;
+                };
                 if !body_v.ty.fits(&init_v.ty.shape_of()) || body_v.ty.shape_of() != init_v.ty.shape_of() {
                     let d = mismatch(body.span, &init_v.ty, &body_v.ty, "the loop body's result");
                     self.report(d);
+                    self.rest_after_error(pat, Some(&init_v), rest);
                     return None;
                 }
                 if consumes_pattern && !body_v.ty.fits(&init_v.ty) {
@@ -657,6 +668,7 @@ impl Cx<'_> {
                         "the loop body's result (its variables are updated in place)",
                     );
                     self.report(d);
+                    self.rest_after_error(pat, Some(&init_v), rest);
                     return None;
                 }
                 if consumes_pattern {
@@ -707,6 +719,28 @@ impl Cx<'_> {
                 Some(Val { ty: Type::Tuple(tys), aliases })
             }
         }
+    }
+
+    /// What follows a loop whose initial value or body has an error, checked
+    /// with the loop's variables of the initial value's type (`int` if it
+    /// has none), for the errors it holds itself.
+    fn rest_after_error(&mut self, pat: &Pat, init: Option<&Val>, rest: &Expr) {
+        let mark = self.scope.len();
+        let bound = match init {
+            Some(v) => Val { ty: v.ty.clone(), aliases: vec![BTreeSet::new(); v.aliases.len()] },
+            None => {
+                self.bind_unknown(pat);
+                let _ = self.sequence(|cx| cx.expr(rest));
+                self.scope.truncate(mark);
+                return;
+            }
+        };
+        if !self.bind_pat(pat, &bound) {
+            self.scope.truncate(mark);
+            self.bind_unknown(pat);
+        }
+        let _ = self.sequence(|cx| cx.expr(rest));
+        self.scope.truncate(mark);
     }
 
     fn bind_unknown(&mut self, pat: &Pat) {
@@ -819,6 +853,8 @@ impl Cx<'_> {
             let from = self.observed.len();
             let mut vals = Vec::new();
             let mut ranges = Vec::new();
+            // Every argument is checked, whatever an earlier one gave.
+            let mut mismatched = false;
             for (a, p) in args.iter().zip(&sig.params) {
                 let start = self.observed.len();
                 let v = self.expr(a);
@@ -828,9 +864,12 @@ impl Cx<'_> {
                 {
                     let d = mismatch(a.span, p, &v.ty, &format!("this argument of `{fun}`"));
                     self.report(d);
-                    return None;
+                    mismatched = true;
                 }
                 vals.push(v);
+            }
+            if mismatched {
+                return None;
             }
             let vals: Vec<Val> = vals.into_iter().collect::<Option<_>>()?;
             // Consumption: after all arguments are evaluated.
@@ -854,15 +893,19 @@ impl Cx<'_> {
             if !self.arity(fun, fun_span, args, &[params.len()]) {
                 return None;
             }
+            let mut ok = true;
             for (a, p) in args.iter().zip(&params) {
-                let v = self.expr(a)?;
-                if v.ty != *p {
-                    let d = mismatch(a.span, p, &v.ty, &format!("the argument of `{fun}`"));
-                    self.report(d);
-                    return None;
+                match self.expr(a) {
+                    Some(v) if v.ty != *p => {
+                        let d = mismatch(a.span, p, &v.ty, &format!("the argument of `{fun}`"));
+                        self.report(d);
+                        ok = false;
+                    }
+                    Some(_) => {}
+                    None => ok = false,
                 }
             }
-            return Some(Val::fresh(ret));
+            return ok.then(|| Val::fresh(ret));
         }
         let array_arg = |cx: &mut Self, a: &Expr, what: &str| -> Option<Val> {
             let v = cx.expr(a)?;

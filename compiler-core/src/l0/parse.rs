@@ -524,7 +524,12 @@ impl Parser<'_> {
     fn too_deep(&mut self) -> Bail {
         let span = self.span();
         let d = if self.depth > MAX_DEPTH {
-            Diagnostic::error(codes::NESTING_TOO_DEEP, "expression nested too deeply").at(span, "")
+            Diagnostic::error(codes::NESTING_TOO_DEEP, "expression nested too deeply")
+                .at(span, "")
+                .with_note(format!(
+                    "each `let … in` body, `if` branch, lambda, parenthesis and argument nests one level; L0 allows {MAX_DEPTH}"
+                ))
+                .with_hint("move part of the computation into a function of its own")
         } else {
             Diagnostic::error(codes::NESTING_TOO_DEEP, format!("expression more than {MAX_EXPR_DEPTH} levels deep"))
                 .at(span, "")
