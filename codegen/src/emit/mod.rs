@@ -922,12 +922,20 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.dec(x)?;
             }
         }
+        let release = release_points(b, &plan);
+        let outer_fail = fx.fail_bb;
         for (i, s) in b.stmts.iter().enumerate() {
             if s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
                 continue;
             }
             let moved = &plan.moved[i];
-            self.stmt(fx, s, moved)?;
+            // A failure in the statement releases what the block owns there
+            // (then what the blocks around it own): a host that calls a
+            // failing function again and again loses no memory.
+            fx.fail_bb = self.cleanup_block(fx, b, owned, &plan, &release, i, outer_fail)?;
+            let emitted = self.stmt(fx, s, moved);
+            fx.fail_bb = outer_fail;
+            emitted?;
             if matches!(s.op, Op::Fail { .. }) {
                 // The rest of the block never runs (its values may not even be
                 // well-typed: inference gives dead code no types).
@@ -958,6 +966,58 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             out.push(v);
         }
         Ok(out)
+    }
+
+    /// Where a failure in statement `i` of block `b` goes: a block that
+    /// releases the values `b` owns while `i` runs (defined before it, or
+    /// `owned` on entry; released after `i` or later, or yielded; not moved
+    /// into `i`), then goes on to `outer`; `outer` itself when there are none.
+    #[allow(clippy::too_many_arguments)]
+    fn cleanup_block(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        b: &'a Block,
+        owned: &[ValueId],
+        plan: &Plan,
+        release: &HashMap<ValueId, Option<usize>>,
+        i: usize,
+        outer: BasicBlock<'ctx>,
+    ) -> R<BasicBlock<'ctx>> {
+        let defined_before = |v: &ValueId| owned.contains(v) || b.stmts[..i].iter().any(|s| s.defs.contains(v));
+        let mut live: Vec<ValueId> = release
+            .iter()
+            .filter(|(v, at)| match at {
+                None => true,
+                Some(j) => *j > i || (*j == i && !plan.moved[i].contains(*v)),
+            })
+            .map(|(v, _)| *v)
+            .filter(|v| defined_before(v) && self.counted(fx.irf.ty(*v)))
+            .collect();
+        live.sort_unstable();
+        let values: Vec<BasicValueEnum<'ctx>> = live.iter().filter_map(|v| fx.vals.get(v).copied()).collect();
+        self.release_then(fx, &values, outer)
+    }
+
+    /// A failure target that releases `values` (arrays) and goes on to
+    /// `outer`; `outer` itself when there is nothing to release.
+    pub(crate) fn release_then(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        values: &[BasicValueEnum<'ctx>],
+        outer: BasicBlock<'ctx>,
+    ) -> R<BasicBlock<'ctx>> {
+        if values.iter().all(|x| self.uncounted(*x)) {
+            return Ok(outer);
+        }
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+        let cleanup = self.ctx.append_basic_block(fx.func, "fail.release");
+        self.b.position_at_end(cleanup);
+        for x in values {
+            self.dec(*x)?;
+        }
+        self.b.build_unconditional_branch(outer)?;
+        self.b.position_at_end(here);
+        Ok(cleanup)
     }
 
     /// A rank-0 array holding a scalar.
@@ -1770,6 +1830,26 @@ pub(crate) struct Plan {
     pub moved: Vec<HashSet<ValueId>>,
     /// Owned values no statement and no yield uses.
     pub dead_on_arrival: Vec<ValueId>,
+}
+
+/// Per value a block owns (and does not release on entry): the statement
+/// after which it is released or into which it moves; `None`: it is yielded.
+fn release_points(b: &Block, plan: &Plan) -> HashMap<ValueId, Option<usize>> {
+    let mut at: HashMap<ValueId, Option<usize>> = HashMap::default();
+    for (i, dies) in plan.dies_after.iter().enumerate() {
+        for v in dies {
+            at.insert(*v, Some(i));
+        }
+    }
+    for y in &b.yields {
+        if plan.owned.contains(y) && !at.contains_key(y) {
+            at.insert(*y, None);
+        }
+    }
+    for v in &plan.dead_on_arrival {
+        at.remove(v);
+    }
+    at
 }
 
 /// The values a statement consumes (takes over), besides borrowing operands.

@@ -1583,9 +1583,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             phis.push(phi);
         }
         if test_first {
-            let c = self.block(fx, cond, &[])?;
-            let cty = fx.irf.ty(cond.yields[0]).clone();
-            let c = self.condition(fx, c[0], &cty)?;
+            let carried: Vec<BasicValueEnum<'ctx>> = phis.iter().map(|p| p.as_basic_value()).collect();
+            let c = self.loop_condition(fx, cond, params, &carried)?;
             self.b.build_conditional_branch(c, body_bb, exit)?;
         } else {
             self.b.build_unconditional_branch(body_bb)?;
@@ -1641,9 +1640,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             for (p, x) in params.iter().zip(&next) {
                 fx.vals.insert(*p, *x);
             }
-            let c = self.block(fx, cond, &[])?;
-            let cty = fx.irf.ty(cond.yields[0]).clone();
-            let c = self.condition(fx, c[0], &cty)?;
+            let c = self.loop_condition(fx, cond, params, &next)?;
             let latch = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
             for (phi, x) in phis.iter().zip(&next) {
                 phi.add_incoming(&[(x, latch)]);
@@ -1655,6 +1652,29 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// A loop's condition on the carried values: where it fails, the
+    /// carried arrays (the loop owns them) are released.
+    fn loop_condition(
+        &mut self,
+        fx: &mut Fx<'ctx, 'a>,
+        cond: &'a compiler_core::ir::Block,
+        params: &[ValueId],
+        carried: &[BasicValueEnum<'ctx>],
+    ) -> R<IntValue<'ctx>> {
+        let owned: Vec<BasicValueEnum<'ctx>> = params
+            .iter()
+            .zip(carried)
+            .filter(|(p, _)| self.counted(fx.irf.ty(**p)) && !fx.borrowed.contains(*p))
+            .map(|(_, x)| *x)
+            .collect();
+        let outer = fx.fail_bb;
+        fx.fail_bb = self.release_then(fx, &owned, outer)?;
+        let c = self.block(fx, cond, &[]);
+        fx.fail_bb = outer;
+        let cty = fx.irf.ty(cond.yields[0]).clone();
+        self.condition(fx, c?[0], &cty)
     }
 
     // ------------------------------------------------------------ checks

@@ -627,6 +627,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         // Cold code (see `compiler_core::ir::Function::cold`) gets no chunk functions.
         let parallel = self.parallel && !fx.irf.cold && self.parallel_eligible(fx, w, &states);
+        let outer_fail = fx.fail_bb;
+        fx.fail_bb = self.partial_results_cleanup(fx, &states, &scratch, mask, outer_fail)?;
         for part in &w.parts {
             if parallel
                 && !self.statically_small(fx, part)
@@ -640,6 +642,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             let pcx = PartCx { w, part, s, iv_slot, mask, end: if all_fix { Some(end) } else { None }, stream: false };
             self.part(fx, &pcx, &mut states)?;
         }
+        fx.fail_bb = outer_fail;
         self.b.build_unconditional_branch(end)?;
         self.b.position_at_end(end);
         for (array, before) in reads_of_result {
@@ -842,6 +845,48 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         }
         let data = self.data_ptr(arr)?;
         Ok(Result::Eager { arr, data, cell_len })
+    }
+
+    /// Where a failure in a with-loop's parts goes: a block that releases
+    /// the results being built (genarray and modarray arrays, counted fold
+    /// accumulators), the scratch arrays and the coverage mask, then goes on
+    /// to `outer`.
+    fn partial_results_cleanup(
+        &mut self,
+        fx: &Fx<'ctx, 'a>,
+        states: &[OpState<'ctx, 'a>],
+        scratch: &[PointerValue<'ctx>],
+        mask: Option<PointerValue<'ctx>>,
+        outer: BasicBlock<'ctx>,
+    ) -> R<BasicBlock<'ctx>> {
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+        let cleanup = self.ctx.append_basic_block(fx.func, "wl.fail.release");
+        self.b.position_at_end(cleanup);
+        for st in states {
+            match st {
+                OpState::Gen { result: Result::Eager { arr, .. }, .. } | OpState::Mod { arr, .. } => {
+                    self.dec((*arr).into())?;
+                }
+                OpState::Gen { result: Result::Lazy { slot }, .. } => {
+                    let arr = self.b.build_load(self.ptr(), *slot, "partial")?;
+                    self.dec(arr)?;
+                }
+                OpState::Fold { slot, ty, .. } if self.counted(ty) => {
+                    let acc = self.b.build_load(self.value_ty(ty), *slot, "partial")?;
+                    self.dec(acc)?;
+                }
+                _ => {}
+            }
+        }
+        for a in scratch {
+            self.dec((*a).into())?;
+        }
+        if let Some(m) = mask {
+            self.call(self.rt.free, &[m.into()])?;
+        }
+        self.b.build_unconditional_branch(outer)?;
+        self.b.position_at_end(here);
+        Ok(cleanup)
     }
 
     /// A lazily allocated genarray after the loops: allocated now if no cell
