@@ -922,23 +922,67 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 self.dec(x)?;
             }
         }
+        // A failure in a statement releases what the block owns there (then
+        // what the blocks around it own): a host that calls a failing
+        // function again and again loses no memory. `live`: the owned values
+        // defined so far and not yet released.
         let release = release_points(b, &plan);
+        let mut live: std::collections::BTreeSet<ValueId> =
+            owned.iter().copied().filter(|v| release.contains_key(v)).collect();
         let outer_fail = fx.fail_bb;
+        let mut last_cleanup: Option<(Vec<BasicValueEnum<'ctx>>, BasicBlock<'ctx>)> = None;
+        // A target no statement branched to yet, for the next one.
+        let mut spare: Option<BasicBlock<'ctx>> = None;
         for (i, s) in b.stmts.iter().enumerate() {
+            let moved = &plan.moved[i];
+            if !s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
+                // What statement `i` fails with: all of `live` but what moves into it.
+                let held: Vec<BasicValueEnum<'ctx>> = live
+                    .iter()
+                    .filter(|v| !moved.contains(v))
+                    .filter_map(|v| fx.vals.get(v).copied())
+                    .filter(|x| !self.uncounted(*x))
+                    .collect();
+                let pending = match &last_cleanup {
+                    _ if held.is_empty() => None,
+                    Some((set, bb)) if *set == held => {
+                        fx.fail_bb = *bb;
+                        None
+                    }
+                    _ => {
+                        let bb = spare.take().unwrap_or_else(|| self.ctx.append_basic_block(fx.func, "fail.release"));
+                        fx.fail_bb = bb;
+                        Some(bb)
+                    }
+                };
+                let emitted = self.stmt(fx, s, moved);
+                fx.fail_bb = outer_fail;
+                emitted?;
+                // Filled only where the statement can fail.
+                if let Some(bb) = pending {
+                    if bb.get_first_use().is_some() {
+                        self.fill_cleanup(bb, &held, outer_fail)?;
+                        last_cleanup = Some((held, bb));
+                    } else {
+                        spare = Some(bb);
+                    }
+                }
+            }
+            for v in &plan.dies_after[i] {
+                live.remove(v);
+            }
+            for d in &s.defs {
+                if release.get(d).is_some_and(|at| at.is_none_or(|j| j > i)) {
+                    live.insert(*d);
+                }
+            }
             if s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
                 continue;
             }
-            let moved = &plan.moved[i];
-            // A failure in the statement releases what the block owns there
-            // (then what the blocks around it own): a host that calls a
-            // failing function again and again loses no memory.
-            fx.fail_bb = self.cleanup_block(fx, b, owned, &plan, &release, i, outer_fail)?;
-            let emitted = self.stmt(fx, s, moved);
-            fx.fail_bb = outer_fail;
-            emitted?;
             if matches!(s.op, Op::Fail { .. }) {
                 // The rest of the block never runs (its values may not even be
                 // well-typed: inference gives dead code no types).
+                self.close_spare(spare, outer_fail)?;
                 return Ok(b.yields.iter().map(|y| undef(self.value_ty(fx.irf.ty(*y)))).collect());
             }
             for v in &plan.dies_after[i] {
@@ -952,6 +996,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                 }
             }
         }
+        self.close_spare(spare, outer_fail)?;
         let mut out = Vec::with_capacity(b.yields.len());
         let mut yielded: HashSet<ValueId> = HashSet::default();
         for y in &b.yields {
@@ -968,34 +1013,29 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         Ok(out)
     }
 
-    /// Where a failure in statement `i` of block `b` goes: a block that
-    /// releases the values `b` owns while `i` runs (defined before it, or
-    /// `owned` on entry; released after `i` or later, or yielded; not moved
-    /// into `i`), then goes on to `outer`; `outer` itself when there are none.
-    #[allow(clippy::too_many_arguments)]
-    fn cleanup_block(
+    /// A failure target nothing branched to: a well-formed block (LLVM drops it).
+    fn close_spare(&mut self, spare: Option<BasicBlock<'ctx>>, outer: BasicBlock<'ctx>) -> R<()> {
+        match spare {
+            Some(bb) => self.fill_cleanup(bb, &[], outer),
+            None => Ok(()),
+        }
+    }
+
+    /// Fills failure target `bb`: releases `values`, then goes on to `outer`.
+    fn fill_cleanup(
         &mut self,
-        fx: &Fx<'ctx, 'a>,
-        b: &'a Block,
-        owned: &[ValueId],
-        plan: &Plan,
-        release: &HashMap<ValueId, Option<usize>>,
-        i: usize,
+        bb: BasicBlock<'ctx>,
+        values: &[BasicValueEnum<'ctx>],
         outer: BasicBlock<'ctx>,
-    ) -> R<BasicBlock<'ctx>> {
-        let defined_before = |v: &ValueId| owned.contains(v) || b.stmts[..i].iter().any(|s| s.defs.contains(v));
-        let mut live: Vec<ValueId> = release
-            .iter()
-            .filter(|(v, at)| match at {
-                None => true,
-                Some(j) => *j > i || (*j == i && !plan.moved[i].contains(*v)),
-            })
-            .map(|(v, _)| *v)
-            .filter(|v| defined_before(v) && self.counted(fx.irf.ty(*v)))
-            .collect();
-        live.sort_unstable();
-        let values: Vec<BasicValueEnum<'ctx>> = live.iter().filter_map(|v| fx.vals.get(v).copied()).collect();
-        self.release_then(fx, &values, outer)
+    ) -> R<()> {
+        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+        self.b.position_at_end(bb);
+        for x in values {
+            self.dec(*x)?;
+        }
+        self.b.build_unconditional_branch(outer)?;
+        self.b.position_at_end(here);
+        Ok(())
     }
 
     /// A failure target that releases `values` (arrays) and goes on to
@@ -1009,14 +1049,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         if values.iter().all(|x| self.uncounted(*x)) {
             return Ok(outer);
         }
-        let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
         let cleanup = self.ctx.append_basic_block(fx.func, "fail.release");
-        self.b.position_at_end(cleanup);
-        for x in values {
-            self.dec(*x)?;
-        }
-        self.b.build_unconditional_branch(outer)?;
-        self.b.position_at_end(here);
+        self.fill_cleanup(cleanup, values, outer)?;
         Ok(cleanup)
     }
 
