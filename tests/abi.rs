@@ -648,3 +648,22 @@ fn time_tiled_loops_compute_what_the_interpreter_does() {
     }
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn a_construct_native_code_cannot_compile_is_a_limitation_with_its_code() {
+    // A scan over tuples with array elements runs in the interpreter only.
+    let mut inv = invocation("scan_tuple_of_arrays.l0", &[]);
+    inv.args = vec!["[[1, 2], [3, 4]]".to_string()];
+    inv.engine = withloop_cli::Engine::Native(PipelineOptions::default(), withloop_codegen::Options::default());
+    let report = withloop_cli::run(&inv);
+    assert_eq!(report.exit_code, 1, "{}", report.stderr);
+    assert!(
+        report.stderr.starts_with("error[L0001]: the native back end does not support a scan"),
+        "{}",
+        report.stderr
+    );
+    assert!(report.stderr.contains("--interp"), "{}", report.stderr);
+    inv.engine = withloop_cli::Engine::default();
+    let reference = withloop_cli::run(&inv);
+    assert_eq!(reference.exit_code, 0, "{}", reference.stderr);
+}

@@ -263,7 +263,7 @@ fn run_here(inv: &Invocation) -> Report {
                     Err(withloop_codegen::jit::RunError::Runtime(e)) => Err(EntryError::Runtime(e)),
                     Err(withloop_codegen::jit::RunError::Codegen(e)) => {
                         report.stdout = stdout;
-                        report.stderr.push_str(&format!("error: {e}\n"));
+                        report.stderr.push_str(&codegen_error_text(&e));
                         report.exit_code = EXIT_COMPILE_ERROR;
                         return report;
                     }
@@ -556,7 +556,7 @@ fn compile_here(
     let bytes = match bytes {
         Ok(b) => b,
         Err(e) => {
-            report.stderr.push_str(&format!("error: {e}\n"));
+            report.stderr.push_str(&codegen_error_text(&e));
             report.exit_code = EXIT_COMPILE_ERROR;
             return report;
         }
@@ -588,4 +588,19 @@ pub fn short(sources: &SourceMap, d: &Diagnostic) -> String {
 /// Formats values the way `withloop run` prints them.
 pub fn value_lines(values: &[Value]) -> String {
     values.iter().map(|v| format::value_literal(v) + "\n").collect()
+}
+
+/// A code generation failure as the CLI prints it, with its error class's
+/// code (as the service reports it): a limitation (L0001, the interpreter
+/// runs the program) or a compiler bug (B0001).
+fn codegen_error_text(e: &withloop_codegen::CodegenError) -> String {
+    use compiler_core::diagnostics as codes;
+    match e {
+        withloop_codegen::CodegenError::Unsupported(_) => format!(
+            "error[{}]: {e}\n  = hint: `withloop run --interp` runs the program in the interpreter\n",
+            codes::UNSUPPORTED.id
+        ),
+        withloop_codegen::CodegenError::Bug(_) => format!("error[{}]: {e}\n", codes::INTERNAL_ERROR.id),
+        _ => format!("error: {e}\n"),
+    }
 }
