@@ -236,13 +236,13 @@ fn options_level(options: &Options) -> inkwell::OptimizationLevel {
 }
 
 /// A run-time error of compiled code as the interpreter reports them: the
-/// message's first line, its other lines as notes (see `ir::fail_message`).
+/// message's first line, its other lines as notes (`ir::message_and_notes`).
 pub fn runtime_error(code: &str, message: String, loc: Option<&WlLoc>, fallback: Span) -> RuntimeError {
     let code = ALL_CODES.iter().copied().find(|c| c.id == code).unwrap_or(INTERNAL_ERROR);
     let span = match loc {
         None => fallback,
         Some(l) => Span::new(FileId(l.file_id as u32), l.start as usize, l.end as usize),
     };
-    let (message, notes) = compiler_core::ir::fail_message(&message, &[]);
+    let (message, notes) = compiler_core::ir::message_and_notes(&message);
     RuntimeError { code, message, span, notes, trace: Vec::new() }
 }

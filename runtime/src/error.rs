@@ -445,6 +445,19 @@ pub unsafe extern "C" fn wl_fail_ints(
     unsafe { set_error(ctx, loc, &text(code), &message) };
 }
 
+/// A value's type as messages name it: `int[3]`, or `int` for a scalar
+/// (`array` null or of rank 0) of element type `elem`.
+///
+/// # Safety
+/// `array` is null or a valid array.
+unsafe fn type_text(elem: i32, array: *const WlArray) -> String {
+    if array.is_null() || unsafe { (*array).rank } == 0 {
+        return crate::array::base_of(elem).to_string();
+    }
+    let a = unsafe { &*array };
+    format!("{}{}", a.base(), vec_text(a.shape()))
+}
+
 /// An error whose message template has `{a}` for a value's type (`int[3]`,
 /// or `int` for a scalar).
 ///
@@ -459,12 +472,7 @@ pub unsafe extern "C" fn wl_fail_type(
     elem: i32,
     array: *const WlArray,
 ) {
-    let described = if array.is_null() || unsafe { (*array).rank } == 0 {
-        crate::array::base_of(elem).to_string()
-    } else {
-        let a = unsafe { &*array };
-        format!("{}{}", a.base(), vec_text(a.shape()))
-    };
+    let described = unsafe { type_text(elem, array) };
     let message = unsafe { text(template) }.replace("{a}", &described);
     unsafe { set_error(ctx, loc, &text(code), &message) };
 }
@@ -489,15 +497,11 @@ pub unsafe extern "C" fn wl_fail_args(
         .iter()
         .map(|a| match a.kind {
             crate::values::ARG_STRING => "string".to_string(),
-            crate::values::ARG_ARRAY if !a.ptr.is_null() && unsafe { (*(a.ptr as *const WlArray)).rank } > 0 => {
-                let a = unsafe { &*(a.ptr as *const WlArray) };
-                format!("{}{}", a.base(), vec_text(a.shape()))
-            }
+            crate::values::ARG_ARRAY => unsafe { type_text(a.elem, a.ptr as *const WlArray) },
             _ => crate::array::base_of(a.elem).to_string(),
         })
         .collect();
-    let (message, notes) = compiler_core::ir::fail_message(&unsafe { text(template) }, &described);
-    let full = std::iter::once(message).chain(notes).collect::<Vec<_>>().join("\n");
+    let full = unsafe { text(template) }.replace("{args}", &described.join(", "));
     unsafe { set_error(ctx, loc, &text(code), &full) };
 }
 

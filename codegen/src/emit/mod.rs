@@ -935,7 +935,8 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         let mut spare: Option<BasicBlock<'ctx>> = None;
         for (i, s) in b.stmts.iter().enumerate() {
             let moved = &plan.moved[i];
-            if !s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
+            let hoisted = s.defs.first().is_some_and(|d| fx.hoisted.contains(d));
+            if !hoisted {
                 // What statement `i` fails with: all of `live` but what moves into it.
                 let held: Vec<BasicValueEnum<'ctx>> = live
                     .iter()
@@ -976,7 +977,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
                     live.insert(*d);
                 }
             }
-            if s.defs.first().is_some_and(|d| fx.hoisted.contains(d)) {
+            if hoisted {
                 continue;
             }
             if matches!(s.op, Op::Fail { .. }) {

@@ -859,6 +859,14 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         mask: Option<PointerValue<'ctx>>,
         outer: BasicBlock<'ctx>,
     ) -> R<BasicBlock<'ctx>> {
+        let holds = |st: &OpState<'ctx, 'a>| match st {
+            OpState::Gen { .. } | OpState::Mod { .. } => true,
+            OpState::Fold { ty, .. } => self.counted(ty),
+            _ => false,
+        };
+        if !states.iter().any(holds) && scratch.is_empty() && mask.is_none() {
+            return Ok(outer);
+        }
         let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
         let cleanup = self.ctx.append_basic_block(fx.func, "wl.fail.release");
         self.b.position_at_end(cleanup);

@@ -697,7 +697,12 @@ pub fn block_pure(b: &Block) -> bool {
 /// line) and notes (the other lines). The interpreter and compiled code
 /// (whose runtime fills in `{args}`) both report it this way.
 pub fn fail_message(template: &str, described: &[String]) -> (String, Vec<String>) {
-    let text = template.replace("{args}", &described.join(", "));
+    message_and_notes(&template.replace("{args}", &described.join(", ")))
+}
+
+/// An error's text split into its message (the first line) and notes (the
+/// other lines), as compiled code records a failure's notes.
+pub fn message_and_notes(text: &str) -> (String, Vec<String>) {
     let mut lines = text.lines().map(str::to_string);
     let message = lines.next().unwrap_or_default();
     (message, lines.collect())
