@@ -794,14 +794,14 @@ impl Cx<'_> {
             None
         };
         match op {
-            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow => {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow => {
                 if a == b && a.is_numeric() {
                     Some(a.clone())
                 } else {
                     bad(self, "two `int`s or two `real`s")
                 }
             }
-            BinOp::Mod | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
                 if *a == Type::Int && *b == Type::Int { Some(Type::Int) } else { bad(self, "two `int`s") }
             }
             BinOp::Eq | BinOp::Ne => {

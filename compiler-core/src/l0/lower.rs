@@ -485,6 +485,12 @@ impl FnLower<'_, '_> {
             BinOp::Sub => IrBin::Sub,
             BinOp::Mul => IrBin::Mul,
             BinOp::Div => IrBin::Div,
+            // Seed 004 gives `%` to reals too: C's `fmod` (the result has the
+            // dividend's sign, as `%` on ints).
+            BinOp::Mod if self.b.f.ty(x).elem == Elem::Base(BaseType::Double) => {
+                let t = self.b.f.ty(x).clone();
+                return self.b.prim(out, Prim::Math(MathFn::Fmod), vec![x, y], t, span);
+            }
             BinOp::Mod => IrBin::Mod,
             BinOp::Eq => IrBin::Eq,
             BinOp::Ne => IrBin::Ne,
@@ -833,9 +839,13 @@ impl FnLower<'_, '_> {
     }
 
     /// The fold function of `reduce`/`scan`: a primitive, a function, or a
-    /// lambda lifted into a function of its own (free variables first).
-    fn fold_fn(&mut self, fun: &FnArg, out: &mut Vec<Stmt>, span: Span) -> Option<(FoldFn, Vec<ValueId>)> {
+    /// lambda lifted into a function of its own (free variables first);
+    /// `real` says the elements are `real`s (`op %` is then `fmod`).
+    fn fold_fn(&mut self, fun: &FnArg, real: bool, out: &mut Vec<Stmt>, span: Span) -> Option<(FoldFn, Vec<ValueId>)> {
         match fun {
+            FnArg::Op { op: BinOp::Mod, left: None, .. } if real => {
+                Some((FoldFn::Prim(Prim::Math(MathFn::Fmod)), Vec::new()))
+            }
             FnArg::Op { op, left: None, .. } => {
                 let ir = match op {
                     BinOp::Add => IrBin::Add,
@@ -1006,7 +1016,11 @@ impl FnLower<'_, '_> {
             }
             Soac::Reduce | Soac::Scan => {
                 let unknown = |me: &mut Self| leaf_tys(&ty).into_iter().map(|t| me.b.f.new_value(t, None)).collect();
-                let Some((fold, partial)) = self.fold_fn(fun, out, fun.span()) else { return unknown(self) };
+                let real = neutral_vals
+                    .as_ref()
+                    .and_then(|n| n.first())
+                    .is_some_and(|v| self.b.f.ty(*v).elem == Elem::Base(BaseType::Double));
+                let Some((fold, partial)) = self.fold_fn(fun, real, out, fun.span()) else { return unknown(self) };
                 let neutral = neutral_vals.unwrap_or_default();
                 let lanes = rows.len();
                 if neutral.len() != lanes {
@@ -1081,7 +1095,9 @@ const SIZE_DEPTH: usize = 4;
 /// default cell of that shape: a map over an empty array still has its
 /// rows' shape (`map(fn [int] (int x) => replicate(3, x), iota(0))` is a
 /// `[0][3]`); where they are not known, an empty map's shape is (R0012).
-/// Only arithmetic and extents are computed early: they cannot fail.
+/// Only arithmetic and extents are computed early: they cannot fail, and the
+/// default row's extents are clamped at 0 (a negative one belongs to a
+/// function that fails when applied, which an empty map never does).
 impl FnLower<'_, '_> {
     /// Per result leaf of `fun` applied to rows of `inputs`: a default cell
     /// for array leaves whose shape the analysis finds.
@@ -1114,6 +1130,11 @@ impl FnLower<'_, '_> {
                 if t.rank() == 0 || ext.len() != t.rank() {
                     return None;
                 }
+                // A negative extent means the function fails wherever it
+                // runs; the default row must not fail where it does not run
+                // (an empty map), so its extents are at least 0.
+                let zero = self.int(out, 0, span);
+                let ext = ext.into_iter().map(|e| self.bin(out, IrBin::Max, e, zero, span)).collect();
                 let shp = self.vector(out, ext, span);
                 let mut base = t;
                 while let Type::Array(e, _) = base {
