@@ -276,7 +276,7 @@ fn constant(e: &ast::Expr) -> Result<Value, Box<Diagnostic>> {
 }
 
 /// The error for an entry point `file` does not define, naming the functions it does.
-fn unknown_entry(file: &str, unknown: &str, mut names: Vec<&str>) -> Diagnostic {
+pub(crate) fn unknown_entry(file: &str, unknown: &str, mut names: Vec<&str>) -> Diagnostic {
     names.sort();
     Diagnostic::error(
         codes::UNKNOWN_FUNCTION,

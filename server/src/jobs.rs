@@ -77,13 +77,14 @@ impl Job {
     }
 
     pub fn fail(&self, error: ErrorBody) {
+        let code = error.code.clone();
         if let Ok(mut state) = self.state.lock() {
             if state.events.last().is_some_and(|e| e.status.finished()) {
                 return;
             }
             state.error = Some(error);
         }
-        self.push(JobStatus::Failed, None);
+        self.push(JobStatus::Failed, Some(code));
     }
 
     /// Cancels the job unless it finished; its status afterwards. (A compile
@@ -99,7 +100,7 @@ impl Job {
                     rendered: None,
                 });
             }
-            self.push(JobStatus::Cancelled, None);
+            self.push(JobStatus::Cancelled, Some("cancelled".into()));
             let _ = self.cancel_signal.send(true);
         }
         self.view().status

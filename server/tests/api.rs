@@ -301,6 +301,16 @@ async fn artifacts_have_content_types_etags_and_revalidate() {
         let again = send(&router, Method::GET, url, None, &[("if-none-match", &etag)]).await;
         assert_eq!(again.status, StatusCode::NOT_MODIFIED);
     }
+    // Gzipped, the bytes differ: the same tag, weak (a strong one names
+    // one representation), and it revalidates as well.
+    let url = v["artifacts"]["llvm_ir"]["url"].as_str().unwrap();
+    let plain = get(&router, url).await.header("etag").unwrap();
+    let gzipped = send(&router, Method::GET, url, None, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzipped.header("content-encoding").as_deref(), Some("gzip"));
+    let weak = gzipped.header("etag").unwrap();
+    assert_eq!(weak, format!("W/{plain}"));
+    let again = send(&router, Method::GET, url, None, &[("if-none-match", &weak)]).await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
     let asm = get(&router, v["artifacts"]["asm"]["url"].as_str().unwrap()).await.text();
     assert!(asm.contains("wl_neg"), "assembly names the exported symbol");
     let ll = get(&router, v["artifacts"]["llvm_ir"]["url"].as_str().unwrap()).await.text();
@@ -366,6 +376,10 @@ async fn a_failing_async_compile_fails_its_job() {
     assert_eq!(view["status"], "failed");
     assert_eq!(view["error"]["code"], "compile_error");
     assert_eq!(view["error"]["diagnostics"][0]["code"], "E0200");
+    // The last event says why, as the events stream shows it.
+    let last = view["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["status"], "failed", "{view}");
+    assert_eq!(last["phase"], "compile_error", "{view}");
 }
 
 #[tokio::test]
@@ -455,6 +469,70 @@ async fn l0_compiles_and_runs() {
     let d = &r.json()["error"]["diagnostics"][0];
     assert_eq!(d["code"], "E0401", "{d}");
     assert_eq!(d["at"]["line"], 1, "{d}");
+}
+
+/// L0 requests: the language follows a `.l0` file name, the default file
+/// name is `program.l0`, SaC's preprocessor options are refused, a run of a
+/// function other than `main` exports it, the variant that ran is L0's one
+/// instance, and an unknown entry lists the functions there are.
+#[tokio::test]
+async fn l0_requests_take_their_language_name_entries_and_variants_from_l0() {
+    let router = app(embedded());
+    let source = "fun [int] inc([int] a) = map(op +(1), a)\nfun int main(int n) = n\n";
+    // Language from the file name.
+    let r = post(&router, "/v1/compile", json!({ "source": source, "file_name": "inc.l0" })).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    // The default file name is an L0 one.
+    let r = post(&router, "/v1/compile", json!({ "source": "fun int main() = x\n", "language": "l0" })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.json()["error"]["rendered"].as_str().unwrap().contains("program.l0"), "{}", r.text());
+    let r =
+        post(&router, "/v1/compile", json!({ "source": source, "language": "l0", "options": { "defines": ["N=3"] } }))
+            .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert!(r.text().contains("L0 has none"), "{}", r.text());
+    let r = post(&router, "/v1/compile", json!({ "source": source, "language": "l0", "entry": ["dec"] })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let d = &r.json()["error"]["diagnostics"][0];
+    assert_eq!(d["notes"][0], "its functions are: inc, main", "{d}");
+    // A run of `inc`, which `main` would have kept from being exported.
+    let runner = app(runner_state(2048));
+    let body = json!({
+        "compile": { "source": source, "language": "l0" },
+        "entry": "inc",
+        "args": [{ "shape": [2], "data": [1, 2] }],
+    });
+    let r = post(&runner, "/v1/run", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["results"][0]["data"], json!([2, 3]), "{j}");
+    assert_eq!(j["variant"]["signature"], "(int[.]) -> int[.]", "{j}");
+    assert_eq!(j["variant"]["specialised"], false, "{j}");
+    let r = post(&runner, "/v1/run", json!({ "compile": { "source": source, "language": "l0" }, "args": [4] })).await;
+    assert_eq!(r.json()["variant"]["signature"], "(int) -> int", "{}", r.text());
+    assert_eq!(r.json()["variant"]["specialised"], true, "{}", r.text());
+}
+
+/// Non-finite numbers are strings both ways, for `float` as for `double`.
+#[tokio::test]
+async fn non_finite_results_are_named_and_can_be_passed_back() {
+    let runner = app(runner_state(2048));
+    let source = "use Array: all;\nfloat[.] f(float[.] a) { return a / 0.0f; }\n";
+    let r = post(
+        &runner,
+        "/v1/run",
+        run_body(source, "f", json!([{ "shape": [3], "data": [1.0, -1.0, 0.0], "type": "float" }])),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let data = r.json()["results"][0]["data"].clone();
+    assert_eq!(data[0], "inf", "{data}");
+    assert_eq!(data[1], "-inf", "{data}");
+    assert!(data[2].as_str().is_some_and(|s| s.eq_ignore_ascii_case("nan")), "{data}");
+    let source = "use Array: all;\ndouble g(double x) { return x + 1.0; }\n";
+    let r = post(&runner, "/v1/run", run_body(source, "g", json!(["-inf"]))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["results"][0], "-inf", "{}", r.text());
 }
 
 #[tokio::test]
@@ -555,6 +633,43 @@ fn the_committed_openapi_document_matches_the_code() {
         "openapi/openapi.json differs from the API in the code; regenerate it with \
          `cargo run -p withloop-server -- --print-openapi > openapi/openapi.json` (or WITHLOOP_BLESS=1 cargo test)"
     );
+}
+
+/// What a client generated from the document needs to be true: path
+/// parameters are in their paths, every `/v1` operation says what the layers
+/// answer (401, 429, 503, 504) and that a bearer token may be needed, the
+/// POSTs their 415, and run values' schema admits scalars.
+#[test]
+fn the_openapi_document_describes_parameters_layers_and_run_values() {
+    let doc: Value = serde_json::from_str(&withloop_server::api::openapi_json()).unwrap();
+    assert!(doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer", "{}", doc["components"]);
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "path" {
+                    let name = p["name"].as_str().unwrap();
+                    assert!(path.contains(&format!("{{{name}}}")), "{method} {path}: path parameter `{name}`");
+                }
+            }
+            let statuses = op["responses"].as_object().unwrap();
+            assert!(statuses.contains_key("504"), "{method} {path}");
+            if path.starts_with("/v1/") {
+                for s in ["401", "429", "503"] {
+                    assert!(statuses.contains_key(s), "{method} {path}: {s}");
+                }
+                assert!(op["security"].is_array(), "{method} {path}");
+            }
+            if method == "post" {
+                assert!(statuses.contains_key("415"), "{method} {path}");
+            }
+        }
+    }
+    let value = &doc["components"]["schemas"]["RunValue"]["anyOf"];
+    assert!(value.as_array().unwrap().iter().any(|s| s["type"] == "number"), "{value}");
+    let results = &doc["components"]["schemas"]["RunResponse"]["properties"]["results"]["items"];
+    assert_eq!(results["$ref"], "#/components/schemas/RunValue");
+    let artifact = &doc["paths"]["/v1/artifacts/{key}/{kind}"]["get"]["responses"]["200"]["content"];
+    assert!(artifact["text/x-c"].is_object() && artifact["application/x-object"].is_object(), "{artifact}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,7 +63,10 @@ pub struct JobEvent {
     pub seq: u64,
     pub status: JobStatus,
     /// What the step is: the compile phase starting for `running` events
-    /// (`frontend`, `optimise`, `codegen:object`, `link`, …), why for others.
+    /// (`frontend`, `optimise`, `codegen:object`, `link`, …); why for others:
+    /// the error's code for `failed` (`compile_error`, `runtime_error`, …) and
+    /// `cancelled` events (the job's `error` has the message), what failed
+    /// for a job back in the queue or dead (`after: …`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// Milliseconds since the job was created.

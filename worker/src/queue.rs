@@ -190,7 +190,8 @@ impl PgQueue {
              counted AS (
                  UPDATE workers SET jobs_done = jobs_done + 1 WHERE id = $2 AND EXISTS (SELECT 1 FROM finished))
              SELECT count(*) FROM finished",
-            event_sql("$3::text", "NULL")
+            // A failure's event says why: the error's code.
+            event_sql("$3::text", "$5::jsonb->>'code'")
         ))
         .bind(id)
         .bind(worker)
@@ -263,7 +264,7 @@ impl PgQueue {
                  error = jsonb_build_object('code', 'cancelled', 'message', 'the job was cancelled'),
                  events = events || {}
              WHERE id = $1 AND status IN ('queued', 'running')",
-            event_sql("'cancelled'", "NULL")
+            event_sql("'cancelled'", "'cancelled'")
         ))
         .bind(id)
         .execute(&mut *tx)

@@ -19,16 +19,18 @@ use crate::{ArtifactKind, Language};
 pub struct CompileRequest {
     /// The program's source text.
     pub source: String,
-    /// `sac` (default) or `l0`.
+    /// `sac` or `l0` (default: `l0` for a `file_name` ending in `.l0`, else `sac`).
     #[serde(default)]
-    pub language: Language,
-    /// The name diagnostics and reports give the source (default `program.sac`).
+    pub language: Option<Language>,
+    /// The name diagnostics and reports give the source (default `program.sac`,
+    /// `program.l0` for L0).
     #[serde(default)]
     pub file_name: Option<String>,
     /// Files `#include "name"` may name: name → text.
     #[serde(default)]
     pub includes: BTreeMap<String, String>,
-    /// Entry functions to export (default: every function of the program).
+    /// Entry functions to export (default: every function of the program; for
+    /// L0, `main` where the program has one).
     /// Functions they do not call are neither type-checked nor compiled.
     #[serde(default)]
     pub entry: Vec<String>,
@@ -57,6 +59,7 @@ pub struct CompileRequest {
 pub struct CompileOptions {
     /// LLVM optimisation level, 0 to 3 (default 3).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 3)]
     pub opt_level: Option<u8>,
     /// Optimisation passes to switch off (`wlf`, `ive`, …; see the report's `passes`).
     #[serde(default)]
@@ -73,6 +76,7 @@ pub struct CompileOptions {
     /// 1: sequential code; otherwise large with-loops are split over threads
     /// at run time (default).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub threads: Option<u32>,
     /// Combine floating-point folds strictly in index order (bit-identical to
     /// the interpreter on one thread). Default `false`: `+` and `*` folds may be
@@ -226,11 +230,31 @@ impl Prepared {
     }
 }
 
+impl CompileRequest {
+    /// `language`, else `l0` for a file name ending in `.l0`, else `sac`.
+    pub fn source_language(&self) -> Language {
+        self.language.unwrap_or(match &self.file_name {
+            Some(name) if name.ends_with(".l0") => Language::L0,
+            _ => Language::Sac,
+        })
+    }
+}
+
 /// Checks a request and computes its key.
 pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
-    let file_name = request.file_name.clone().unwrap_or_else(|| "program.sac".to_string());
+    let language = request.source_language();
+    let file_name = request.file_name.clone().unwrap_or_else(|| format!("program.{}", language.name()));
     if file_name.is_empty() || file_name.contains(['/', '\\', '\0']) || file_name.len() > 200 {
         return Err(Failure::invalid("`file_name` must be a plain file name such as `relax.sac`"));
+    }
+    if language == Language::L0 {
+        // L0 has no preprocessor: what these would do, nothing does.
+        if !request.options.defines.is_empty() {
+            return Err(Failure::invalid("`options.defines` is for SaC's preprocessor; L0 has none"));
+        }
+        if !request.includes.is_empty() {
+            return Err(Failure::invalid("`includes` are for SaC's `#include`; L0 has no preprocessor"));
+        }
     }
     // Text only: a NUL is no character of a program (and the database's
     // `jsonb`, which keeps requests and jobs, cannot hold one).
@@ -336,7 +360,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
     let components = KeyComponents {
         format: CACHE_FORMAT,
         compiler: compiler_id(),
-        language: request.language.name().to_string(),
+        language: language.name().to_string(),
         file_name: file_name.clone(),
         source: content_hash(source.as_bytes()),
         includes: includes.iter().map(|(n, t)| (n.clone(), content_hash(t.as_bytes()))).collect(),
@@ -348,7 +372,7 @@ pub fn prepare(request: &CompileRequest) -> Result<Prepared, Failure> {
     };
     let key = components.key();
     let build = BuildRequest {
-        language: request.language,
+        language,
         file_name,
         source,
         includes,

@@ -110,9 +110,10 @@ pub struct RunRequest {
     /// The entry function (default `main`).
     #[serde(default = "default_entry")]
     pub entry: String,
-    /// Arguments: numbers, booleans, `{"shape", "data", "type"?}` or `{"npy": base64}`.
+    /// Arguments: numbers (`"NaN"`, `"inf"`, `"-inf"` for those), booleans,
+    /// `{"shape", "data", "type"?}`, `{"npy": base64}` or (multipart) `{"npy_part": name}`.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<RunValue>)]
     pub args: Vec<Json>,
     #[serde(default)]
     pub limits: RunLimits,
@@ -122,6 +123,72 @@ pub struct RunRequest {
     #[serde(default = "default_target")]
     pub target: String,
 }
+
+/// The schema of one argument or result of a run (the items of
+/// `RunRequest.args` and `RunResponse.results`): the forms [`arg_value`]
+/// reads and [`result_json`] writes.
+#[derive(Debug)]
+pub struct RunValue;
+
+impl utoipa::PartialSchema for RunValue {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AnyOfBuilder, ArrayBuilder, ObjectBuilder, Type};
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        let non_finite = || {
+            string()
+                .enum_values(Some(["NaN", "inf", "-inf"]))
+                .description(Some("a `float` or `double` that is not finite"))
+        };
+        let closed = || utoipa::openapi::schema::AdditionalProperties::FreeForm(false);
+        let element = || {
+            AnyOfBuilder::new()
+                .item(ObjectBuilder::new().schema_type(Type::Number))
+                .item(ObjectBuilder::new().schema_type(Type::Boolean))
+                .item(non_finite())
+        };
+        let extents = ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)));
+        let array = ObjectBuilder::new()
+            .description(Some(
+                "an array: its extents, its elements flat in row-major order and their type \
+                 (`int`, `double`, `bool`, …; optional in arguments: the entry's, else guessed)",
+            ))
+            .property("shape", extents)
+            .property("data", ArrayBuilder::new().items(element()))
+            .property("type", string())
+            .required("shape")
+            .required("data")
+            .additional_properties(Some(closed()));
+        let npy = ObjectBuilder::new()
+            .description(Some("an array as a base64 `.npy` file (results with `\"results\": \"npy\"`)"))
+            .property("npy", string().format(Some(utoipa::openapi::SchemaFormat::Custom("base64".into()))))
+            .required("npy")
+            .additional_properties(Some(closed()));
+        let npy_part = ObjectBuilder::new()
+            .description(Some("an argument that is the `.npy` file of a multipart request's part of this name"))
+            .property("npy_part", string())
+            .required("npy_part")
+            .additional_properties(Some(closed()));
+        let text = ObjectBuilder::new()
+            .description(Some("a string result"))
+            .property("type", string().enum_values(Some(["string"])))
+            .property("data", string())
+            .required("type")
+            .required("data")
+            .additional_properties(Some(closed()));
+        AnyOfBuilder::new()
+            .description(Some("a scalar (a number, a boolean, or a non-finite number's name) or an array"))
+            .item(ObjectBuilder::new().schema_type(Type::Number))
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .item(non_finite())
+            .item(array)
+            .item(npy)
+            .item(npy_part)
+            .item(text)
+            .into()
+    }
+}
+
+impl ToSchema for RunValue {}
 
 fn default_entry() -> String {
     "main".into()
@@ -146,8 +213,9 @@ pub struct RanVariant {
 pub struct RunResponse {
     /// The compilation that ran.
     pub key: String,
-    /// The entry's results (see `RunRequest.results`).
-    #[schema(value_type = Vec<Object>)]
+    /// The entry's results (see `RunRequest.results`); a non-finite `float` or
+    /// `double` is `"NaN"`, `"inf"` or `"-inf"`.
+    #[schema(value_type = Vec<RunValue>)]
     pub results: Vec<Json>,
     /// What the program printed.
     pub stdout: String,
@@ -390,8 +458,13 @@ fn child_run(request: &RunRequest) -> Result<RunResponse, Failure> {
     if candidates.is_empty() {
         let mut names: Vec<String> = module.entries.iter().map(|(n, _)| n.to_string()).collect();
         names.sort();
+        let l0_note = if opt.frontend.l0.is_some() {
+            " (an L0 program with `main` exports `main` alone unless its compile request's `entry` names others)"
+        } else {
+            ""
+        };
         return Err(Failure::invalid(format!(
-            "the program has no entry function `{}`; its functions are: {}",
+            "the program has no entry function `{}`; its functions are: {}{l0_note}",
             request.entry,
             names.join(", ")
         )));
@@ -415,7 +488,20 @@ fn child_run(request: &RunRequest) -> Result<RunResponse, Failure> {
         };
         args.push(arg_value(arg, declared).map_err(|m| Failure::invalid(format!("args[{i}]: {m}")))?);
     }
-    let variant = ran_variant(&opt.frontend, &request.entry, &args);
+    let variant = if opt.frontend.l0.is_some() {
+        // L0 has no overloading: its one instance of the entry is what runs.
+        let params: Vec<Ty> = first.params.iter().map(|p| first.ty(*p).clone()).collect();
+        RanVariant {
+            function: request.entry.clone(),
+            signature: crate::build::signature(
+                &params.iter().map(Ty::to_string).collect::<Vec<_>>(),
+                &first.results.iter().map(Ty::to_string).collect::<Vec<_>>(),
+            ),
+            specialised: params.iter().all(|t| t.shape.extents().is_some()),
+        }
+    } else {
+        ran_variant(&opt.frontend, &request.entry, &args)
+    };
     let codegen = prepared.build.codegen.clone();
     let cap = limits.output_kb.saturating_mul(1024) as usize;
     let mut printed = Vec::new();
@@ -529,10 +615,19 @@ fn scalar_of(v: &Json, base: BaseType) -> Result<Scalar, String> {
     Ok(match base {
         BaseType::Bool => Scalar::Bool(v.as_bool().ok_or_else(bad)?),
         BaseType::Char => Scalar::Char(v.as_u64().filter(|c| *c < 256).ok_or_else(bad)? as u8),
-        BaseType::Float => Scalar::Float(v.as_f64().ok_or_else(bad)? as f32),
-        BaseType::Double => Scalar::Double(v.as_f64().ok_or_else(bad)?),
+        BaseType::Float => Scalar::Float(real_of(v).ok_or_else(bad)? as f32),
+        BaseType::Double => Scalar::Double(real_of(v).ok_or_else(bad)?),
         t => Scalar::Int(t, v.as_i64().ok_or_else(bad)?),
     })
+}
+
+/// A JSON number, or the name of a non-finite one as results spell it
+/// (`"NaN"`, `"inf"`, `"-inf"`), so that a result can be passed back.
+fn real_of(v: &Json) -> Option<f64> {
+    match v {
+        Json::String(s) => s.parse::<f64>().ok().filter(|x| !x.is_finite()),
+        v => v.as_f64(),
+    }
 }
 
 /// A JSON argument as a value; `declared`: the entry's element type.
@@ -615,8 +710,9 @@ fn scalar_json(s: Scalar) -> Json {
         Scalar::Bool(b) => json!(b),
         Scalar::Char(c) => json!(c),
         Scalar::Int(_, x) => json!(x),
-        Scalar::Float(x) => json!(x),
         // NaN and infinities are not JSON numbers; they come back as strings.
+        Scalar::Float(x) if !x.is_finite() => json!(x.to_string()),
+        Scalar::Float(x) => json!(x),
         Scalar::Double(x) if !x.is_finite() => json!(x.to_string()),
         Scalar::Double(x) => json!(x),
     }

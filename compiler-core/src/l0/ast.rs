@@ -122,9 +122,27 @@ impl std::fmt::Display for Type {
     }
 }
 
+/// The variable an indexed expression other than a variable is bound to
+/// (`iota(n)[0]` is `let 0indexed = iota(n) in 0indexed[0]`): no program can
+/// write the name (it starts with a digit), the IR's text form can.
+pub const INDEXED: &str = "0indexed";
+
 #[derive(Clone, Debug)]
 pub struct Program {
     pub functions: Vec<FunDef>,
+    /// Functions whose header parsed but whose body has a syntax error
+    /// (reported): their calls are checked against the header, so that they
+    /// do not say "unknown function".
+    pub unparsed: Vec<FunHeader>,
+}
+
+/// What a call of a function needs: its name, parameters and result type.
+#[derive(Clone, Debug)]
+pub struct FunHeader {
+    pub name: Name,
+    pub name_span: Span,
+    pub ret: Type,
+    pub params: Vec<Param>,
 }
 
 #[derive(Clone, Debug)]
@@ -236,7 +254,8 @@ pub enum ExprKind {
     Neg(Box<Expr>),
     Not(Box<Expr>),
     If(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// `v[e1, …, en]`: only variables are indexed.
+    /// `v[e1, …, en]`: only variables are indexed (the parser binds another
+    /// expression indexed to [`INDEXED`]).
     Index {
         array: Name,
         array_span: Span,

@@ -104,25 +104,31 @@ struct Sig {
 /// Checks a program; errors go to `diags`.
 pub fn check(program: &Program, diags: &mut Diagnostics) -> Checked {
     let mut sigs: HashMap<Name, (Sig, Span)> = HashMap::default();
-    for f in &program.functions {
-        if STRUCTURAL.contains(&f.name.as_str()) && f.name != "abs" {
+    // Functions with a syntax error in their body count as defined: their
+    // calls are checked against their headers.
+    let headers = program.functions.iter().map(|f| (&f.name, f.name_span, &f.params, &f.ret));
+    let unparsed = program.unparsed.iter().map(|f| (&f.name, f.name_span, &f.params, &f.ret));
+    let mut all: Vec<_> = headers.chain(unparsed).collect();
+    all.sort_by_key(|(_, span, ..)| span.start);
+    for (name, name_span, params, ret) in all {
+        if STRUCTURAL.contains(&name.as_str()) && name != "abs" {
             diags.push(
-                Diagnostic::error(codes::DUPLICATE_DEFINITION, format!("`{}` is a built-in function of L0", f.name))
-                    .at(f.name_span, "cannot be redefined"),
+                Diagnostic::error(codes::DUPLICATE_DEFINITION, format!("`{name}` is a built-in function of L0"))
+                    .at(name_span, "cannot be redefined"),
             );
             continue;
         }
-        if let Some((_, prev)) = sigs.get(&f.name) {
+        if let Some((_, prev)) = sigs.get(name) {
             diags.push(
-                Diagnostic::error(codes::DUPLICATE_DEFINITION, format!("`{}` is defined twice", f.name))
-                    .at(f.name_span, "second definition")
+                Diagnostic::error(codes::DUPLICATE_DEFINITION, format!("`{name}` is defined twice"))
+                    .at(name_span, "second definition")
                     .with_label(*prev, "first definition")
                     .with_hint("L0 has no overloading: rename one of them"),
             );
             continue;
         }
-        let sig = Sig { params: f.params.iter().map(|p| p.ty.clone()).collect(), ret: f.ret.clone() };
-        sigs.insert(f.name.clone(), (sig, f.name_span));
+        let sig = Sig { params: params.iter().map(|p| p.ty.clone()).collect(), ret: ret.clone() };
+        sigs.insert(name.clone(), (sig, name_span));
     }
     let mut checked = Checked::default();
     for f in &program.functions {
@@ -416,13 +422,12 @@ impl Cx<'_> {
                         }
                     }
                 }
-                if ok && literal_shape(e).is_none() && all_literal(e) {
-                    {
-                        let d = err(codes::IRREGULAR_LITERAL, span, "the rows of this array literal differ in shape")
-                            .with_hint("L0's arrays are regular: every row must have the same length");
-                        self.report(d);
-                        return None;
-                    }
+                if ok && literal_shape(e).is_none() && shape_is_static(e, self.types) {
+                    // Reported; the literal keeps its type, so that what
+                    // uses it is checked without more errors.
+                    let d = err(codes::IRREGULAR_LITERAL, span, "the rows of this array literal differ in shape")
+                        .with_hint("L0's arrays are regular: every row must have the same length");
+                    self.report(d);
                 }
                 ok.then(|| Val::fresh(Type::array(first.unwrap_or(Type::Int), Uniqueness::Nonunique)))
             }
@@ -503,7 +508,15 @@ impl Cx<'_> {
                             let d = err(
                                 codes::TYPE_MISMATCH,
                                 span,
-                                format!("`{array}` has type `{ty}`: {} indices are too many", indices.len()),
+                                format!(
+                                    "{} has type `{ty}`: {} indices are too many",
+                                    if array == INDEXED {
+                                        "the indexed expression".into()
+                                    } else {
+                                        format!("`{array}`")
+                                    },
+                                    indices.len()
+                                ),
                             );
                             self.report(d);
                             return None;
@@ -1442,13 +1455,14 @@ fn literal_shape(e: &Expr) -> Option<Vec<usize>> {
     }
 }
 
-/// Whether an array literal's rows are literal arrays all the way down (so
-/// irregularity is a compile-time error rather than a run-time one).
-fn all_literal(e: &Expr) -> bool {
+/// Whether an array literal's rows are literal arrays all the way down to
+/// scalars (literals or any expression of a scalar type, as in
+/// `[[x, 1], [2]]`), so that [`literal_shape`] is its shape and irregularity
+/// a compile-time error rather than a run-time one. An array-typed element
+/// (`[a, [1]]`) has a shape known only at run time.
+fn shape_is_static(e: &Expr, types: &HashMap<usize, Type>) -> bool {
     match &e.kind {
-        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().all(all_literal),
-        ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Bool(_) | ExprKind::Char(_) => true,
-        ExprKind::Neg(x) => all_literal(x),
-        _ => false,
+        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().all(|i| shape_is_static(i, types)),
+        _ => types.get(&(e as *const Expr as usize)).is_some_and(|t| t.leaves().iter().all(|l| l.rank() == 0)),
     }
 }

@@ -249,16 +249,20 @@ const MAX_DEPTH: usize = 400;
 const MAX_EXPR_DEPTH: usize = crate::syntax::parser::MAX_EXPR_DEPTH;
 
 /// Parses an L0 program. Functions with syntax errors are left out (the errors
-/// are reported); the rest are returned.
+/// are reported; their headers, where those parsed, are kept in
+/// [`Program::unparsed`]); the rest are returned.
 pub fn parse_program(file: FileId, text: &str, diags: &mut Diagnostics) -> Program {
     let toks = lex(file, text, diags);
     let mut p = Parser { toks, pos: 0, diags, depth: 0, links: 0, negated_literal: None };
     let mut functions = Vec::new();
+    let mut unparsed = Vec::new();
     while p.peek() != &Tok::Eof {
         if p.is_word("fun") {
-            match p.fundef() {
+            let mut header = None;
+            match p.fundef(&mut header) {
                 Ok(f) => functions.push(f),
                 Err(Bail) => {
+                    unparsed.extend(header);
                     // A bail leaves the nesting it was in: the next function starts afresh.
                     p.depth = 0;
                     p.links = 0;
@@ -275,7 +279,7 @@ pub fn parse_program(file: FileId, text: &str, diags: &mut Diagnostics) -> Progr
             p.skip_to_fun();
         }
     }
-    Program { functions }
+    Program { functions, unparsed }
 }
 
 impl Parser<'_> {
@@ -372,7 +376,9 @@ impl Parser<'_> {
         }
     }
 
-    fn fundef(&mut self) -> P<FunDef> {
+    /// A function definition; `header` gets its header once that is read
+    /// (what is left of a function whose body has a syntax error).
+    fn fundef(&mut self, header: &mut Option<FunHeader>) -> P<FunDef> {
         let start = self.expect_word("fun")?;
         let ret_start = self.span();
         let ret = self.ty()?;
@@ -380,6 +386,7 @@ impl Parser<'_> {
         let (name, name_span) = self.ident()?;
         self.expect_p("(")?;
         let params = self.params()?;
+        *header = Some(FunHeader { name: name.clone(), name_span, ret: ret.clone(), params: params.clone() });
         self.expect_p("=")?;
         let body = self.expr()?;
         Ok(FunDef { name, name_span, ret, ret_span, params, span: start.to(body.span), body })
@@ -570,7 +577,26 @@ impl Parser<'_> {
         }
     }
 
+    /// A primary expression and the indices after it. Seed 004 indexes
+    /// variables only; another expression indexed (`iota(n)[0]`,
+    /// `a[i][j]`, as Futhark allows) is bound to a variable first:
+    /// `let 0indexed = iota(n) in 0indexed[0]` ([`INDEXED`], a name no
+    /// program can write).
     fn primary(&mut self) -> P<Expr> {
+        let mut e = self.primary_alone()?;
+        while self.is_p("[") {
+            self.bump();
+            let indices = self.list("]")?;
+            let span = e.span.to(self.prev_span());
+            let name = Name::new(INDEXED);
+            let index = Expr { kind: ExprKind::Index { array: name.clone(), array_span: e.span, indices }, span };
+            let pat = Pat::Id(name, e.span);
+            e = Expr { kind: ExprKind::Let { pat, value: Box::new(e), body: Box::new(index) }, span };
+        }
+        Ok(e)
+    }
+
+    fn primary_alone(&mut self) -> P<Expr> {
         let start = self.span();
         let tok = self.peek().clone();
         let kind = match tok {
@@ -641,6 +667,7 @@ impl Parser<'_> {
                 "let" => return self.let_expr(),
                 "loop" => return self.loop_expr(),
                 "map" | "reduce" | "scan" | "filter" => return self.soac(),
+                w if KEYWORDS.contains(&w) => return self.error(codes::EXPECTED_EXPRESSION, "an expression"),
                 _ => {
                     let (name, span) = self.ident()?;
                     if self.is_p("[") {

@@ -26,7 +26,8 @@ use withloop_worker::store::Invalid;
         ("kind" = String, Path, description = "`object`, `shared`, `header`, `llvm_ir`, `asm`, `report` or `ir`"),
     ),
     responses(
-        (status = 200, description = "The bytes", content_type = "application/octet-stream"),
+        // Its content types, one per kind, are added by `SharedResponses`.
+        (status = 200, description = "The bytes, served with the kind's content type (`ArtifactLink.content_type`)"),
         (status = 304, description = "Not modified (If-None-Match matched the ETag)"),
         (status = 404, description = "No such compilation or artifact", body = ErrorEnvelope),
     )
@@ -48,7 +49,9 @@ pub async fn artifact(
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+        // The weak comparison (RFC 9110 §13.1.2): a gzipped response's ETag
+        // is the weak form of the same tag.
+        .is_some_and(|v| v.split(',').map(str::trim).any(|t| t.strip_prefix("W/").unwrap_or(t) == etag || t == "*"));
     let mut response = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {

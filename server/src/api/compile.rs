@@ -18,6 +18,7 @@ use withloop_worker::jobs::JobSpec;
 /// `?async=true`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CompileQuery {
     /// Answer at once with 202 and a job to follow.
     #[serde(default, rename = "async")]

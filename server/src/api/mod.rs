@@ -12,7 +12,7 @@ pub mod run;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -50,6 +50,7 @@ use crate::state::AppState;
         health::metrics,
     ),
     components(schemas(ErrorEnvelope, ErrorBody, withloop_worker::jobs::JobEvent)),
+    modifiers(&SharedResponses),
     tags(
         (name = "compile", description = "Compile programs"),
         (name = "run", description = "Run programs in sandboxed processes"),
@@ -60,6 +61,95 @@ use crate::state::AppState;
     )
 )]
 pub struct ApiDoc;
+
+/// What every operation may answer besides its own responses, said once
+/// here rather than in each handler's annotation: the layers' errors (504
+/// past the request timeout on every route; on `/v1`, 401 and 429 where
+/// tokens or a rate limit are configured, 503 when the database or queue
+/// fails; 415 for a POST body that is not JSON), the optional bearer token,
+/// and the artifact download's content type per kind.
+struct SharedResponses;
+
+impl utoipa::Modify for SharedResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+        use utoipa::openapi::{ContentBuilder, HeaderBuilder, ObjectBuilder, Ref, ResponseBuilder, Type};
+        let envelope = |description: &str| {
+            ResponseBuilder::new().description(description).content(
+                "application/json",
+                ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorEnvelope"))).build(),
+            )
+        };
+        let bearer = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "`Authorization: Bearer <token>` on `/v1` when the server has tokens (`WITHLOOP_TOKENS`); \
+                 without them every request is anonymous",
+            ))
+            .build();
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
+        let seconds = HeaderBuilder::new()
+            .schema(ObjectBuilder::new().schema_type(Type::Integer))
+            .description(Some("Seconds until the team's next request is allowed"))
+            .build();
+        // Each shared response once, under components, referenced by status.
+        let shared = [
+            ("504", "Timeout", envelope("The request took longer than the server's request timeout")),
+            ("401", "Unauthorized", envelope("No token, or not one the server knows (only where it has tokens)")),
+            ("429", "RateLimited", envelope("The team's rate limit is reached").header("Retry-After", seconds)),
+            ("503", "Unavailable", envelope("The database or the queue is unavailable")),
+            (
+                "415",
+                "UnsupportedMediaType",
+                envelope("The body is not `application/json` (`multipart/form-data` for runs)"),
+            ),
+        ];
+        let mut refs = std::collections::HashMap::new();
+        for (status, name, response) in shared {
+            components.responses.insert(name.to_string(), response.build().into());
+            refs.insert(status, utoipa::openapi::RefOr::Ref(Ref::new(format!("#/components/responses/{name}"))));
+        }
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let v1 = path.starts_with("/v1/");
+            let operations = [(&mut item.get, false), (&mut item.post, true), (&mut item.delete, false)];
+            for (operation, post) in operations {
+                let Some(op) = operation.as_mut() else { continue };
+                let mut add = |status: &str| {
+                    op.responses.responses.entry(status.to_string()).or_insert_with(|| refs[status].clone());
+                };
+                add("504");
+                if v1 {
+                    add("401");
+                    add("429");
+                    add("503");
+                    // The token is optional: a server without tokens takes anonymous requests.
+                    op.security = Some(vec![
+                        SecurityRequirement::default(),
+                        SecurityRequirement::new("bearer", Vec::<String>::new()),
+                    ]);
+                }
+                if post {
+                    add("415");
+                }
+            }
+        }
+        // Each kind is served with its own type (`ArtifactLink.content_type`).
+        let artifact = doc.paths.paths.get_mut("/v1/artifacts/{key}/{kind}").and_then(|i| i.get.as_mut());
+        if let Some(ok) = artifact.and_then(|op| op.responses.responses.get_mut("200")) {
+            if let utoipa::openapi::RefOr::T(ok) = ok {
+                ok.content.clear();
+                for kind in withloop_worker::ArtifactKind::ALL {
+                    let media = kind.content_type().split(';').next().unwrap_or_default().to_string();
+                    let bytes = ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)));
+                    ok.content.entry(media).or_insert_with(|| ContentBuilder::new().schema(Some(bytes)).build());
+                }
+            }
+        }
+    }
+}
 
 /// The OpenAPI document as pretty JSON (what `openapi/openapi.json` holds).
 pub fn openapi_json() -> String {
@@ -90,11 +180,31 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body_kb.saturating_mul(1024)))
         .layer(CompressionLayer::new())
+        .layer(middleware::map_response(weak_etag_when_encoded))
         .layer(cors(&state.config.cors_origins))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(state)
+}
+
+/// A strong ETag names one representation, bytes and all (RFC 9110
+/// §8.8.1): an artifact the compression layer gzipped is another, so its ETag
+/// becomes weak there. `If-None-Match` compares weakly, so either form gets
+/// its 304 ([`artifacts::artifact`]).
+async fn weak_etag_when_encoded(mut response: Response) -> Response {
+    if response.headers().contains_key(header::CONTENT_ENCODING) {
+        let weak = response
+            .headers()
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .filter(|t| !t.starts_with("W/"))
+            .and_then(|t| HeaderValue::from_str(&format!("W/{t}")).ok());
+        if let Some(v) = weak {
+            response.headers_mut().insert(header::ETAG, v);
+        }
+    }
+    response
 }
 
 fn cors(origins: &str) -> CorsLayer {

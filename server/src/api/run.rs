@@ -91,7 +91,13 @@ pub async fn run(
         )));
     }
     request.limits.within(&state.config.max_run_limits())?;
-    let compile = program(&state, &request).await?;
+    let mut compile = program(&state, &request).await?;
+    // An L0 program with `main` exports only `main` by default: a run of
+    // another function given with its program exports that one.
+    let l0 = compile.source_language() == withloop_worker::Language::L0;
+    if l0 && request.key.is_none() && compile.entry.is_empty() && request.entry != "main" {
+        compile.entry = vec![request.entry.clone()];
+    }
     let prepared = prepare(&compile)?;
     let (compiled, _) = state.compiler.compile_cached(prepared, false, None).await?;
     let key = compiled.meta.key.clone();
