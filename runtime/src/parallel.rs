@@ -7,7 +7,7 @@
 
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::error::WlCtx;
 
@@ -42,8 +42,15 @@ const WORKER_STACK: usize = 8 << 20;
 const CHUNKS_PER_THREAD: i64 = 4;
 
 /// The threads the context asks for.
+/// The most threads a with-loop is split over, whatever `WITHLOOP_THREADS` or
+/// `wl_ctx_set_threads` ask: each pool thread has an 8 MiB stack, and some
+/// tens of thousands of them exhaust what a process may map or the system
+/// may start (a thread then panics as it starts).
+pub(crate) const MAX_THREADS: i64 = 512;
+
 pub(crate) fn threads_of(c: &WlCtx) -> i64 {
-    if c.threads > 0 { c.threads as i64 } else { machine_threads() }
+    let asked = if c.threads > 0 { c.threads as i64 } else { machine_threads() };
+    asked.min(MAX_THREADS)
 }
 
 /// How many chunks to split `outer` iterations (of `total` elements in all)
@@ -80,7 +87,16 @@ pub unsafe extern "C" fn wl_parallel_for(ctx: *mut WlCtx, outer: i64, chunks: i6
     let parent = unsafe { &*ctx };
     let threads = threads_of(parent).clamp(1, chunks) as usize;
     let claimed = (0..chunks).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { f, env, parent: ctx, outer, claimed, threads, failed: Mutex::new(Vec::new()) };
+    let job = Job {
+        f,
+        env,
+        parent: ctx,
+        outer,
+        claimed,
+        threads,
+        failed: Mutex::new(Vec::new()),
+        first_failed: AtomicUsize::new(usize::MAX),
+    };
     pool::run(&job);
     let failed = job.failed.into_inner().unwrap_or_else(|e| e.into_inner());
     // The lowest chunk's error: the one a sequential run meets first.
@@ -125,6 +141,10 @@ struct Job {
     /// The chunks that failed, with the contexts their errors are in (rare:
     /// a program error).
     failed: Mutex<Vec<(usize, Box<WlCtx>)>>,
+    /// The lowest chunk that failed (`usize::MAX`: none). Chunks above it are
+    /// not started: a sequential run would have stopped before them, and one
+    /// of them may never end (a loop whose bound the failure guarded).
+    first_failed: AtomicUsize,
 }
 
 impl Job {
@@ -169,6 +189,9 @@ impl Job {
         if self.claimed[k].swap(true, Ordering::Relaxed) {
             return 0;
         }
+        if k > self.first_failed.load(Ordering::Relaxed) {
+            return 1;
+        }
         let lo = self.outer * k as i64 / self.chunks();
         let hi = self.outer * (k as i64 + 1) / self.chunks();
         CHUNK_CTX.with(|(cell, in_use)| {
@@ -188,6 +211,7 @@ impl Job {
                 // `run`'s contract makes `f` safe on disjoint chunks.
                 (self.f)(ctx, self.env, k as i64, lo, hi);
                 if (*ctx).error != 0 {
+                    self.first_failed.fetch_min(k, Ordering::Relaxed);
                     let copy = Box::new(std::ptr::read(ctx));
                     self.failed.lock().unwrap_or_else(|e| e.into_inner()).push((k, copy));
                 }
@@ -502,6 +526,7 @@ mod tests {
             claimed,
             threads: 4,
             failed: Mutex::new(Vec::new()),
+            first_failed: AtomicUsize::new(usize::MAX),
         };
         assert_eq!(job.work(1), 6);
         assert_eq!(job.work(0), 0, "nothing is left");

@@ -24,6 +24,13 @@ int main(void) {
   wl_array a = {v, 1, shape, NULL}, r = {0}, s = {0};
   int fails = 0, calls = 0;
   long before = 0;
+  /* A fold split over 64 threads (256 chunks, 2 kB of partial results
+     per call) that fails in its first chunk, 20000 times: 40 MB when a
+     failure did not free the partials. */
+  wl_ctx *par = wl_ctx_new();
+  wl_ctx_set_threads(par, 64);
+  wl_ctx_set_parallel_min(par, 1);
+  int32_t total = 0;
   for (int round = 0; round < 301; round++) {
     /* The first round warms the runtime's caches and threads up. */
     if (round == 1) before = resident_kb();
@@ -34,8 +41,13 @@ int main(void) {
     fails += wl_cells(ctx, &a, 1, &r) != 0;
     calls += 5;
   }
+  for (int k = 0; k < 20000; k++) {
+    fails += wl_total(par, &a, 0, &total) != 0;
+    calls++;
+  }
   long grown = resident_kb() - before;
   printf("%d of %d calls failed (%s); resident set grew by %ld kB\n", fails, calls, wl_error_code(ctx), grown);
   wl_ctx_free(ctx);
+  wl_ctx_free(par);
   return 0;
 }

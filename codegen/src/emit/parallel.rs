@@ -359,6 +359,18 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
         };
         let env = out.env;
         let f = chunk_fn.unwrap_or_else(|| out.func.as_global_value().as_pointer_value());
+        // A chunk that fails, or a fold function failing as the partials are
+        // combined, leaves through a block that frees the partials first.
+        let outer_fail = fx.fail_bb;
+        if folds > 0 {
+            let free_bb = self.ctx.append_basic_block(fx.func, "par.fail.partials");
+            let here = self.b.get_insert_block().ok_or_else(|| CodegenError::Bug("no block".into()))?;
+            self.b.position_at_end(free_bb);
+            self.call(self.rt.free, &[partials.into()])?;
+            self.b.build_unconditional_branch(outer_fail)?;
+            self.b.position_at_end(here);
+            fx.fail_bb = free_bb;
+        }
         self.call(self.rt.parallel_for, &[fx.ctxp.into(), outer.into(), chunks.into(), f.into(), env.into()])?;
         self.check_error(fx)?;
         // Combine the partial folds in chunk order.
@@ -383,6 +395,7 @@ impl<'ctx, 'a> Emitter<'ctx, 'a> {
             })?;
             k += 1;
         }
+        fx.fail_bb = outer_fail;
         if folds > 0 {
             self.call(self.rt.free, &[partials.into()])?;
         }
