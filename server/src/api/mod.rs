@@ -136,16 +136,14 @@ impl utoipa::Modify for SharedResponses {
         }
         // Each kind is served with its own type (`ArtifactLink.content_type`).
         let artifact = doc.paths.paths.get_mut("/v1/artifacts/{key}/{kind}").and_then(|i| i.get.as_mut());
-        if let Some(ok) = artifact.and_then(|op| op.responses.responses.get_mut("200")) {
-            if let utoipa::openapi::RefOr::T(ok) = ok {
-                ok.content.clear();
-                for kind in withloop_worker::ArtifactKind::ALL {
-                    let media = kind.content_type().split(';').next().unwrap_or_default().to_string();
-                    let bytes = ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)));
-                    ok.content.entry(media).or_insert_with(|| ContentBuilder::new().schema(Some(bytes)).build());
-                }
+        if let Some(utoipa::openapi::RefOr::T(ok)) = artifact.and_then(|op| op.responses.responses.get_mut("200")) {
+            ok.content.clear();
+            for kind in withloop_worker::ArtifactKind::ALL {
+                let media = kind.content_type().split(';').next().unwrap_or_default().to_string();
+                let bytes = ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)));
+                ok.content.entry(media).or_insert_with(|| ContentBuilder::new().schema(Some(bytes)).build());
             }
         }
     }
