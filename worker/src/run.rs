@@ -140,9 +140,10 @@ impl utoipa::PartialSchema for RunValue {
                 .description(Some("a `float` or `double` that is not finite"))
         };
         let closed = || utoipa::openapi::schema::AdditionalProperties::FreeForm(false);
-        let element = || {
-            AnyOfBuilder::new()
-                .item(ObjectBuilder::new().schema_type(Type::Number))
+        // What an array element or a scalar is: a number, a boolean, or a
+        // non-finite number's name.
+        let scalars = |any: AnyOfBuilder| {
+            any.item(ObjectBuilder::new().schema_type(Type::Number))
                 .item(ObjectBuilder::new().schema_type(Type::Boolean))
                 .item(non_finite())
         };
@@ -153,7 +154,7 @@ impl utoipa::PartialSchema for RunValue {
                  (`int`, `double`, `bool`, …; optional in arguments: the entry's, else guessed)",
             ))
             .property("shape", extents)
-            .property("data", ArrayBuilder::new().items(element()))
+            .property("data", ArrayBuilder::new().items(scalars(AnyOfBuilder::new())))
             .property("type", string())
             .required("shape")
             .required("data")
@@ -175,16 +176,15 @@ impl utoipa::PartialSchema for RunValue {
             .required("type")
             .required("data")
             .additional_properties(Some(closed()));
-        AnyOfBuilder::new()
-            .description(Some("a scalar (a number, a boolean, or a non-finite number's name) or an array"))
-            .item(ObjectBuilder::new().schema_type(Type::Number))
-            .item(ObjectBuilder::new().schema_type(Type::Boolean))
-            .item(non_finite())
-            .item(array)
-            .item(npy)
-            .item(npy_part)
-            .item(text)
-            .into()
+        scalars(
+            AnyOfBuilder::new()
+                .description(Some("a scalar (a number, a boolean, or a non-finite number's name) or an array")),
+        )
+        .item(array)
+        .item(npy)
+        .item(npy_part)
+        .item(text)
+        .into()
     }
 }
 

@@ -136,6 +136,15 @@ pub struct Program {
     pub unparsed: Vec<FunHeader>,
 }
 
+impl Program {
+    /// Every function's name, name span, parameters and result, those whose
+    /// body did not parse among them, in no particular order.
+    pub fn headers(&self) -> impl Iterator<Item = (&Name, Span, &[Param], &Type)> {
+        let parsed = self.functions.iter().map(|f| (&f.name, f.name_span, f.params.as_slice(), &f.ret));
+        parsed.chain(self.unparsed.iter().map(|f| (&f.name, f.name_span, f.params.as_slice(), &f.ret)))
+    }
+}
+
 /// What a call of a function needs: its name, parameters and result type.
 #[derive(Clone, Debug)]
 pub struct FunHeader {

@@ -106,9 +106,7 @@ pub fn check(program: &Program, diags: &mut Diagnostics) -> Checked {
     let mut sigs: HashMap<Name, (Sig, Span)> = HashMap::default();
     // Functions with a syntax error in their body count as defined: their
     // calls are checked against their headers.
-    let headers = program.functions.iter().map(|f| (&f.name, f.name_span, &f.params, &f.ret));
-    let unparsed = program.unparsed.iter().map(|f| (&f.name, f.name_span, &f.params, &f.ret));
-    let mut all: Vec<_> = headers.chain(unparsed).collect();
+    let mut all: Vec<_> = program.headers().collect();
     all.sort_by_key(|(_, span, ..)| span.start);
     for (name, name_span, params, ret) in all {
         if STRUCTURAL.contains(&name.as_str()) && name != "abs" {

@@ -37,12 +37,7 @@ pub fn compile(sources: &SourceMap, file: FileId, entries: &[String]) -> L0 {
     let program = parse::parse_program(file, &text, &mut diags);
     let checked = check::check(&program, &mut diags);
     // A function whose body did not parse is defined (its error is reported).
-    let names: Vec<&str> = program
-        .functions
-        .iter()
-        .map(|f| f.name.as_str())
-        .chain(program.unparsed.iter().map(|f| f.name.as_str()))
-        .collect();
+    let names: Vec<&str> = program.headers().map(|(name, ..)| name.as_str()).collect();
     if let Some(unknown) = entries.iter().find(|e| !names.contains(&e.as_str())) {
         diags.push(crate::driver::unknown_entry(&sources.get(file).name, unknown, names));
     }
